@@ -1,0 +1,107 @@
+//! Assembling a server from its configuration: clock, store, blobs,
+//! catalogs, router; binding the listener; serving until shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::blobs::Blobs;
+use crate::clock::{Clock, SystemClock, TestClock};
+use crate::config::ServeArgs;
+use crate::http::{AppState, Limits, SharedState, router};
+use crate::notify::Notifier;
+use crate::protocol::time::parse_iso;
+use crate::store::{self, StoreOptions};
+
+pub struct App {
+    listener: TcpListener,
+    state: SharedState,
+}
+
+impl App {
+    /// Open everything and bind the listener; fails with a clear message on
+    /// a bad URL, an unreachable database or a catalog that does not compile.
+    pub async fn build(args: &ServeArgs) -> anyhow::Result<App> {
+        let test_clock = match &args.test_clock {
+            Some(text) => {
+                let now = parse_iso(text).with_context(|| format!("--test-clock {text:?} is not an ISO-8601 UTC time"))?;
+                tracing::warn!("TEST CLOCK ENABLED: time is frozen at {text} and POST /_test/clock can change it; never use this in production");
+                Some(Arc::new(TestClock::new(now)))
+            }
+            None => None,
+        };
+        let clock: Arc<dyn Clock> = match &test_clock {
+            Some(clock) => clock.clone(),
+            None => Arc::new(SystemClock),
+        };
+        let catalogs = match &args.catalog {
+            Some(dir) => abstore_catalog::Catalogs::from_dir(dir).with_context(|| format!("loading catalogs from {}", dir.display()))?,
+            None => abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?,
+        };
+        let notifier = Arc::new(Notifier::new());
+        let options = StoreOptions { pool_size: args.db.db_pool_size, migrate: !args.no_migrate };
+        let store = store::open(&args.db.database, &options, clock, notifier.clone())
+            .await
+            .with_context(|| format!("opening the database ({})", redact(&args.db.database)))?;
+        let blobs = Blobs::open(&args.blobs).with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
+        let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+        let state = Arc::new(AppState {
+            store,
+            blobs,
+            catalogs: Arc::new(catalogs),
+            notifier,
+            test_clock,
+            limits: Limits {
+                max_artifact_bytes: args.max_artifact_bytes,
+                max_body_bytes: args.max_body_bytes,
+                max_wait: Duration::from_secs(args.max_wait_seconds),
+                held_read_recheck: Duration::from_secs(1),
+            },
+            autobuild_version: args.autobuild_version.clone(),
+            shutdown: CancellationToken::new(),
+        });
+        Ok(App { listener, state })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until `shutdown` is cancelled; held reads answer at once and
+    /// in-flight requests finish.
+    pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let state = self.state.clone();
+        let app = router(self.state);
+        let held = state.shutdown.clone();
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.cancelled().await;
+                held.cancel();
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// A URL with any password replaced, for logs and error messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("REDACTED"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(super::redact("postgres://u:secret@h/db"), "postgres://u:REDACTED@h/db");
+        assert_eq!(super::redact("sqlite://./x.db"), "sqlite://./x.db");
+    }
+}

@@ -1,0 +1,87 @@
+//! The command line: every `serve` setting is a flag and an `ABSTORE_*`
+//! environment variable, documented by `--help` (docs/configuration.md
+//! lists them too).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "abstore", version, about = "A server for Autobuild's Remote BuildStore protocol")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the Remote BuildStore protocol.
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(DatabaseArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DatabaseArgs {
+    /// Database URL: `sqlite://PATH`, `sqlite::memory:` or `postgres://…`.
+    #[arg(long, env = "ABSTORE_DATABASE", default_value = "sqlite://./abstore-data/abstore.db")]
+    pub database: String,
+
+    /// Maximum database connections (PostgreSQL pool; SQLite readers).
+    #[arg(long, env = "ABSTORE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub db_pool_size: u32,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "ABSTORE_LISTEN", default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+
+    /// Blob location: a directory, `file:///abs/dir`, `memory://`, or an object-store URL.
+    #[arg(long, env = "ABSTORE_BLOBS", default_value = "./abstore-data/blobs")]
+    pub blobs: String,
+
+    /// Do not apply migrations at start (run `abstore migrate` separately).
+    #[arg(long, env = "ABSTORE_NO_MIGRATE")]
+    pub no_migrate: bool,
+
+    /// The Autobuild package version clients must send.
+    #[arg(long, env = "ABSTORE_AUTOBUILD_VERSION", default_value = "0.8.0")]
+    pub autobuild_version: String,
+
+    /// Largest decoded artifact in bytes; larger ones are 413.
+    #[arg(long, env = "ABSTORE_MAX_ARTIFACT_BYTES", default_value_t = 1_048_576)]
+    pub max_artifact_bytes: usize,
+
+    /// Largest request body in bytes, any route; larger ones are 413.
+    #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576)]
+    pub max_body_bytes: usize,
+
+    /// Ceiling for held reads (`wait=`), in seconds; larger waits are clamped.
+    #[arg(long, env = "ABSTORE_MAX_WAIT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=30))]
+    pub max_wait_seconds: u64,
+
+    /// Replace the embedded event catalogs with `build.json`, `repository.json`
+    /// and `session.json` from this directory.
+    #[arg(long, env = "ABSTORE_CATALOG")]
+    pub catalog: Option<PathBuf>,
+
+    /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
+    #[arg(long, env = "ABSTORE_TEST_CLOCK")]
+    pub test_clock: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,106 @@
+//! `ApiError`: the only error that becomes an HTTP response, and the one
+//! place the spec's `{"error": …, "kind": …}` body is built (section 9).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::protocol::wire::SchemaError;
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 validation: bad JSON, body schema, query grammar, path encoding.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401 auth: missing, malformed, badly signed or expired token.
+    #[allow(dead_code)] // used once authenticated mode lands
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// 403 auth: valid token, wrong scope or attribution.
+    #[allow(dead_code)]
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404 not-found: unknown route, method or resource.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409 conflict: identity mismatch, duplicate build.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413 validation: a ceiling was exceeded; the message names it.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 422 validation: the event catalog rejected the write (message verbatim).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 500 internal: the detail is logged, never sent.
+    #[error("internal error")]
+    Internal(String),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The protocol's stable error kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) | ApiError::TooLarge(_) | ApiError::Unprocessable(_) => "validation",
+            ApiError::Unauthenticated(_) | ApiError::Forbidden(_) => "auth",
+            ApiError::NotFound(_) => "not-found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// `unknown build "x"` / `unknown repo "x"`.
+    pub fn unknown(resource: &ResourceRef) -> Self {
+        ApiError::NotFound(format!("unknown {} \"{}\"", resource.kind.noun(), resource.id))
+    }
+
+    /// Map a store failure for an operation on `resource`.
+    pub fn from_store(err: StoreError, resource: &ResourceRef) -> Self {
+        match err {
+            StoreError::NotFound => Self::unknown(resource),
+            StoreError::Conflict if resource.kind == ResourceKind::Build => {
+                ApiError::Conflict(format!("build \"{}\" already exists", resource.id))
+            }
+            StoreError::Conflict => ApiError::Conflict(format!("{} \"{}\" already exists", resource.kind.noun(), resource.id)),
+            StoreError::Rejected(message) => ApiError::Unprocessable(message),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<SchemaError> for ApiError {
+    fn from(err: SchemaError) -> Self {
+        ApiError::BadRequest(format!("invalid request body: {}", err.0))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let message = match &self {
+            ApiError::Internal(detail) => {
+                // The detail may name tables or hosts: log it, send a fixed text.
+                tracing::error!(error = %detail, "internal error");
+                "internal error".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let body = serde_json::json!({ "error": message, "kind": self.kind() });
+        super::json_response(self.status(), body.to_string())
+    }
+}

@@ -1,0 +1,54 @@
+//! `GET /health` (spec section 11) and, only with `--test-clock`, the
+//! harness clock route `POST /_test/clock` (DESIGN decision 11).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::get;
+
+use super::extract::json_body;
+use super::{ApiError, ApiResult, PROTOCOL_VERSION, SharedState, json};
+use crate::clock::Clock as _;
+use crate::protocol::time::{format_iso, parse_iso};
+
+pub fn router(test_clock: bool) -> Router<SharedState> {
+    let router = Router::new().route("/health", get(health));
+    if test_clock {
+        router.route("/_test/clock", get(read_clock).post(set_clock))
+    } else {
+        router
+    }
+}
+
+/// Always open; exactly `{"ok":true,"autobuildVersion":…,"protocolVersion":"2"}`.
+async fn health(State(state): State<SharedState>) -> Response {
+    json(
+        StatusCode::OK,
+        &serde_json::json!({ "ok": true, "autobuildVersion": state.autobuild_version, "protocolVersion": PROTOCOL_VERSION }),
+    )
+}
+
+fn clock_body(now: i64) -> Response {
+    json(StatusCode::OK, &serde_json::json!({ "now": format_iso(now) }))
+}
+
+async fn read_clock(State(state): State<SharedState>) -> ApiResult<Response> {
+    let clock = state.test_clock.as_ref().ok_or_else(|| ApiError::NotFound("no route: GET /_test/clock".into()))?;
+    Ok(clock_body(clock.now_ms()))
+}
+
+/// Set the frozen clock: `{"now": "<ISO>"}`.
+async fn set_clock(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
+    let clock = state.test_clock.as_ref().ok_or_else(|| ApiError::NotFound("no route: POST /_test/clock".into()))?;
+    let body = json_body(body, 4096).await?;
+    let now = body
+        .get("now")
+        .and_then(|v| v.as_str())
+        .and_then(parse_iso)
+        .ok_or_else(|| ApiError::BadRequest("invalid request body: \"now\" must be an ISO-8601 UTC time".into()))?;
+    clock.set(now);
+    tracing::info!(now = %format_iso(now), "test clock set");
+    Ok(clock_body(now))
+}

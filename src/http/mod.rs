@@ -1,0 +1,89 @@
+//! The HTTP face: one router per resource family merged here, the identity
+//! check in front of every machine route, and the JSON response helpers.
+//!
+//! Request order (spec sections 1, 7, 9): identity headers (409) → [auth,
+//! when it lands] → resource lookup (404) → body (400/413) → catalog (422)
+//! → one store transaction.
+
+mod builds;
+mod error;
+mod extract;
+mod health;
+mod identity;
+mod repos;
+mod resources;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use tokio_util::sync::CancellationToken;
+
+pub use error::{ApiError, ApiResult};
+
+use crate::blobs::Blobs;
+use crate::clock::TestClock;
+use crate::notify::Notifier;
+use crate::store::Store;
+
+/// The protocol version this server speaks (spec section 1).
+pub const PROTOCOL_VERSION: &str = "2";
+
+/// Configured bounds (DESIGN decision 10); each is a flag.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest decoded artifact, per artifact (413 above).
+    pub max_artifact_bytes: usize,
+    /// Largest request body of any route (413 above).
+    pub max_body_bytes: usize,
+    /// Ceiling a `wait` is clamped to.
+    pub max_wait: Duration,
+    /// How often a held read re-checks the store on its own (never faster
+    /// than once a second, spec section 10), covering writes by other replicas.
+    pub held_read_recheck: Duration,
+}
+
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub blobs: Blobs,
+    pub catalogs: Arc<abstore_catalog::Catalogs>,
+    pub notifier: Arc<Notifier>,
+    pub test_clock: Option<Arc<TestClock>>,
+    pub limits: Limits,
+    /// The Autobuild package version clients must send.
+    pub autobuild_version: String,
+    /// Cancelled on shutdown: held reads answer at once.
+    pub shutdown: CancellationToken,
+}
+
+pub type SharedState = Arc<AppState>;
+
+pub fn router(state: SharedState) -> Router {
+    Router::new()
+        .merge(builds::router())
+        .merge(repos::router())
+        .merge(health::router(state.test_clock.is_some()))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_route)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
+        .with_state(state)
+}
+
+/// Unknown routes and unsupported methods are both `404 not-found`.
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no route: {method} {}", uri.path()))
+}
+
+/// A response whose body is already JSON text.
+pub fn json_response(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Serialise `value` as a JSON response.
+pub fn json(status: StatusCode, value: &serde_json::Value) -> Response {
+    json_response(status, value.to_string())
+}

@@ -1,0 +1,33 @@
+//! The repository family (spec section 4): `ensureRepo` here, the
+//! per-repository operations from [`resources`](super::resources). There is
+//! deliberately no `GET /repos`.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::post;
+
+use super::extract::json_body;
+use super::resources::{Repos, family_routes};
+use super::{ApiError, ApiResult, SharedState, json};
+use crate::protocol::wire;
+use crate::protocol::{ResourceKind, ResourceRef};
+
+pub fn router() -> Router<SharedState> {
+    Router::new().route("/repos", post(ensure_repo)).merge(family_routes::<Repos>("/repos"))
+}
+
+/// `ensureRepo`: `POST /repos`, idempotent, `200` either way.
+async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
+    let body = json_body(body, state.limits.max_body_bytes).await?;
+    let obj = wire::object(&body, "the request body")?;
+    let repo = wire::nonempty_str(obj, "repo")?;
+    let record = state
+        .store
+        .ensure_repo(repo)
+        .await
+        .map_err(|e| ApiError::from_store(e, &ResourceRef::new(ResourceKind::Repo, repo)))?;
+    Ok(json(StatusCode::OK, &record.to_json()))
+}

@@ -1,0 +1,383 @@
+//! Operations shared by every resource family (spec sections 3, 4 and 8):
+//! events, conditional append, deposits, artifacts and leases. Handlers are
+//! generic over a [`Family`] marker so builds and repositories share one
+//! implementation and sessions can join by adding a marker.
+//!
+//! Order inside a handler: resource id (400 on bad encoding) → body (400/413)
+//! → catalog (422) → store (404 when the resource is absent). A body or
+//! catalog failure on a resource that does not exist answers 404, as if the
+//! lookup had come first (`reject`), without costing a lookup on success.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::extract::{json_body, query_param, resource_id};
+use super::{ApiError, ApiResult, SharedState, json, json_response};
+use crate::blobs::blob_ref;
+use crate::protocol::base64::{self, DecodeError};
+use crate::protocol::numbers::{js_integer, wait_seconds};
+use crate::protocol::placeholders::{self, Assigned};
+use crate::protocol::wire::{self, EventWrite};
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::{NewArtifact, NewEvent, StoreError};
+
+/// A resource family: which kind of resource, which event catalog.
+pub trait Family: Send + Sync + 'static {
+    const KIND: ResourceKind;
+    const CATALOG: abstore_catalog::Family;
+}
+
+pub struct Builds;
+pub struct Repos;
+
+impl Family for Builds {
+    const KIND: ResourceKind = ResourceKind::Build;
+    const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Build;
+}
+
+impl Family for Repos {
+    const KIND: ResourceKind = ResourceKind::Repo;
+    const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Repository;
+}
+
+/// The addressed resource of family `F`, decoded from the path.
+pub struct Addressed<F: Family> {
+    pub resource: ResourceRef,
+    _family: PhantomData<F>,
+}
+
+impl<F: Family> Addressed<F> {
+    pub fn from_uri(uri: &Uri) -> ApiResult<Self> {
+        Ok(Addressed { resource: ResourceRef::new(F::KIND, resource_id(uri)?), _family: PhantomData })
+    }
+}
+
+/// A request failed before reaching the store: answer 404 if the resource
+/// does not exist (lookup precedes body evaluation), else the failure itself.
+async fn reject(state: &SharedState, resource: &ResourceRef, err: ApiError) -> ApiError {
+    match state.store.get_record(resource).await {
+        Ok(Some(_)) => err,
+        Ok(None) => ApiError::unknown(resource),
+        Err(store) => ApiError::from_store(store, resource),
+    }
+}
+
+/// Run the pre-store part of a handler, mapping its failure through `reject`.
+async fn prepare<T>(state: &SharedState, resource: &ResourceRef, result: ApiResult<T>) -> ApiResult<T> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(err) => Err(reject(state, resource, err).await),
+    }
+}
+
+/// Check an event write against family `F`'s catalog and serialise it.
+fn validated_event<F: Family>(state: &SharedState, write: &EventWrite) -> Result<NewEvent, String> {
+    state
+        .catalogs
+        .validate(F::CATALOG, &write.actor, &write.event_type, &write.payload)
+        .map_err(|err| err.message)?;
+    Ok(NewEvent {
+        actor_json: write.actor.to_string(),
+        type_json: Value::String(write.event_type.clone()).to_string(),
+        payload_json: write.payload.to_string(),
+    })
+}
+
+fn envelope_response(status: StatusCode, envelope: String) -> Response {
+    json_response(status, envelope)
+}
+
+/// `append` / `appendRepo`: `POST …/events`.
+pub async fn append_event<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let event = prepare(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let write = wire::event_write(&body, "the request body")?;
+        validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)
+    }.await).await?;
+    match state.store.append(&r, event, None).await {
+        Ok(Some(envelope)) => Ok(envelope_response(StatusCode::CREATED, envelope)),
+        Ok(None) => Err(ApiError::Internal("unconditional append reported stale".into())),
+        Err(err) => Err(ApiError::from_store(err, &r)),
+    }
+}
+
+/// `appendIfCurrent`: `POST /builds/{slug}/events/conditional`. A stale
+/// sequence answers `200 null`, but only after the candidate validated.
+pub async fn append_conditional<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let (expected, event) = prepare(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        let expected = wire::nonnegative_int(obj, "expectedSeq")?;
+        let write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        let event = validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)?;
+        Ok((expected, event))
+    }.await).await?;
+    match state.store.append(&r, event, Some(expected)).await {
+        Ok(Some(envelope)) => Ok(envelope_response(StatusCode::CREATED, envelope)),
+        Ok(None) => Ok(json_response(StatusCode::OK, "null".into())),
+        Err(err) => Err(ApiError::from_store(err, &r)),
+    }
+}
+
+/// `getEvents` / `getRepoEvents`: `GET …/events?since=&wait=`, with the
+/// bounded wait of section 3.
+pub async fn read_events<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let (since, wait) = prepare(&state, &r, read_params(&uri, state.limits.max_wait)).await?;
+    let events = held_read(&state, &r, since, wait).await.map_err(|err| ApiError::from_store(err, &r))?;
+    Ok(json_response(StatusCode::OK, format!("[{}]", events.join(","))))
+}
+
+/// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
+fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
+    let since = lenient_int(uri, "since")?.unwrap_or(0);
+    let wait = match query_param(uri, "wait") {
+        None => Duration::ZERO,
+        Some(raw) => match wait_seconds(&raw) {
+            Some(secs) => Duration::from_secs(secs).min(ceiling),
+            None => {
+                return Err(ApiError::BadRequest(format!(
+                    "query parameter \"wait\" must be one or more ASCII digits, got \"{raw}\""
+                )));
+            }
+        },
+    };
+    Ok((since, wait))
+}
+
+/// Answer at once when events exist; otherwise hold until one is appended,
+/// the bound passes, or the server shuts down. Subscribing before the second
+/// query means an append between the two queries is never missed.
+async fn held_read(state: &SharedState, r: &ResourceRef, since: i64, wait: Duration) -> Result<Vec<String>, StoreError> {
+    let events = state.store.events_since(r, since).await?;
+    if !events.is_empty() || wait.is_zero() {
+        return Ok(events);
+    }
+    let deadline = Instant::now() + wait;
+    loop {
+        let subscription = state.notifier.subscribe(r);
+        let notified = subscription.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let events = state.store.events_since(r, since).await?;
+        let now = Instant::now();
+        if !events.is_empty() || now >= deadline || state.shutdown.is_cancelled() {
+            return Ok(events);
+        }
+        let tick = (deadline - now).min(state.limits.held_read_recheck);
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(tick) => {}
+            _ = state.shutdown.cancelled() => {}
+        }
+    }
+}
+
+/// `since`/`rev`: JavaScript `Number()` accepted when an integer (section 3).
+fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
+    match query_param(uri, name) {
+        None => Ok(None),
+        Some(raw) => js_integer(&raw)
+            .map(Some)
+            .ok_or_else(|| ApiError::BadRequest(format!("query parameter \"{name}\" must be an integer, got \"{raw}\""))),
+    }
+}
+
+/// A decoded, hashed artifact ready for the blob store and the metadata row.
+struct Prepared {
+    artifact: NewArtifact,
+    bytes: Vec<u8>,
+}
+
+/// Validate and decode one artifact input (400 for schema or base64, 413
+/// above the ceiling). No I/O.
+fn prepare_artifact(state: &SharedState, value: &Value, what: &str) -> ApiResult<Prepared> {
+    let input = wire::artifact_input(value, what)?;
+    let bytes = base64::decode(input.content_base64, state.limits.max_artifact_bytes).map_err(|err| match err {
+        DecodeError::Malformed => ApiError::BadRequest(format!(
+            "invalid request body: \"contentBase64\" of {what} is not strict padded standard base64"
+        )),
+        DecodeError::TooLarge { ceiling } => {
+            ApiError::TooLarge(format!("artifact \"{}\" exceeds the {ceiling}-byte decoded size ceiling", input.kind))
+        }
+    })?;
+    Ok(Prepared {
+        artifact: NewArtifact {
+            kind: input.kind.to_owned(),
+            blob_ref: blob_ref(&bytes),
+            size: i64::try_from(bytes.len()).unwrap_or(i64::MAX),
+            metadata: input.metadata.cloned().unwrap_or_default(),
+        },
+        bytes,
+    })
+}
+
+/// Write blobs before any metadata (DESIGN decision 5).
+async fn write_blobs(state: &SharedState, prepared: Vec<Prepared>) -> ApiResult<Vec<NewArtifact>> {
+    let mut artifacts = Vec::with_capacity(prepared.len());
+    for p in prepared {
+        state
+            .blobs
+            .put(&p.artifact.blob_ref, p.bytes)
+            .await
+            .map_err(|err| ApiError::Internal(format!("blob write failed: {err}")))?;
+        artifacts.push(p.artifact);
+    }
+    Ok(artifacts)
+}
+
+/// `putArtifact` / `putRepoArtifact`: `POST …/artifacts`.
+pub async fn put_artifact<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let prepared = prepare(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        prepare_artifact(&state, &body, "the artifact")
+    }.await).await?;
+    // Refuse before writing a blob for a resource that does not exist.
+    if state.store.get_record(&r).await.map_err(|e| ApiError::from_store(e, &r))?.is_none() {
+        return Err(ApiError::unknown(&r));
+    }
+    let mut artifacts = write_blobs(&state, vec![prepared]).await?;
+    let artifact = artifacts.pop().ok_or_else(|| ApiError::Internal("no artifact prepared".into()))?;
+    let meta = state.store.put_artifact(&r, artifact).await.map_err(|e| ApiError::from_store(e, &r))?;
+    Ok(json(StatusCode::CREATED, &meta.to_json()))
+}
+
+/// `appendWithArtifacts` / `appendRepoWithArtifacts`: `POST …/deposits`
+/// (section 8). Every artifact is decoded and checked before anything is
+/// written; substitution and validation run inside the store transaction.
+pub async fn deposit<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let (prepared, write) = prepare(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        let items = match obj.get("artifacts") {
+            Some(Value::Array(items)) => items,
+            Some(_) => return Err(wire::SchemaError("\"artifacts\" must be an array".into()).into()),
+            None => return Err(wire::SchemaError("\"artifacts\" is required".into()).into()),
+        };
+        let write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        let prepared = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| prepare_artifact(&state, item, &format!("artifact {i}")))
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok((prepared, write))
+    }.await).await?;
+    if state.store.get_record(&r).await.map_err(|e| ApiError::from_store(e, &r))?.is_none() {
+        return Err(ApiError::unknown(&r));
+    }
+    let artifacts = write_blobs(&state, prepared).await?;
+    let make_event = |metas: &[crate::store::ArtifactMeta]| {
+        let assigned: Vec<Assigned<'_>> = metas.iter().map(|m| Assigned { kind: &m.kind, revision: m.revision }).collect();
+        let mut substituted = EventWrite { actor: write.actor.clone(), event_type: write.event_type.clone(), payload: write.payload.clone() };
+        placeholders::substitute(&mut substituted.payload, &assigned);
+        validated_event::<F>(&state, &substituted).map_err(StoreError::Rejected)
+    };
+    let (envelope, metas) = state.store.deposit(&r, artifacts, &make_event).await.map_err(|e| ApiError::from_store(e, &r))?;
+    let metas: Vec<String> = metas.iter().map(|m| m.to_json().to_string()).collect();
+    Ok(json_response(StatusCode::CREATED, format!("{{\"event\":{envelope},\"artifacts\":[{}]}}", metas.join(","))))
+}
+
+/// `getArtifact` / `getRepoArtifact`: `GET …/artifacts?kind=&rev=`.
+pub async fn get_artifact<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
+    let Some(kind) = kind else {
+        return Err(reject(&state, &r, ApiError::BadRequest("query parameter \"kind\" is required".into())).await);
+    };
+    let rev = prepare(&state, &r, lenient_int(&uri, "rev")).await?;
+    let meta = state.store.get_artifact(&r, &kind, rev).await.map_err(|e| ApiError::from_store(e, &r))?;
+    let Some(meta) = meta else {
+        return Ok(json_response(StatusCode::OK, "null".into()));
+    };
+    let bytes = state
+        .blobs
+        .get(&meta.blob_ref)
+        .await
+        .map_err(|err| ApiError::Internal(format!("blob {} unreadable: {err}", meta.blob_ref)))?;
+    let mut out = Map::new();
+    out.insert("meta".into(), meta.to_json());
+    out.insert("contentBase64".into(), base64::encode(&bytes).into());
+    Ok(json(StatusCode::OK, &Value::Object(out)))
+}
+
+/// `listArtifacts` / `listRepoArtifacts`: `GET …/artifact-list?kind=`. An
+/// empty `kind` means all kinds, as in Autobuild's server.
+pub async fn list_artifacts<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
+    let metas = state.store.list_artifacts(&r, kind.as_deref()).await.map_err(|e| ApiError::from_store(e, &r))?;
+    Ok(json(StatusCode::OK, &Value::Array(metas.iter().map(|m| m.to_json()).collect())))
+}
+
+fn ok(value: bool) -> Response {
+    json(StatusCode::OK, &serde_json::json!({ "ok": value }))
+}
+
+/// `claimLease` / `claimRepoLease` (section 10).
+pub async fn claim_lease<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let (holder, ttl) = prepare(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        Ok((wire::nonempty_str(obj, "holder")?.to_owned(), wire::nonnegative_int(obj, "ttlMs")?))
+    }.await).await?;
+    let claimed = state.store.claim_lease(&r, &holder, ttl).await.map_err(|e| ApiError::from_store(e, &r))?;
+    Ok(ok(claimed))
+}
+
+async fn holder_body(state: &SharedState, r: &ResourceRef, body: Body) -> ApiResult<String> {
+    prepare(state, r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        Ok(wire::nonempty_str(obj, "holder")?.to_owned())
+    }.await).await
+}
+
+/// `heartbeat` / `heartbeatRepo`.
+pub async fn heartbeat<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let holder = holder_body(&state, &r, body).await?;
+    Ok(ok(state.store.heartbeat(&r, &holder).await.map_err(|e| ApiError::from_store(e, &r))?))
+}
+
+/// `releaseLease` / `releaseRepoLease`: a wrong holder is a successful no-op.
+pub async fn release_lease<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let holder = holder_body(&state, &r, body).await?;
+    state.store.release_lease(&r, &holder).await.map_err(|e| ApiError::from_store(e, &r))?;
+    Ok(ok(true))
+}
+
+/// `getBuild` / `getRepo`.
+pub async fn get_record<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    match state.store.get_record(&r).await.map_err(|e| ApiError::from_store(e, &r))? {
+        Some(record) => Ok(json(StatusCode::OK, &record.to_json())),
+        None => Err(ApiError::unknown(&r)),
+    }
+}
+
+/// The routes every family has under its `/{id}` segment.
+pub fn family_routes<F: Family>(prefix: &str) -> axum::Router<SharedState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route(&format!("{prefix}/{{id}}"), get(get_record::<F>))
+        .route(&format!("{prefix}/{{id}}/events"), post(append_event::<F>).get(read_events::<F>))
+        .route(&format!("{prefix}/{{id}}/deposits"), post(deposit::<F>))
+        .route(&format!("{prefix}/{{id}}/artifacts"), post(put_artifact::<F>).get(get_artifact::<F>))
+        .route(&format!("{prefix}/{{id}}/artifact-list"), get(list_artifacts::<F>))
+        .route(&format!("{prefix}/{{id}}/lease/claim"), post(claim_lease::<F>))
+        .route(&format!("{prefix}/{{id}}/lease/heartbeat"), post(heartbeat::<F>))
+        .route(&format!("{prefix}/{{id}}/lease/release"), post(release_lease::<F>))
+}

@@ -1,0 +1,21 @@
+//! abstore: a server for Autobuild's Remote BuildStore protocol
+//! (Autobuild 0.8.0, protocol 2).
+//!
+//! # Layout
+//! - [`config`]: the command line and `ABSTORE_*` settings.
+//! - [`app`]: builds the server from its settings and serves it.
+//! - [`http`]: routes, identity check, request parsing, the error shape.
+//! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders).
+//! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends.
+//! - [`blobs`]: content-addressed artifact bytes over `object_store`.
+//! - [`notify`]: wake-ups for held reads.
+//! - [`clock`]: the one injectable clock.
+
+pub mod app;
+pub mod blobs;
+pub mod clock;
+pub mod config;
+pub mod http;
+pub mod notify;
+pub mod protocol;
+pub mod store;

@@ -1,0 +1,72 @@
+//! The `abstore` binary: parse the command line, set up logging, dispatch.
+
+use std::io::Write as _;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use abstore::config::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_logging();
+    match Cli::parse().command {
+        Command::Serve(args) => {
+            let app = abstore::app::App::build(&args).await?;
+            let addr = app.local_addr()?;
+            // Harnesses read this exact line to learn the bound port.
+            let mut stdout = std::io::stdout();
+            writeln!(stdout, "abstore listening on http://{addr}")?;
+            stdout.flush()?;
+            tracing::info!(%addr, database = %abstore::app::redact(&args.db.database), blobs = %abstore::app::redact(&args.blobs), "serving");
+            let shutdown = CancellationToken::new();
+            tokio::spawn(signal_shutdown(shutdown.clone()));
+            app.serve(shutdown).await
+        }
+        Command::Migrate(db) => {
+            let options = abstore::store::StoreOptions { pool_size: 1, migrate: true };
+            let clock = std::sync::Arc::new(abstore::clock::SystemClock);
+            let notifier = std::sync::Arc::new(abstore::notify::Notifier::new());
+            abstore::store::open(&db.database, &options, clock, notifier)
+                .await
+                .with_context(|| format!("migrating {}", abstore::app::redact(&db.database)))?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+    }
+}
+
+/// `RUST_LOG` filters; `ABSTORE_LOG_FORMAT=json` switches to JSON lines.
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::env::var("ABSTORE_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Cancel `token` on SIGINT or SIGTERM.
+async fn signal_shutdown(token: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
+    token.cancel();
+}

@@ -1,0 +1,52 @@
+//! Protocol vocabulary with no I/O: resource kinds, times, the query grammars,
+//! strict base64, deposit placeholders and request-body field checks.
+//!
+//! Everything here is pure and unit-tested; handlers and stores build on it.
+
+pub mod base64;
+pub mod numbers;
+pub mod placeholders;
+pub mod time;
+pub mod wire;
+
+/// The resource families that own events, artifacts and (for builds and
+/// repositories) leases. Stored as a short tag so one set of tables serves all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResourceKind {
+    Build,
+    Repo,
+}
+
+impl ResourceKind {
+    /// The tag stored in the database `kind` columns.
+    pub fn tag(self) -> &'static str {
+        match self {
+            ResourceKind::Build => "build",
+            ResourceKind::Repo => "repo",
+        }
+    }
+
+    /// The member naming the resource in envelopes and artifact metadata
+    /// (`"build"` or `"repo"`, spec section 2).
+    pub fn wire_key(self) -> &'static str {
+        self.tag()
+    }
+
+    /// The noun used in `unknown build "x"` / `unknown repo "x"` messages.
+    pub fn noun(self) -> &'static str {
+        self.tag()
+    }
+}
+
+/// One addressed resource: its family and its (decoded) id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResourceRef {
+    pub kind: ResourceKind,
+    pub id: String,
+}
+
+impl ResourceRef {
+    pub fn new(kind: ResourceKind, id: impl Into<String>) -> Self {
+        ResourceRef { kind, id: id.into() }
+    }
+}

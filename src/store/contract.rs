@@ -1,0 +1,1 @@
+//! Backend contract suite (filled in below).

@@ -1,0 +1,150 @@
+//! Persistence: the `Store` trait (the BuildStore operations in domain
+//! types) and its two backends, SQLite and PostgreSQL.
+//!
+//! Invariants every backend keeps (DESIGN decisions 1–4):
+//! - each operation is one transaction; a failed one consumes no sequence
+//!   and no revision;
+//! - counters live on rows (`resources.last_seq`, `artifact_heads`), bumped
+//!   inside the writing transaction while the resource row is held;
+//! - every stored time comes from the injected clock, read inside the
+//!   transaction so times never run backwards along a resource's sequence;
+//! - event envelopes are stored as the JSON text that is later served.
+
+mod records;
+mod sql;
+pub mod postgres;
+pub mod sqlite;
+
+#[cfg(test)]
+mod contract;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+pub use records::{ArtifactMeta, Lease, Record};
+
+use crate::protocol::ResourceRef;
+
+/// Why a store operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The addressed resource does not exist.
+    #[error("not found")]
+    NotFound,
+    /// A uniqueness rule refused the write (duplicate build slug).
+    #[error("already exists")]
+    Conflict,
+    /// The event write failed catalog validation; the message is the 422 text.
+    #[error("{0}")]
+    Rejected(String),
+    /// Anything else: the backend failed. Never shown to clients verbatim.
+    #[error(transparent)]
+    Backend(#[from] sqlx::Error),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// An event to append: the validated parts, already serialised. The store
+/// adds the resource member, `seq` and `ts` to form the envelope.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    pub actor_json: String,
+    pub type_json: String,
+    pub payload_json: String,
+}
+
+/// An artifact whose blob is already written; only metadata remains.
+#[derive(Clone, Debug)]
+pub struct NewArtifact {
+    pub kind: String,
+    pub blob_ref: String,
+    pub size: i64,
+    pub metadata: Map<String, Value>,
+}
+
+/// Builds a deposit's event from the metadata assigned inside the
+/// transaction (placeholder substitution + catalog validation). Returning
+/// `Err(StoreError::Rejected)` rolls the whole deposit back.
+pub type MakeEvent<'a> = dyn Fn(&[ArtifactMeta]) -> StoreResult<NewEvent> + Send + Sync + 'a;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `createBuild`; `attrs` holds `repo` and the optional `repoOrigin`,
+    /// `ticket`, `branch` in wire order. `Conflict` when the slug exists.
+    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record>;
+    async fn list_builds(&self) -> StoreResult<Vec<Record>>;
+    /// `ensureRepo`: creates or returns the record without touching it.
+    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record>;
+    async fn get_record(&self, resource: &ResourceRef) -> StoreResult<Option<Record>>;
+
+    /// Append; with `expected_seq`, only when the tail is exactly that
+    /// sequence (`Ok(None)` otherwise, writing nothing). Returns the envelope text.
+    async fn append(&self, resource: &ResourceRef, event: NewEvent, expected_seq: Option<i64>) -> StoreResult<Option<String>>;
+    /// Envelope texts with `seq > since`, in order.
+    async fn events_since(&self, resource: &ResourceRef, since: i64) -> StoreResult<Vec<String>>;
+
+    async fn put_artifact(&self, resource: &ResourceRef, artifact: NewArtifact) -> StoreResult<ArtifactMeta>;
+    /// Atomic deposit: revisions, `make_event`, metadata and event in one commit.
+    async fn deposit(&self, resource: &ResourceRef, artifacts: Vec<NewArtifact>, make_event: &MakeEvent<'_>) -> StoreResult<(String, Vec<ArtifactMeta>)>;
+    /// Latest revision when `rev` is `None`; `Ok(None)` for a missing kind or revision.
+    async fn get_artifact(&self, resource: &ResourceRef, kind: &str, rev: Option<i64>) -> StoreResult<Option<ArtifactMeta>>;
+    /// Ordered by kind (bytewise), then revision.
+    async fn list_artifacts(&self, resource: &ResourceRef, kind: Option<&str>) -> StoreResult<Vec<ArtifactMeta>>;
+
+    async fn claim_lease(&self, resource: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool>;
+    async fn heartbeat(&self, resource: &ResourceRef, holder: &str) -> StoreResult<bool>;
+    async fn release_lease(&self, resource: &ResourceRef, holder: &str) -> StoreResult<()>;
+
+    /// A trivial round trip, for readiness.
+    async fn ping(&self) -> StoreResult<()>;
+}
+
+/// Open the backend a `--database` URL names, applying migrations unless
+/// `migrate` is false.
+pub async fn open(
+    url: &str,
+    options: &StoreOptions,
+    clock: Arc<dyn crate::clock::Clock>,
+    notifier: Arc<crate::notify::Notifier>,
+) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(postgres::PgStore::connect(url, options, clock, notifier).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::connect(url, options, clock, notifier).await?))
+    } else {
+        anyhow::bail!("unsupported --database URL (expected sqlite:… or postgres://…)")
+    }
+}
+
+/// Connection settings shared by both backends.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Maximum pooled connections (PostgreSQL) or readers (SQLite).
+    pub pool_size: u32,
+    /// Run embedded migrations on open.
+    pub migrate: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { pool_size: 16, migrate: true }
+    }
+}
+
+/// Serialise an event envelope: the resource member, server-assigned `seq`
+/// and `ts`, then the validated actor, type and payload texts.
+pub(crate) fn envelope_json(resource: &ResourceRef, seq: i64, ts_ms: i64, event: &NewEvent) -> String {
+    let id = Value::String(resource.id.clone());
+    format!(
+        "{{\"{key}\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
+        key = resource.kind.wire_key(),
+        ts = crate::protocol::time::format_iso(ts_ms),
+        actor = event.actor_json,
+        ty = event.type_json,
+        payload = event.payload_json,
+    )
+}

@@ -1,0 +1,433 @@
+//! Statement text and transaction logic shared verbatim by both backends.
+//!
+//! Both dialects accept `$n` placeholders, `INSERT … ON CONFLICT` and
+//! `RETURNING`, so every statement except the row lock is written once here.
+//! `impl_store!` expands the one implementation of [`Store`](super::Store)
+//! for a backend type, which supplies `reader()`, `begin_write()`, `clock`
+//! and its own `LOCK_RESOURCE` (PostgreSQL adds `FOR UPDATE`; SQLite's
+//! single writer connection with `BEGIN IMMEDIATE` already serialises).
+//! A macro rather than generics because sqlx's generic-over-database bounds
+//! would have to be restated on every function.
+
+pub const INSERT_RESOURCE: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
+     VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT (kind, id) DO NOTHING";
+
+pub const SELECT_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
+     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2";
+
+pub const LIST_RESOURCES: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
+     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 ORDER BY created_at, id";
+
+pub const EXISTS_RESOURCE: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
+
+pub const INSERT_EVENT: &str = "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)";
+
+pub const SELECT_EVENTS_SINCE: &str =
+    "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
+
+pub const BUMP_SEQ: &str = "UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2";
+
+pub const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
+
+pub const NEXT_REVISION: &str = "INSERT INTO artifact_heads (kind, resource_id, artifact_kind, next_revision) \
+     VALUES ($1, $2, $3, 1) ON CONFLICT (kind, resource_id, artifact_kind) \
+     DO UPDATE SET next_revision = artifact_heads.next_revision + 1 RETURNING next_revision - 1 AS revision";
+
+pub const INSERT_ARTIFACT: &str = "INSERT INTO artifacts \
+     (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
+pub const SELECT_ARTIFACT: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
+     FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 AND revision = $4";
+
+pub const SELECT_LATEST_ARTIFACT: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
+     FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision DESC LIMIT 1";
+
+pub const LIST_ARTIFACTS: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
+     FROM artifacts WHERE kind = $1 AND resource_id = $2 ORDER BY artifact_kind, revision";
+
+pub const LIST_ARTIFACTS_OF_KIND: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
+     FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision";
+
+pub const SET_LEASE: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, lease_ttl_ms = $5, \
+     updated_at = $6 WHERE kind = $1 AND id = $2";
+
+pub const HEARTBEAT: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, updated_at = $4 \
+     WHERE kind = $1 AND id = $2";
+
+pub const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, \
+     lease_ttl_ms = NULL, updated_at = $3 WHERE kind = $1 AND id = $2";
+
+pub const PING: &str = "SELECT 1 AS one";
+
+#[cfg(test)]
+#[test]
+fn artifact_selects_share_their_columns() {
+    const ARTIFACT_COLUMNS: &str = "artifact_kind, revision, blob_ref, size, metadata, created_at";
+    for sql in [SELECT_ARTIFACT, SELECT_LATEST_ARTIFACT, LIST_ARTIFACTS, LIST_ARTIFACTS_OF_KIND] {
+        assert!(sql.starts_with(&format!("SELECT {ARTIFACT_COLUMNS} FROM")), "{sql}");
+    }
+}
+
+/// The resource row as the lock query and record reads return it.
+pub(crate) struct ResourceRow {
+    pub record: super::Record,
+    pub last_seq: i64,
+    pub lease_ttl_ms: Option<i64>,
+}
+
+/// Expands `impl Store for $backend`. See the module docs for what the
+/// backend type must provide.
+macro_rules! impl_store {
+    ($backend:ty, $db:ty) => {
+        use async_trait::async_trait;
+        use serde_json::{Map, Value};
+        use sqlx::Row as _;
+
+        use crate::protocol::{ResourceKind, ResourceRef};
+        use crate::store::sql::{self, ResourceRow};
+        use crate::store::{
+            envelope_json, ArtifactMeta, Lease, MakeEvent, NewArtifact, NewEvent, Record, Store, StoreError,
+            StoreResult,
+        };
+
+        fn resource_row(kind: ResourceKind, row: &<$db as sqlx::Database>::Row) -> StoreResult<ResourceRow> {
+            let attrs: Option<String> = row.try_get("attrs")?;
+            let attrs = match attrs {
+                Some(text) => match serde_json::from_str::<Value>(&text) {
+                    Ok(Value::Object(map)) => map,
+                    _ => return Err(StoreError::Corrupt("resource attrs are not a JSON object".into())),
+                },
+                None => Map::new(),
+            };
+            let holder: Option<String> = row.try_get("lease_holder")?;
+            let expires: Option<i64> = row.try_get("lease_expires_at")?;
+            Ok(ResourceRow {
+                record: Record {
+                    resource: ResourceRef::new(kind, row.try_get::<String, _>("id")?),
+                    attrs,
+                    created_at: row.try_get("created_at")?,
+                    updated_at: row.try_get("updated_at")?,
+                    lease: holder.zip(expires).map(|(holder, expires_at)| Lease { holder, expires_at }),
+                    heartbeat_at: row.try_get("heartbeat_at")?,
+                },
+                last_seq: row.try_get("last_seq")?,
+                lease_ttl_ms: row.try_get("lease_ttl_ms")?,
+            })
+        }
+
+        fn artifact_row(resource: &ResourceRef, row: &<$db as sqlx::Database>::Row) -> StoreResult<ArtifactMeta> {
+            let metadata: String = row.try_get("metadata")?;
+            let Ok(Value::Object(metadata)) = serde_json::from_str::<Value>(&metadata) else {
+                return Err(StoreError::Corrupt("artifact metadata is not a JSON object".into()));
+            };
+            Ok(ArtifactMeta {
+                resource: resource.clone(),
+                kind: row.try_get("artifact_kind")?,
+                revision: row.try_get("revision")?,
+                blob_ref: row.try_get("blob_ref")?,
+                size: row.try_get("size")?,
+                metadata,
+                created_at: row.try_get("created_at")?,
+            })
+        }
+
+        impl $backend {
+            /// Lock the resource row inside `tx` and read it; `NotFound` when absent.
+            async fn lock(tx: &mut sqlx::Transaction<'static, $db>, r: &ResourceRef) -> StoreResult<ResourceRow> {
+                let row = sqlx::query(LOCK_RESOURCE)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .fetch_optional(&mut **tx)
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
+                resource_row(r.kind, &row)
+            }
+
+            async fn exists(&self, r: &ResourceRef) -> StoreResult<bool> {
+                Ok(sqlx::query(sql::EXISTS_RESOURCE)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .fetch_optional(self.reader())
+                    .await?
+                    .is_some())
+            }
+
+            /// Assign the next revision of each artifact's kind and insert its metadata.
+            async fn insert_artifacts(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                r: &ResourceRef,
+                artifacts: Vec<NewArtifact>,
+                now: i64,
+            ) -> StoreResult<Vec<ArtifactMeta>> {
+                let mut metas = Vec::with_capacity(artifacts.len());
+                for artifact in artifacts {
+                    let revision: i64 = sqlx::query(sql::NEXT_REVISION)
+                        .bind(r.kind.tag())
+                        .bind(&r.id)
+                        .bind(&artifact.kind)
+                        .fetch_one(&mut **tx)
+                        .await?
+                        .try_get("revision")?;
+                    let metadata_text = Value::Object(artifact.metadata.clone()).to_string();
+                    sqlx::query(sql::INSERT_ARTIFACT)
+                        .bind(r.kind.tag())
+                        .bind(&r.id)
+                        .bind(&artifact.kind)
+                        .bind(revision)
+                        .bind(&artifact.blob_ref)
+                        .bind(artifact.size)
+                        .bind(metadata_text)
+                        .bind(now)
+                        .execute(&mut **tx)
+                        .await?;
+                    metas.push(ArtifactMeta {
+                        resource: r.clone(),
+                        kind: artifact.kind,
+                        revision,
+                        blob_ref: artifact.blob_ref,
+                        size: artifact.size,
+                        metadata: artifact.metadata,
+                        created_at: now,
+                    });
+                }
+                Ok(metas)
+            }
+
+            /// Insert the envelope as `last_seq + 1` and advance the counter.
+            async fn insert_event(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                r: &ResourceRef,
+                last_seq: i64,
+                now: i64,
+                event: &NewEvent,
+            ) -> StoreResult<String> {
+                let seq = last_seq + 1;
+                let envelope = envelope_json(r, seq, now, event);
+                sqlx::query(sql::INSERT_EVENT)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .bind(seq)
+                    .bind(&envelope)
+                    .execute(&mut **tx)
+                    .await?;
+                sqlx::query(sql::BUMP_SEQ)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .bind(seq)
+                    .bind(now)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(envelope)
+            }
+
+            /// A time for this write that never precedes the resource's last
+            /// write, so `ts` is nondecreasing along the sequence even if the
+            /// system clock steps back.
+            fn write_time(&self, row: &ResourceRow) -> i64 {
+                self.clock.now_ms().max(row.record.updated_at)
+            }
+        }
+
+        #[async_trait]
+        impl Store for $backend {
+            async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
+                let mut tx = self.begin_write().await?;
+                let now = self.clock.now_ms();
+                let inserted = sqlx::query(sql::INSERT_RESOURCE)
+                    .bind(ResourceKind::Build.tag())
+                    .bind(slug)
+                    .bind(Value::Object(attrs.clone()).to_string())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if inserted == 0 {
+                    return Err(StoreError::Conflict);
+                }
+                tx.commit().await?;
+                Ok(Record {
+                    resource: ResourceRef::new(ResourceKind::Build, slug),
+                    attrs,
+                    created_at: now,
+                    updated_at: now,
+                    lease: None,
+                    heartbeat_at: None,
+                })
+            }
+
+            async fn list_builds(&self) -> StoreResult<Vec<Record>> {
+                let rows = sqlx::query(sql::LIST_RESOURCES)
+                    .bind(ResourceKind::Build.tag())
+                    .fetch_all(self.reader())
+                    .await?;
+                rows.iter().map(|row| Ok(resource_row(ResourceKind::Build, row)?.record)).collect()
+            }
+
+            async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
+                let r = ResourceRef::new(ResourceKind::Repo, repo);
+                if let Some(record) = self.get_record(&r).await? {
+                    return Ok(record);
+                }
+                let mut tx = self.begin_write().await?;
+                sqlx::query(sql::INSERT_RESOURCE)
+                    .bind(ResourceKind::Repo.tag())
+                    .bind(repo)
+                    .bind(None::<String>)
+                    .bind(self.clock.now_ms())
+                    .execute(&mut *tx)
+                    .await?;
+                let row = Self::lock(&mut tx, &r).await?;
+                tx.commit().await?;
+                Ok(row.record)
+            }
+
+            async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
+                let row = sqlx::query(sql::SELECT_RESOURCE)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .fetch_optional(self.reader())
+                    .await?;
+                row.map(|row| Ok(resource_row(r.kind, &row)?.record)).transpose()
+            }
+
+            async fn append(&self, r: &ResourceRef, event: NewEvent, expected_seq: Option<i64>) -> StoreResult<Option<String>> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, r).await?;
+                if expected_seq.is_some_and(|expected| expected != row.last_seq) {
+                    // Stale: the transaction is dropped (rolled back) untouched.
+                    return Ok(None);
+                }
+                let now = self.write_time(&row);
+                let envelope = Self::insert_event(&mut tx, r, row.last_seq, now, &event).await?;
+                tx.commit().await?;
+                self.notifier.notify(r);
+                Ok(Some(envelope))
+            }
+
+            async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
+                let rows = sqlx::query(sql::SELECT_EVENTS_SINCE)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .bind(since)
+                    .fetch_all(self.reader())
+                    .await?;
+                // No events either means nothing new or no resource; only the
+                // empty answer pays for the existence check.
+                if rows.is_empty() && !self.exists(r).await? {
+                    return Err(StoreError::NotFound);
+                }
+                rows.iter().map(|row| Ok(row.try_get::<String, _>("envelope")?)).collect()
+            }
+
+            async fn put_artifact(&self, r: &ResourceRef, artifact: NewArtifact) -> StoreResult<ArtifactMeta> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, r).await?;
+                let now = self.write_time(&row);
+                let mut metas = Self::insert_artifacts(&mut tx, r, vec![artifact], now).await?;
+                sqlx::query(sql::TOUCH).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
+                tx.commit().await?;
+                metas.pop().ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))
+            }
+
+            async fn deposit(
+                &self,
+                r: &ResourceRef,
+                artifacts: Vec<NewArtifact>,
+                make_event: &MakeEvent<'_>,
+            ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, r).await?;
+                let now = self.write_time(&row);
+                let metas = Self::insert_artifacts(&mut tx, r, artifacts, now).await?;
+                // A rejection returns here and drops `tx`: nothing is visible
+                // and no revision or sequence is consumed.
+                let event = make_event(&metas)?;
+                let envelope = Self::insert_event(&mut tx, r, row.last_seq, now, &event).await?;
+                tx.commit().await?;
+                self.notifier.notify(r);
+                Ok((envelope, metas))
+            }
+
+            async fn get_artifact(&self, r: &ResourceRef, kind: &str, rev: Option<i64>) -> StoreResult<Option<ArtifactMeta>> {
+                let query = match rev {
+                    Some(rev) => sqlx::query(sql::SELECT_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind).bind(rev),
+                    None => sqlx::query(sql::SELECT_LATEST_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind),
+                };
+                match query.fetch_optional(self.reader()).await? {
+                    Some(row) => Ok(Some(artifact_row(r, &row)?)),
+                    None if self.exists(r).await? => Ok(None),
+                    None => Err(StoreError::NotFound),
+                }
+            }
+
+            async fn list_artifacts(&self, r: &ResourceRef, kind: Option<&str>) -> StoreResult<Vec<ArtifactMeta>> {
+                let query = match kind {
+                    Some(kind) => sqlx::query(sql::LIST_ARTIFACTS_OF_KIND).bind(r.kind.tag()).bind(&r.id).bind(kind),
+                    None => sqlx::query(sql::LIST_ARTIFACTS).bind(r.kind.tag()).bind(&r.id),
+                };
+                let rows = query.fetch_all(self.reader()).await?;
+                if rows.is_empty() && !self.exists(r).await? {
+                    return Err(StoreError::NotFound);
+                }
+                rows.iter().map(|row| artifact_row(r, row)).collect()
+            }
+
+            async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, r).await?;
+                let now = self.write_time(&row);
+                if let Some(lease) = &row.record.lease {
+                    if lease.holder != holder && lease.expires_at > now {
+                        return Ok(false);
+                    }
+                }
+                let expires = now.saturating_add(ttl_ms).min(crate::protocol::time::MAX_JS_TIME_MS);
+                sqlx::query(sql::SET_LEASE)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .bind(holder)
+                    .bind(expires)
+                    .bind(ttl_ms)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn heartbeat(&self, r: &ResourceRef, holder: &str) -> StoreResult<bool> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, r).await?;
+                let now = self.write_time(&row);
+                let held = row.record.lease.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now);
+                if !held {
+                    return Ok(false);
+                }
+                let ttl = row.lease_ttl_ms.unwrap_or(0);
+                let expires = now.saturating_add(ttl).min(crate::protocol::time::MAX_JS_TIME_MS);
+                sqlx::query(sql::HEARTBEAT).bind(r.kind.tag()).bind(&r.id).bind(expires).bind(now).execute(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, r).await?;
+                if row.record.lease.as_ref().is_some_and(|l| l.holder == holder) {
+                    let now = self.write_time(&row);
+                    sqlx::query(sql::CLEAR_LEASE).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
+                    tx.commit().await?;
+                }
+                Ok(())
+            }
+
+            async fn ping(&self) -> StoreResult<()> {
+                sqlx::query(sql::PING).fetch_one(self.reader()).await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+pub(crate) use impl_store;
