@@ -58,10 +58,11 @@ impl App {
                 max_artifact_bytes: args.max_artifact_bytes,
                 max_body_bytes: args.max_body_bytes,
                 max_wait: Duration::from_secs(args.max_wait_seconds),
-                held_read_recheck: Duration::from_secs(1),
+                max_held_reads: args.max_held_reads,
             },
             autobuild_version: args.autobuild_version.clone(),
             shutdown: CancellationToken::new(),
+            held_reads: Default::default(),
         });
         Ok(App { listener, state })
     }
@@ -74,6 +75,7 @@ impl App {
     /// in-flight requests finish.
     pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let state = self.state.clone();
+        tokio::spawn(sweep(state.clone(), SWEEP_INTERVAL));
         let app = router(self.state);
         let held = state.shutdown.clone();
         axum::serve(self.listener, app)
@@ -83,6 +85,35 @@ impl App {
             })
             .await?;
         Ok(())
+    }
+}
+
+/// How often the sweep checks awaited resources: the spec's bound on
+/// database polling for held reads (section 10) is once a second.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The per-process held-read sweep: one query for the tails of every awaited
+/// resource, waking those with news. It covers appends whose notification
+/// was lost (LISTEN down) and writers that send none.
+async fn sweep(state: SharedState, every: Duration) {
+    /// Resources per query, bounding statement size with many held reads.
+    const BATCH: usize = 1000;
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = state.shutdown.cancelled() => return,
+        }
+        let awaited: Vec<_> = state.notifier.awaited().into_iter().map(|(r, _)| r).collect();
+        for batch in awaited.chunks(BATCH) {
+            match state.store.tails(batch).await {
+                Ok(tails) => {
+                    state.notifier.wake_past(&tails);
+                }
+                Err(err) => tracing::warn!(error = %err, "held-read sweep failed"),
+            }
+        }
     }
 }
 

@@ -66,6 +66,10 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_MAX_WAIT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=30))]
     pub max_wait_seconds: u64,
 
+    /// Held reads allowed at once in this process; beyond it reads answer immediately.
+    #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
+    pub max_held_reads: usize,
+
     /// Replace the embedded event catalogs with `build.json`, `repository.json`
     /// and `session.json` from this directory.
     #[arg(long, env = "ABSTORE_CATALOG")]

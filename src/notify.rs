@@ -1,26 +1,37 @@
 //! Wake-ups for held reads (DESIGN decision 7), keyed by resource.
 //!
-//! Appends in this process call [`Notifier::notify`] after commit. A held
-//! read subscribes, *then* re-queries, then waits, so an append landing
-//! between its first query and its subscription is never missed. Entries
-//! are removed when their last subscriber goes away.
+//! Three sources call [`Notifier::notify`]: appends in this process (right
+//! after commit), the PostgreSQL LISTEN connection (appends by any replica),
+//! and the per-process sweep, which reads the tails of every awaited
+//! resource in one query and wakes those past their waiters' `since`. A held
+//! read subscribes *before* its second query, so no append is missed between
+//! query and wait, and no held read ever polls the database on its own.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
 use crate::protocol::ResourceRef;
 
 #[derive(Default)]
-pub struct Notifier {
-    waiters: Mutex<HashMap<ResourceRef, Arc<Notify>>>,
+struct Entry {
+    notify: Arc<Notify>,
+    /// The `since` of each current waiter (value → count): the sweep wakes
+    /// the resource once its tail passes the smallest.
+    sinces: BTreeMap<i64, usize>,
 }
 
-/// A registration for one resource; dropping it unregisters.
+#[derive(Default)]
+pub struct Notifier {
+    waiters: Mutex<HashMap<ResourceRef, Entry>>,
+}
+
+/// A waiter's registration; dropping it unregisters.
 pub struct Subscription<'a> {
     notifier: &'a Notifier,
     resource: ResourceRef,
+    since: i64,
     notify: Arc<Notify>,
 }
 
@@ -31,23 +42,42 @@ impl Notifier {
 
     /// Wake every held read currently waiting on `resource`.
     pub fn notify(&self, resource: &ResourceRef) {
-        let notify = self.lock().get(resource).cloned();
+        let notify = self.lock().get(resource).map(|entry| entry.notify.clone());
         if let Some(notify) = notify {
             notify.notify_waiters();
         }
     }
 
-    pub fn subscribe(&self, resource: &ResourceRef) -> Subscription<'_> {
-        let notify = self.lock().entry(resource.clone()).or_default().clone();
-        Subscription { notifier: self, resource: resource.clone(), notify }
+    /// Register a waiter for events of `resource` past `since`.
+    pub fn subscribe(&self, resource: &ResourceRef, since: i64) -> Subscription<'_> {
+        let mut map = self.lock();
+        let entry = map.entry(resource.clone()).or_default();
+        *entry.sinces.entry(since).or_default() += 1;
+        Subscription { notifier: self, resource: resource.clone(), since, notify: entry.notify.clone() }
     }
 
-    /// Resources with at least one held read (for sweeps and metrics).
-    pub fn awaited(&self) -> Vec<ResourceRef> {
-        self.lock().keys().cloned().collect()
+    /// Every awaited resource with the smallest `since` among its waiters.
+    pub fn awaited(&self) -> Vec<(ResourceRef, i64)> {
+        self.lock()
+            .iter()
+            .filter_map(|(resource, entry)| entry.sinces.keys().next().map(|since| (resource.clone(), *since)))
+            .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceRef, Arc<Notify>>> {
+    /// Wake the resources whose tail (`last_seq`) has passed a waiter's `since`.
+    pub fn wake_past(&self, tails: &[(ResourceRef, i64)]) -> usize {
+        let mut woken = 0;
+        for (resource, tail) in tails {
+            let notify = self.lock().get(resource).filter(|e| e.sinces.keys().next().is_some_and(|s| tail > s)).map(|e| e.notify.clone());
+            if let Some(notify) = notify {
+                notify.notify_waiters();
+                woken += 1;
+            }
+        }
+        woken
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<ResourceRef, Entry>> {
         // A panic while holding this lock cannot leave the map inconsistent.
         self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -62,9 +92,16 @@ impl Subscription<'_> {
 impl Drop for Subscription<'_> {
     fn drop(&mut self) {
         let mut map = self.notifier.lock();
-        // The map holds one reference and this subscription another.
-        if Arc::strong_count(&self.notify) <= 2 {
-            map.remove(&self.resource);
+        if let Some(entry) = map.get_mut(&self.resource) {
+            if let Some(count) = entry.sinces.get_mut(&self.since) {
+                *count -= 1;
+                if *count == 0 {
+                    entry.sinces.remove(&self.since);
+                }
+            }
+            if entry.sinces.is_empty() {
+                map.remove(&self.resource);
+            }
         }
     }
 }
@@ -74,19 +111,49 @@ mod tests {
     use super::*;
     use crate::protocol::ResourceKind;
 
+    fn r(id: &str) -> ResourceRef {
+        ResourceRef::new(ResourceKind::Build, id)
+    }
+
     #[tokio::test]
     async fn wakes_a_subscriber_and_cleans_up() {
         let notifier = Notifier::new();
-        let r = ResourceRef::new(ResourceKind::Build, "b");
         {
-            let sub = notifier.subscribe(&r);
+            let sub = notifier.subscribe(&r("b"), 3);
             let notified = sub.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            notifier.notify(&r);
+            notifier.notify(&r("b"));
             notified.await;
-            assert_eq!(notifier.awaited(), vec![r.clone()]);
+            assert_eq!(notifier.awaited(), vec![(r("b"), 3)]);
         }
         assert!(notifier.awaited().is_empty());
+    }
+
+    #[tokio::test]
+    async fn sweep_wakes_only_resources_past_their_smallest_since() {
+        let notifier = Notifier::new();
+        let low = notifier.subscribe(&r("a"), 2);
+        let _high = notifier.subscribe(&r("a"), 9);
+        let other = notifier.subscribe(&r("b"), 5);
+        {
+            let (a, b) = (low.notify().notified(), other.notify().notified());
+            tokio::pin!(a, b);
+            a.as_mut().enable();
+            b.as_mut().enable();
+            assert_eq!(notifier.wake_past(&[(r("a"), 3), (r("b"), 5), (r("gone"), 100)]), 1);
+            a.await;
+            assert!(futures_poll_once(b.as_mut()).is_none(), "b's tail has not passed 5");
+        }
+        drop(low);
+        assert_eq!(notifier.awaited().iter().find(|(res, _)| *res == r("a")).map(|(_, s)| *s), Some(9));
+    }
+
+    fn futures_poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        match f.poll(&mut std::task::Context::from_waker(waker)) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        }
     }
 }

@@ -40,9 +40,33 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Ceiling a `wait` is clamped to.
     pub max_wait: Duration,
-    /// How often a held read re-checks the store on its own (never faster
-    /// than once a second, spec section 10), covering writes by other replicas.
-    pub held_read_recheck: Duration,
+    /// Held reads allowed at once in this process; beyond it reads answer at once.
+    pub max_held_reads: usize,
+}
+
+/// Counts held reads in flight against the cap.
+#[derive(Default)]
+pub struct HeldReads(std::sync::atomic::AtomicUsize);
+
+/// One held read's place under the cap; released on drop.
+pub struct HeldSlot<'a>(&'a HeldReads);
+
+impl HeldReads {
+    /// Take a place if fewer than `cap` are taken.
+    pub fn acquire(&self, cap: usize) -> Option<HeldSlot<'_>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.0.fetch_update(SeqCst, SeqCst, |n| (n < cap).then_some(n + 1)).ok().map(|_| HeldSlot(self))
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for HeldSlot<'_> {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 pub struct AppState {
@@ -56,6 +80,7 @@ pub struct AppState {
     pub autobuild_version: String,
     /// Cancelled on shutdown: held reads answer at once.
     pub shutdown: CancellationToken,
+    pub held_reads: HeldReads,
 }
 
 pub type SharedState = Arc<AppState>;

@@ -26,6 +26,15 @@ impl ResourceKind {
         }
     }
 
+    /// The kind a stored tag names.
+    pub fn from_tag(tag: &str) -> Option<Self> {
+        match tag {
+            "build" => Some(ResourceKind::Build),
+            "repo" => Some(ResourceKind::Repo),
+            _ => None,
+        }
+    }
+
     /// The member naming the resource in envelopes and artifact metadata
     /// (`"build"` or `"repo"`, spec section 2).
     pub fn wire_key(self) -> &'static str {

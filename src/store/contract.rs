@@ -1,1 +1,297 @@
-//! Backend contract suite (filled in below).
+//! The backend contract suite: every case runs against SQLite in memory,
+//! SQLite on disk and, when `ABSTORE_TEST_POSTGRES_URL` names a server, a
+//! fresh PostgreSQL database. Protocol behaviour is also checked over HTTP
+//! by the conformance suite; these cases pin the store's own guarantees,
+//! concurrency above all.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::{NewArtifact, NewEvent, Store, StoreError, StoreOptions};
+use crate::clock::TestClock;
+use crate::notify::Notifier;
+use crate::protocol::{ResourceKind, ResourceRef};
+
+const T0: i64 = 1_784_116_800_000; // 2026-07-15T12:00:00.000Z
+
+struct Harness {
+    store: Arc<dyn Store>,
+    clock: Arc<TestClock>,
+    _dir: Option<tempfile::TempDir>,
+    pg_database: Option<(String, String)>,
+}
+
+impl Harness {
+    async fn sqlite_memory() -> Harness {
+        let clock = Arc::new(TestClock::new(T0));
+        let store = super::open("sqlite::memory:", &StoreOptions::default(), clock.clone(), Arc::new(Notifier::new()))
+            .await
+            .expect("open sqlite memory");
+        Harness { store, clock, _dir: None, pg_database: None }
+    }
+
+    async fn sqlite_file() -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("nested/abstore.db").display());
+        let clock = Arc::new(TestClock::new(T0));
+        let store = super::open(&url, &StoreOptions::default(), clock.clone(), Arc::new(Notifier::new()))
+            .await
+            .expect("open sqlite file");
+        Harness { store, clock, _dir: Some(dir), pg_database: None }
+    }
+
+    /// `None` (with a loud note) when no PostgreSQL is configured; a panic in
+    /// CI, where PostgreSQL is required.
+    async fn postgres() -> Option<Harness> {
+        let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI requires ABSTORE_TEST_POSTGRES_URL");
+            eprintln!("*** PostgreSQL store contract SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***");
+            return None;
+        };
+        let name = format!("abstore_contract_{}", rand::random::<u64>());
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await.expect("connect to ABSTORE_TEST_POSTGRES_URL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await.expect("create database");
+        let mut url = url::Url::parse(&base).expect("postgres url");
+        url.set_path(&name);
+        let clock = Arc::new(TestClock::new(T0));
+        let store = super::open(url.as_str(), &StoreOptions::default(), clock.clone(), Arc::new(Notifier::new()))
+            .await
+            .expect("open postgres");
+        Some(Harness { store, clock, _dir: None, pg_database: Some((base, name)) })
+    }
+
+    async fn finish(self) {
+        let Harness { store, pg_database, .. } = self;
+        drop(store);
+        if let Some((base, name)) = pg_database {
+            if let Ok(mut admin) = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
+            }
+        }
+    }
+}
+
+fn build(slug: &str) -> ResourceRef {
+    ResourceRef::new(ResourceKind::Build, slug)
+}
+
+fn attrs() -> Map<String, Value> {
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), "acme/widgets".into());
+    attrs
+}
+
+fn event(n: i64) -> NewEvent {
+    NewEvent {
+        actor_json: r#"{"kind":"kernel"}"#.into(),
+        type_json: r#""observation.recorded""#.into(),
+        payload_json: json!({ "n": n }).to_string(),
+    }
+}
+
+fn artifact(kind: &str, bytes: &[u8]) -> NewArtifact {
+    NewArtifact { kind: kind.into(), blob_ref: crate::blobs::blob_ref(bytes), size: bytes.len() as i64, metadata: Map::new() }
+}
+
+fn seq_of(envelope: &str) -> i64 {
+    serde_json::from_str::<Value>(envelope).expect("envelope json")["seq"].as_i64().expect("seq")
+}
+
+// ---------------------------------------------------------------- cases
+
+async fn records_and_sequences(h: &Harness) {
+    let s = &h.store;
+    let rec = s.create_build("b", attrs()).await.unwrap();
+    assert_eq!((rec.created_at, rec.updated_at), (T0, T0));
+    assert!(matches!(s.create_build("b", attrs()).await, Err(StoreError::Conflict)));
+    s.create_build("other", attrs()).await.unwrap();
+    assert_eq!(s.list_builds().await.unwrap().len(), 2);
+
+    h.clock.set(T0 + 5);
+    for n in 1..=3 {
+        let env = s.append(&build("b"), event(n), None).await.unwrap().unwrap();
+        assert_eq!(seq_of(&env), n);
+    }
+    assert_eq!(seq_of(&s.append(&build("other"), event(1), None).await.unwrap().unwrap()), 1);
+    let since1 = s.events_since(&build("b"), 1).await.unwrap();
+    assert_eq!(since1.iter().map(|e| seq_of(e)).collect::<Vec<_>>(), vec![2, 3]);
+    assert_eq!(s.get_record(&build("b")).await.unwrap().unwrap().updated_at, T0 + 5);
+    assert!(matches!(s.events_since(&build("missing"), 0).await, Err(StoreError::NotFound)));
+    assert!(matches!(s.append(&build("missing"), event(1), None).await, Err(StoreError::NotFound)));
+
+    // ensureRepo is idempotent and never resets.
+    let repo = ResourceRef::new(ResourceKind::Repo, "acme/widgets");
+    let first = s.ensure_repo("acme/widgets").await.unwrap();
+    s.append(&repo, event(1), None).await.unwrap();
+    h.clock.set(T0 + 99);
+    let again = s.ensure_repo("acme/widgets").await.unwrap();
+    assert_eq!(again.created_at, first.created_at);
+    assert_eq!(again.updated_at, T0 + 5);
+    assert_eq!(s.events_since(&repo, 0).await.unwrap().len(), 1);
+}
+
+async fn conditional_append(h: &Harness) {
+    let s = &h.store;
+    s.create_build("c", attrs()).await.unwrap();
+    assert!(s.append(&build("c"), event(1), Some(0)).await.unwrap().is_some());
+    h.clock.set(T0 + 10);
+    assert!(s.append(&build("c"), event(2), Some(0)).await.unwrap().is_none());
+    let rec = s.get_record(&build("c")).await.unwrap().unwrap();
+    assert_eq!(rec.updated_at, T0, "a stale comparison leaves updatedAt untouched");
+    assert_eq!(seq_of(&s.append(&build("c"), event(2), Some(1)).await.unwrap().unwrap()), 2);
+}
+
+async fn artifacts_and_deposits(h: &Harness) {
+    let s = &h.store;
+    let b = build("a");
+    s.create_build("a", attrs()).await.unwrap();
+    assert_eq!(s.put_artifact(&b, artifact("plan", b"one")).await.unwrap().revision, 0);
+    assert_eq!(s.put_artifact(&b, artifact("plan", b"one")).await.unwrap().revision, 1);
+    assert_eq!(s.put_artifact(&b, artifact("notes", b"x")).await.unwrap().revision, 0);
+    assert_eq!(s.get_artifact(&b, "plan", None).await.unwrap().unwrap().revision, 1);
+    assert_eq!(s.get_artifact(&b, "plan", Some(0)).await.unwrap().unwrap().revision, 0);
+    assert!(s.get_artifact(&b, "plan", Some(7)).await.unwrap().is_none());
+    assert!(s.get_artifact(&b, "plan", Some(-1)).await.unwrap().is_none());
+    assert!(s.get_artifact(&b, "none", None).await.unwrap().is_none());
+    let order: Vec<(String, i64)> = s.list_artifacts(&b, None).await.unwrap().into_iter().map(|m| (m.kind, m.revision)).collect();
+    assert_eq!(order, vec![("notes".into(), 0), ("plan".into(), 0), ("plan".into(), 1)]);
+
+    // A rejected deposit consumes nothing.
+    let reject = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Err(StoreError::Rejected("no".into())) };
+    let err = s.deposit(&b, vec![artifact("plan", b"two")], &reject).await.unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(m) if m == "no"));
+    assert_eq!(s.list_artifacts(&b, Some("plan")).await.unwrap().len(), 2);
+    let accept = |metas: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
+        assert_eq!(metas.iter().map(|m| m.revision).collect::<Vec<_>>(), vec![2, 3]);
+        Ok(event(0))
+    };
+    let (env, metas) = s.deposit(&b, vec![artifact("plan", b"two"), artifact("plan", b"three")], &accept).await.unwrap();
+    assert_eq!(seq_of(&env), 1);
+    assert_eq!(metas.len(), 2);
+    assert!(matches!(s.put_artifact(&build("missing"), artifact("plan", b"x")).await, Err(StoreError::NotFound)));
+}
+
+async fn leases(h: &Harness) {
+    let s = &h.store;
+    let b = build("l");
+    s.create_build("l", attrs()).await.unwrap();
+    assert!(s.claim_lease(&b, "r1", 1000).await.unwrap());
+    assert!(!s.claim_lease(&b, "r2", 1000).await.unwrap());
+    h.clock.set(T0 + 500);
+    assert!(s.heartbeat(&b, "r1").await.unwrap());
+    let rec = s.get_record(&b).await.unwrap().unwrap();
+    assert_eq!(rec.lease.unwrap().expires_at, T0 + 1500);
+    assert_eq!(rec.heartbeat_at, Some(T0 + 500));
+    assert!(!s.heartbeat(&b, "r2").await.unwrap());
+    h.clock.set(T0 + 1500);
+    assert!(!s.heartbeat(&b, "r1").await.unwrap(), "expiresAt <= now is expired");
+    assert!(s.claim_lease(&b, "r2", 0).await.unwrap());
+    assert!(s.claim_lease(&b, "r3", 10).await.unwrap(), "a zero TTL is immediately expired");
+    s.release_lease(&b, "r2").await.unwrap();
+    assert_eq!(s.get_record(&b).await.unwrap().unwrap().lease.unwrap().holder, "r3");
+    s.release_lease(&b, "r3").await.unwrap();
+    assert!(s.get_record(&b).await.unwrap().unwrap().lease.is_none());
+}
+
+async fn concurrency(h: &Harness) {
+    let s = h.store.clone();
+    s.create_build("x", attrs()).await.unwrap();
+    let b = build("x");
+
+    let appends = (0..32).map(|n| {
+        let (s, b) = (s.clone(), b.clone());
+        tokio::spawn(async move { seq_of(&s.append(&b, event(n), None).await.unwrap().unwrap()) })
+    });
+    let mut seqs: Vec<i64> = futures_join(appends).await;
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
+
+    let conditionals = (0..16).map(|n| {
+        let (s, b) = (s.clone(), b.clone());
+        tokio::spawn(async move { s.append(&b, event(n), Some(32)).await.unwrap().is_some() })
+    });
+    assert_eq!(futures_join(conditionals).await.into_iter().filter(|won| *won).count(), 1);
+
+    let deposits = (0..16).map(|n: u8| {
+        let (s, b) = (s.clone(), b.clone());
+        tokio::spawn(async move {
+            let ok = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Ok(event(0)) };
+            s.deposit(&b, vec![artifact("plan", &[n])], &ok).await.unwrap().1[0].revision
+        })
+    });
+    let mut revisions = futures_join(deposits).await;
+    revisions.sort_unstable();
+    assert_eq!(revisions, (0..16).collect::<Vec<_>>());
+
+    let claims = (0..16).map(|n| {
+        let (s, b) = (s.clone(), b.clone());
+        tokio::spawn(async move { s.claim_lease(&b, &format!("holder-{n}"), 60_000).await.unwrap() })
+    });
+    assert_eq!(futures_join(claims).await.into_iter().filter(|won| *won).count(), 1);
+}
+
+async fn tails(h: &Harness) {
+    let s = &h.store;
+    s.create_build("t1", attrs()).await.unwrap();
+    s.ensure_repo("t1").await.unwrap();
+    s.append(&build("t1"), event(1), None).await.unwrap();
+    s.append(&build("t1"), event(2), None).await.unwrap();
+    let repo = ResourceRef::new(ResourceKind::Repo, "t1");
+    let mut tails = s.tails(&[build("t1"), repo.clone(), build("missing")]).await.unwrap();
+    tails.sort_by(|a, b| a.0.kind.tag().cmp(b.0.kind.tag()));
+    assert_eq!(tails, vec![(build("t1"), 2), (repo, 0)]);
+    assert!(s.tails(&[]).await.unwrap().is_empty());
+}
+
+async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for handle in handles.collect::<Vec<_>>() {
+        out.push(handle.await.expect("task panicked"));
+    }
+    out
+}
+
+// ------------------------------------------------------------- bindings
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite_memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { let h = super::Harness::sqlite_memory().await; super::$case(&h).await; h.finish().await; } )* }
+        mod sqlite_file { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { let h = super::Harness::sqlite_file().await; super::$case(&h).await; h.finish().await; } )* }
+        mod postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { if let Some(h) = super::Harness::postgres().await { super::$case(&h).await; h.finish().await; } } )* }
+    };
+}
+
+contract!(records_and_sequences, conditional_append, artifacts_and_deposits, leases, concurrency, tails);
+
+/// Two stores on one PostgreSQL database stand for two replicas: an append
+/// through one wakes a waiter registered with the other's notifier, through
+/// NOTIFY and the other's LISTEN connection (no sweep runs here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_notify_wakes_another_replica() {
+    let Some(h) = Harness::postgres().await else { return };
+    let (base, name) = h.pg_database.clone().expect("postgres harness");
+    let mut url = url::Url::parse(&base).unwrap();
+    url.set_path(&name);
+    let other_notifier = Arc::new(Notifier::new());
+    let _other = super::open(url.as_str(), &StoreOptions::default(), h.clock.clone(), other_notifier.clone()).await.unwrap();
+    h.store.create_build("n", attrs()).await.unwrap();
+    let b = build("n");
+    // The LISTEN connection comes up asynchronously; append until it delivers.
+    let subscription = other_notifier.subscribe(&b, 0);
+    let woken = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let notified = subscription.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            h.store.append(&b, event(1), None).await.unwrap();
+            if tokio::time::timeout(std::time::Duration::from_millis(500), notified).await.is_ok() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(woken.is_ok(), "no NOTIFY reached the second replica within 20 s");
+    drop(subscription);
+    h.finish().await;
+}

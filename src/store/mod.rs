@@ -99,6 +99,10 @@ pub trait Store: Send + Sync + 'static {
     async fn heartbeat(&self, resource: &ResourceRef, holder: &str) -> StoreResult<bool>;
     async fn release_lease(&self, resource: &ResourceRef, holder: &str) -> StoreResult<()>;
 
+    /// The current `last_seq` of each existing resource among `resources`,
+    /// in one query (the held-read sweep).
+    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
+
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
 }
@@ -133,6 +137,28 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions { pool_size: 16, migrate: true }
     }
+}
+
+/// The JSON array parameter of the `TAILS` statements: `[{"kind","id"},…]`.
+pub(crate) fn tails_param(resources: &[ResourceRef]) -> String {
+    let items: Vec<Value> =
+        resources.iter().map(|r| serde_json::json!({ "kind": r.kind.tag(), "id": r.id })).collect();
+    Value::Array(items).to_string()
+}
+
+/// The NOTIFY payload naming a resource (`kind:id`; never content), or
+/// `None` when it would exceed PostgreSQL's 8000-byte limit, in which case
+/// the sweep wakes the readers instead.
+pub(crate) fn notify_payload(resource: &ResourceRef) -> Option<String> {
+    let payload = format!("{}:{}", resource.kind.tag(), resource.id);
+    (payload.len() < 7900).then_some(payload)
+}
+
+/// Parse a NOTIFY payload back into the resource it names.
+pub(crate) fn parse_notify_payload(payload: &str) -> Option<ResourceRef> {
+    let (tag, id) = payload.split_once(':')?;
+    let kind = crate::protocol::ResourceKind::from_tag(tag)?;
+    Some(ResourceRef::new(kind, id))
 }
 
 /// Serialise an event envelope: the resource member, server-assigned `seq`

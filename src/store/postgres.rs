@@ -15,6 +15,17 @@ use crate::store::StoreOptions;
 const LOCK_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
      lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2 FOR UPDATE";
 
+/// The tails of the resources named by a JSON array of `{kind, id}`.
+const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
+     JOIN json_to_recordset($1::json) AS a(kind text, id text) \
+     ON r.kind = a.kind COLLATE \"C\" AND r.id = a.id COLLATE \"C\"";
+
+/// The channel every replica listens on; payloads name a resource, never content.
+pub const CHANNEL: &str = "abstore_events";
+
+/// Sent inside each append transaction, so delivery happens on commit.
+const NOTIFY_EVENT: Option<&str> = Some("SELECT pg_notify('abstore_events', $1)");
+
 /// How long a request waits for a pooled connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -35,6 +46,7 @@ impl PgStore {
         if options.migrate {
             sqlx::migrate!("migrations/postgres").run(&pool).await?;
         }
+        tokio::spawn(listen(url.to_owned(), notifier.clone()));
         Ok(PgStore { pool, clock, notifier })
     }
 
@@ -44,6 +56,42 @@ impl PgStore {
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         self.pool.begin().await
+    }
+}
+
+/// The process's one LISTEN connection: fans notifications out to local
+/// held reads. sqlx's listener reconnects by itself; notifications sent
+/// while it is down are lost, which the once-a-second sweep covers.
+async fn listen(url: String, notifier: Arc<Notifier>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match sqlx::postgres::PgListener::connect(&url).await {
+            Ok(mut listener) => match listener.listen(CHANNEL).await {
+                Ok(()) => {
+                    backoff = Duration::from_millis(100);
+                    tracing::info!("LISTEN connection up");
+                    loop {
+                        match listener.try_recv().await {
+                            Ok(Some(note)) => {
+                                if let Some(resource) = crate::store::parse_notify_payload(note.payload()) {
+                                    notifier.notify(&resource);
+                                }
+                            }
+                            // The connection dropped; sqlx re-LISTENs on the next call.
+                            Ok(None) => tracing::warn!("LISTEN connection lost; reconnecting"),
+                            Err(err) => {
+                                tracing::warn!(error = %err, "LISTEN connection failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "LISTEN failed"),
+            },
+            Err(err) => tracing::warn!(error = %err, "LISTEN connection could not connect"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
     }
 }
 

@@ -3,9 +3,11 @@
 //! Both dialects accept `$n` placeholders, `INSERT … ON CONFLICT` and
 //! `RETURNING`, so every statement except the row lock is written once here.
 //! `impl_store!` expands the one implementation of [`Store`](super::Store)
-//! for a backend type, which supplies `reader()`, `begin_write()`, `clock`
-//! and its own `LOCK_RESOURCE` (PostgreSQL adds `FOR UPDATE`; SQLite's
-//! single writer connection with `BEGIN IMMEDIATE` already serialises).
+//! for a backend type, which supplies `reader()`, `begin_write()`, `clock`,
+//! `notifier` and three dialect statements: `LOCK_RESOURCE` (PostgreSQL adds
+//! `FOR UPDATE`; SQLite's single writer connection with `BEGIN IMMEDIATE`
+//! already serialises), `TAILS` (a JSON array parameter expanded by
+//! `json_to_recordset` or `json_each`) and `NOTIFY_EVENT` (PostgreSQL only).
 //! A macro rather than generics because sqlx's generic-over-database bounds
 //! would have to be restated on every function.
 
@@ -211,6 +213,10 @@ macro_rules! impl_store {
                     .bind(&envelope)
                     .execute(&mut **tx)
                     .await?;
+                if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(r)) {
+                    // Delivered to every replica's LISTEN connection on commit.
+                    sqlx::query(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut **tx).await?;
+                }
                 sqlx::query(sql::BUMP_SEQ)
                     .bind(r.kind.tag())
                     .bind(&r.id)
@@ -420,6 +426,23 @@ macro_rules! impl_store {
                     tx.commit().await?;
                 }
                 Ok(())
+            }
+
+            async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
+                if resources.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let rows = sqlx::query(TAILS)
+                    .bind(crate::store::tails_param(resources))
+                    .fetch_all(self.reader())
+                    .await?;
+                rows.iter()
+                    .map(|row| {
+                        let tag: String = row.try_get("kind")?;
+                        let kind = ResourceKind::from_tag(&tag).ok_or_else(|| StoreError::Corrupt(format!("unknown resource kind {tag:?}")))?;
+                        Ok((ResourceRef::new(kind, row.try_get::<String, _>("id")?), row.try_get("last_seq")?))
+                    })
+                    .collect()
             }
 
             async fn ping(&self) -> StoreResult<()> {

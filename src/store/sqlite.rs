@@ -20,6 +20,13 @@ use crate::store::StoreOptions;
 const LOCK_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
      lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2";
 
+/// The tails of the resources named by a JSON array of `{kind, id}`.
+const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r JOIN json_each($1) j \
+     ON r.kind = json_extract(j.value, '$.kind') AND r.id = json_extract(j.value, '$.id')";
+
+/// One process owns a SQLite file; its own appends wake its readers directly.
+const NOTIFY_EVENT: Option<&str> = None;
+
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
