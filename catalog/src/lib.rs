@@ -1,0 +1,293 @@
+//! Autobuild's event catalogs as data, and the validator every event write
+//! passes before any mutation (protocol §2 "Actors, event writes, and
+//! envelopes", §9's `422` row).
+//!
+//! A catalog is one JSON document per [`Family`]: event type → allowed actor
+//! kinds, a JSON Schema (2020-12) for the payload, and named cross-field rules
+//! for what JSON Schema cannot say. The documents for the Autobuild version this
+//! server targets are embedded in the binary ([`Catalogs::embedded`]); an
+//! operator may replace them with a directory ([`Catalogs::from_dir`]) when the
+//! catalog evolves faster than the server. `docs/catalog.md` describes the format.
+//!
+//! Validation runs in a fixed order so that the first failure wins and the
+//! message matches the one Autobuild's own validator would give: type known →
+//! actor shape → actor kind allowed for the type → payload schema → rules.
+//! Schemas are compiled once when the catalogs load; a valid write costs one
+//! schema pass and no allocation beyond what the schema engine needs.
+//!
+//! # Layout
+//! - `actor`: the seven actor variants and the `via` rule, in code (they are
+//!   protocol, not catalog data).
+//! - `document`: parsing and compiling one catalog document.
+//! - `detail`: turning a schema failure into a deterministic, path-naming message.
+//! - `rules`: the fixed set of named cross-field rules a document may cite.
+//! - `error`: [`EventValidationError`] and [`CatalogError`].
+
+mod actor;
+mod detail;
+mod document;
+mod error;
+mod rules;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+pub use error::{CatalogError, EventValidationError};
+
+use document::Catalog;
+
+/// The three independent event catalogs (protocol §2, §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Build streams: `/builds/{slug}/events`.
+    Build,
+    /// Repository journals: `/repos/{repo}/events`.
+    Repository,
+    /// Operator sessions: `/sessions/{id}/events`.
+    Session,
+}
+
+impl Family {
+    /// All families, in the order their documents are loaded.
+    pub const ALL: [Family; 3] = [Family::Build, Family::Repository, Family::Session];
+
+    /// The family's name as written in a catalog document's `family` member.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Build => "build",
+            Family::Repository => "repository",
+            Family::Session => "session",
+        }
+    }
+
+    /// The document's file name inside a `--catalog` directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Family::Build => "build.json",
+            Family::Repository => "repository.json",
+            Family::Session => "session.json",
+        }
+    }
+
+    /// How the unknown-type message names this family's types. Autobuild
+    /// words the build and repository messages differently
+    /// (`unknown event type` vs `unknown repository event type`) and clients
+    /// match on those words.
+    fn unknown_type_label(self) -> &'static str {
+        match self {
+            Family::Build => "event type",
+            Family::Repository => "repository event type",
+            Family::Session => "session event type",
+        }
+    }
+
+    /// Whether a human actor may carry `via` on this family's events. Session
+    /// events are the delegate's own log, so a `via` there would attribute the
+    /// delegate to itself (protocol §5).
+    fn allows_via(self) -> bool {
+        !matches!(self, Family::Session)
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The compiled build, repository and session catalogs.
+///
+/// Immutable after loading, so one instance is shared by every request
+/// (`Arc<Catalogs>` in server state).
+#[derive(Debug)]
+pub struct Catalogs {
+    build: Catalog,
+    repository: Catalog,
+    session: Catalog,
+}
+
+const EMBEDDED_BUILD: &str = include_str!("../catalogs/build.json");
+const EMBEDDED_REPOSITORY: &str = include_str!("../catalogs/repository.json");
+const EMBEDDED_SESSION: &str = include_str!("../catalogs/session.json");
+
+impl Catalogs {
+    /// The default catalogs embedded in the binary (`catalog/catalogs/*.json`),
+    /// compiled once. Call this once at startup and share the result.
+    pub fn embedded() -> Result<Catalogs, CatalogError> {
+        Ok(Catalogs {
+            build: Catalog::compile(Family::Build, EMBEDDED_BUILD, "embedded build.json")?,
+            repository: Catalog::compile(
+                Family::Repository,
+                EMBEDDED_REPOSITORY,
+                "embedded repository.json",
+            )?,
+            session: Catalog::compile(Family::Session, EMBEDDED_SESSION, "embedded session.json")?,
+        })
+    }
+
+    /// Load `build.json`, `repository.json` and `session.json` from a directory
+    /// (the `--catalog DIR` flag). All three must be present: a partial override
+    /// would silently mix catalog versions.
+    pub fn from_dir(dir: &Path) -> Result<Catalogs, CatalogError> {
+        let load = |family: Family| -> Result<Catalog, CatalogError> {
+            let path = dir.join(family.file_name());
+            let text = std::fs::read_to_string(&path).map_err(|source| CatalogError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+            Catalog::compile(family, &text, &path.display().to_string())
+        };
+        Ok(Catalogs {
+            build: load(Family::Build)?,
+            repository: load(Family::Repository)?,
+            session: load(Family::Session)?,
+        })
+    }
+
+    /// Validate one event write before any mutation: `Ok(())`, or the exact
+    /// message the `422` response carries.
+    pub fn validate(
+        &self,
+        family: Family,
+        actor: &Value,
+        event_type: &str,
+        payload: &Value,
+    ) -> Result<(), EventValidationError> {
+        self.catalog(family).validate(actor, event_type, payload)
+    }
+
+    /// Known event type names of a family, in catalog order.
+    pub fn event_types(&self, family: Family) -> Vec<&str> {
+        self.catalog(family).event_types()
+    }
+
+    /// Whether the family's catalog marks `event_type` as provisional (a
+    /// schema inferred rather than transcribed; see `docs/catalog.md`).
+    /// `None` for an unknown type.
+    pub fn is_provisional(&self, family: Family, event_type: &str) -> Option<bool> {
+        self.catalog(family).is_provisional(event_type)
+    }
+
+    fn catalog(&self, family: Family) -> &Catalog {
+        match family {
+            Family::Build => &self.build,
+            Family::Repository => &self.repository,
+            Family::Session => &self.session,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn catalogs_are_shareable_across_threads() {
+        assert_send_sync::<Catalogs>();
+    }
+
+    #[test]
+    fn embedded_catalogs_compile() {
+        let catalogs = Catalogs::embedded().expect("embedded catalogs compile");
+        assert!(
+            catalogs
+                .event_types(Family::Build)
+                .contains(&"build.created")
+        );
+        assert!(
+            catalogs
+                .event_types(Family::Repository)
+                .contains(&"harvest.started")
+        );
+        assert_eq!(catalogs.event_types(Family::Session).len(), 11);
+    }
+
+    fn message(family: Family, actor: Value, event_type: &str, payload: Value) -> String {
+        let catalogs = Catalogs::embedded().expect("embedded catalogs compile");
+        match catalogs.validate(family, &actor, event_type, &payload) {
+            Ok(()) => panic!("{event_type} {payload} accepted"),
+            Err(error) => error.message,
+        }
+    }
+
+    #[test]
+    fn unknown_type_is_reported_before_a_bad_actor() {
+        let text = message(Family::Build, json!("nobody"), "plan.exploded", json!(null));
+        assert!(
+            text.starts_with(
+                r#"unknown event type "plan.exploded" — known types: build.created, "#
+            )
+        );
+        assert!(text.ends_with(", escalation.raised, escalation.answered, phase.failed"));
+    }
+
+    #[test]
+    fn union_details_name_the_accepted_discriminators() {
+        let kernel = json!({"kind": "kernel"});
+        assert_eq!(
+            message(
+                Family::Build,
+                kernel.clone(),
+                "verify.completed",
+                json!({"step": "e2e", "attempt": 1, "outcome": "maybe"})
+            ),
+            r#"invalid payload for "verify.completed": /outcome: expected one of "pass"|"fail"|"skipped", received string "maybe""#
+        );
+        assert_eq!(
+            message(
+                Family::Build,
+                kernel.clone(),
+                "session.ended",
+                json!({"session": "s", "outcome": "reclaimed", "reclaimedBy": {"instance": "", "resumedFromSeq": 1}})
+            ),
+            r#"invalid payload for "session.ended": /reclaimedBy/instance: expected string of at least 1 character, received string """#
+        );
+        assert_eq!(
+            message(
+                Family::Build,
+                kernel,
+                "workspace.released",
+                json!("nothing")
+            ),
+            r#"invalid payload for "workspace.released": /: expected object, received string "nothing""#
+        );
+    }
+
+    #[test]
+    fn numbers_follow_javascript_integer_rules() {
+        let kernel = json!({"kind": "kernel"});
+        assert_eq!(
+            message(
+                Family::Build,
+                kernel.clone(),
+                "plan-review.started",
+                json!({"round": 1.5})
+            ),
+            r#"invalid payload for "plan-review.started": /round: expected integer, received number 1.5"#
+        );
+        assert!(
+            message(
+                Family::Build,
+                kernel.clone(),
+                "plan-review.started",
+                json!({"round": 9_007_199_254_740_992_u64})
+            )
+            .contains("/round: expected number <= 9007199254740991")
+        );
+        let catalogs = Catalogs::embedded().expect("embedded catalogs compile");
+        assert!(
+            catalogs
+                .validate(
+                    Family::Build,
+                    &kernel,
+                    "plan-review.started",
+                    &json!({"round": 2.0})
+                )
+                .is_ok()
+        );
+    }
+}
