@@ -20,6 +20,20 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Event catalog tools.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// Check a catalog directory (`build.json`, `repository.json`,
+    /// `session.json`): documents parse, schemas compile, rule names and actor
+    /// kinds are known. Exits non-zero with the reason otherwise.
+    Check {
+        /// The directory `--catalog` would be given.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args, Clone)]

@@ -7,12 +7,30 @@ use clap::Parser as _;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use abstore::config::{Cli, Command};
+use abstore::config::{CatalogCommand, Cli, Command};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
     init_logging();
-    match Cli::parse().command {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            // One readable line with its causes, never a backtrace.
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::Serve(args) => {
             let app = abstore::app::App::build(&args).await?;
             let addr = app.local_addr()?;
@@ -33,6 +51,14 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("migrating {}", abstore::app::redact(&db.database)))?;
             tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Catalog(CatalogCommand::Check { dir }) => {
+            let catalogs = abstore_catalog::Catalogs::from_dir(&dir).with_context(|| format!("catalog {} is not usable", dir.display()))?;
+            for family in abstore_catalog::Family::ALL {
+                println!("{}: {} event types", family.file_name(), catalogs.event_types(family).len());
+            }
+            println!("catalog {} is valid", dir.display());
             Ok(())
         }
     }

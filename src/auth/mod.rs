@@ -1,0 +1,43 @@
+//! Authentication and authorization (spec section 7), as pure code: no HTTP,
+//! no I/O, no clock. Callers pass the header value, the secret and the current
+//! epoch milliseconds.
+//!
+//! # Model
+//!
+//! A token is a signed, self-contained *scope*: `base64url(JSON scope) + "." +
+//! base64url(HMAC-SHA256(secret, first segment))`. The server keeps no token
+//! state; whoever holds the secret can mint ([`mint`]), and the server trusts
+//! whatever a correctly signed, unexpired scope says ([`verify`]). Every
+//! verification failure is the same opaque `401 invalid or expired token`.
+//!
+//! A scope ([`Scope`]) has up to three dimensions:
+//! - a **resource** it may address: admin (legacy `build: "*"`), one build, one
+//!   repository, one operator session, the whole deployment, or — for
+//!   attributed human-operator scopes — nothing on the raw store routes;
+//! - a **session** that bounds whom its event writes may be attributed to
+//!   (`"*"` = any actor the catalog allows, otherwise only that agent session);
+//! - an optional **`via`** delegate that is stamped onto human actors.
+//!
+//! A request goes through, in order: [`bearer`] (401 when missing), [`verify`]
+//! (401), [`authorize`] against the route's [`Target`] (403, before the body is
+//! read or anything looked up), and for event-bearing writes [`attribute`]
+//! (403, before catalog validation). In open mode (no secret) none of this runs.
+//!
+//! # Layout
+//! - [`token`]: the wire format, signing and verification.
+//! - [`scope`]: the scope shapes, strictly parsed and canonically serialized.
+//! - [`authorize`](mod@authorize): the resource matrix, one table.
+//! - [`attribution`]: session and `via` attribution of event actors.
+//! - [`bearer`](mod@bearer): the `Authorization` header.
+
+pub mod attribution;
+pub mod authorize;
+pub mod bearer;
+pub mod scope;
+pub mod token;
+
+pub use attribution::attribute;
+pub use authorize::{Denied, Target, authorize};
+pub use bearer::{Unauthenticated, bearer};
+pub use scope::{InvalidScope, ResourceKind, Scope, Via, WILDCARD};
+pub use token::{InvalidToken, MAX_TOKEN_LEN, MIN_SECRET_LEN, mint, verify};
