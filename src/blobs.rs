@@ -52,6 +52,14 @@ impl Blobs {
         self.store.put(&key(blob_ref), PutPayload::from(bytes)).await.map(|_| ())
     }
 
+    /// Reachability: look up a key that never exists; "not found" is healthy.
+    pub async fn check(&self) -> object_store::Result<()> {
+        match self.store.head(&Path::from("readiness-probe")).await {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
     pub async fn get(&self, blob_ref: &str) -> object_store::Result<bytes::Bytes> {
         self.store.get(&key(blob_ref)).await?.bytes().await
     }

@@ -20,6 +20,16 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Exit 0 only if the server at `--listen` answers `/readyz` with 200
+    /// (for container health checks).
+    Healthcheck {
+        /// The address the server listens on (a wildcard is probed on loopback).
+        #[arg(long, env = "ABSTORE_LISTEN", default_value = "127.0.0.1:8787")]
+        listen: SocketAddr,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 5)]
+        timeout_seconds: u64,
+    },
     /// Event catalog tools.
     #[command(subcommand)]
     Catalog(CatalogCommand),

@@ -10,11 +10,13 @@
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
 //! - [`notify`]: wake-ups for held reads.
 //! - [`clock`]: the one injectable clock.
+//! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
 
 pub mod app;
 pub mod blobs;
 pub mod clock;
 pub mod config;
+pub mod healthcheck;
 pub mod http;
 pub mod notify;
 pub mod protocol;

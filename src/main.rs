@@ -53,6 +53,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
+        Command::Healthcheck { listen, timeout_seconds } => {
+            abstore::healthcheck::probe(listen, std::time::Duration::from_secs(timeout_seconds)).await?;
+            println!("ready");
+            Ok(())
+        }
         Command::Catalog(CatalogCommand::Check { dir }) => {
             let catalogs = abstore_catalog::Catalogs::from_dir(&dir).with_context(|| format!("catalog {} is not usable", dir.display()))?;
             for family in abstore_catalog::Family::ALL {

@@ -64,3 +64,35 @@ fn migrate_creates_a_usable_sqlite_database() {
     // Applying again is a no-op.
     assert!(abstore(&["migrate", "--database", &url]).0);
 }
+
+#[tokio::test]
+async fn healthcheck_follows_readyz_and_responses_carry_request_ids() {
+    let server = conformance::Server::start(
+        env!("CARGO_BIN_EXE_abstore"),
+        &["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", "memory://"],
+    )
+    .await
+    .unwrap();
+    let addr = server.url().trim_start_matches("http://").to_owned();
+    let (ok, stdout, stderr) = tokio::task::spawn_blocking(move || abstore(&["healthcheck", "--listen", &addr])).await.unwrap();
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "ready");
+
+    let client = reqwest::Client::new();
+    let ready = client.get(format!("{}/readyz", server.url())).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let generated = ready.headers().get("x-request-id").expect("a generated request id").to_str().unwrap().to_owned();
+    assert!(!generated.is_empty());
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body, serde_json::json!({"ready": true, "checks": {"database": "ok", "blobs": "ok"}, "shuttingDown": false}));
+    let kept = client.get(format!("{}/health", server.url())).header("x-request-id", "abc-123").send().await.unwrap();
+    assert_eq!(kept.headers().get("x-request-id").unwrap(), "abc-123");
+    // Error bodies keep the spec's exact shape even with a request id.
+    let missing: serde_json::Value = client.get(format!("{}/nope", server.url())).send().await.unwrap().json().await.unwrap();
+    assert_eq!(missing, serde_json::json!({"error": "no route: GET /nope", "kind": "not-found"}));
+
+    // Nothing listening: not ready, non-zero exit.
+    let (ok, _, stderr) = tokio::task::spawn_blocking(|| abstore(&["healthcheck", "--listen", "127.0.0.1:1", "--timeout-seconds", "2"])).await.unwrap();
+    assert!(!ok);
+    assert!(stderr.starts_with("error: "), "{stderr}");
+}

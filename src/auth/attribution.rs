@@ -3,7 +3,7 @@
 //! `POST …/events/conditional` and `POST …/deposits` on builds, repositories
 //! and sessions.
 //!
-//! Runs after [`super::authorize`] and before catalog validation, on the raw
+//! Runs after [`super::authorize()`] and before catalog validation, on the raw
 //! actor JSON, because its answers are authority answers (403), not validation
 //! answers (422): a caller must be able to tell "not yours" from "malformed".
 //! Anything that is *not* an authority question — an unknown actor shape, a
@@ -174,7 +174,8 @@ mod tests {
         );
 
         // Claims the token does not carry: other delegate, other kind, malformed.
-        let refused = r#"token scoped to build "b" may not write events attributed via a delegate the token does not carry"#;
+        let refused =
+            r#"token scoped to build "b" may not write events attributed via a delegate the token does not carry"#;
         for claim in [
             json!({"kind": "mcp", "client": "cursor"}),
             json!({"kind": "session", "id": "os_1"}),

@@ -109,10 +109,7 @@ fn column<'a>(target: &Target<'a>) -> (usize, Option<&'a str>, String) {
 pub fn authorize(scope: &Scope, target: &Target) -> Result<(), Denied> {
     let (holder, token_id) = holder(scope);
     let (index, target_id, target_text) = column(target);
-    let cell = MATRIX
-        .iter()
-        .find(|(row, _)| *row == holder)
-        .map_or(No, |(_, cells)| cells[index]);
+    let cell = MATRIX.iter().find(|(row, _)| *row == holder).map_or(No, |(_, cells)| cells[index]);
     let allowed = match cell {
         Any => true,
         Exact => target_id == Some(token_id),
@@ -151,16 +148,16 @@ mod tests {
     /// the spec's table rather than derived from `MATRIX`.
     fn expected(scope: &str, target: &Target) -> bool {
         use Target::*;
-        match (scope, target) {
-            ("admin" | "deployment" | "deployment+via", _) => true,
-            ("legacy build x" | "build x", Build("x")) => true,
-            ("build *", Build("*")) => true,
-            ("repo x", Repo("x") | RepoSessions("x")) => true,
-            ("repo *", Repo("*") | RepoSessions("*")) => true,
-            ("session x", Session("x")) => true,
-            ("session *", Session("*")) => true,
-            _ => false,
-        }
+        matches!(
+            (scope, target),
+            ("admin" | "deployment" | "deployment+via", _)
+                | ("legacy build x" | "build x", Build("x"))
+                | ("build *", Build("*"))
+                | ("repo x", Repo("x") | RepoSessions("x"))
+                | ("repo *", Repo("*") | RepoSessions("*"))
+                | ("session x", Session("x"))
+                | ("session *", Session("*"))
+        )
     }
 
     #[test]
@@ -180,10 +177,7 @@ mod tests {
             ("session x", resource(ResourceKind::Session, "x")),
             ("session *", resource(ResourceKind::Session, "*")),
             ("operator", Scope::Operator { user: "x".into(), via: None, exp: 1 }),
-            (
-                "operator+via",
-                Scope::Operator { user: "*".into(), via: Some(Via::Session { id: "x".into() }), exp: 1 },
-            ),
+            ("operator+via", Scope::Operator { user: "*".into(), via: Some(Via::Session { id: "x".into() }), exp: 1 }),
         ];
         let mut cells = 0;
         for (name, scope) in &scopes {

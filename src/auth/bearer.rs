@@ -48,9 +48,19 @@ mod tests {
 
     #[test]
     fn everything_else_is_missing() {
-        for header in [None, Some(""), Some("Bearer"), Some("Bearer "), Some("Bearer   \t"), Some("Bearerabc"),
-            Some("Basic YWxhZGRpbjpvcGVuc2VzYW1l"), Some("Token abc"), Some("abc.def"), Some("Bear"), Some("é")]
-        {
+        for header in [
+            None,
+            Some(""),
+            Some("Bearer"),
+            Some("Bearer "),
+            Some("Bearer   \t"),
+            Some("Bearerabc"),
+            Some("Basic YWxhZGRpbjpvcGVuc2VzYW1l"),
+            Some("Token abc"),
+            Some("abc.def"),
+            Some("Bear"),
+            Some("é"),
+        ] {
             assert_eq!(bearer(header), Err(Unauthenticated), "{header:?}");
         }
         assert_eq!(Unauthenticated.to_string(), "missing bearer token");

@@ -18,8 +18,8 @@
 //!   (`"*"` = any actor the catalog allows, otherwise only that agent session);
 //! - an optional **`via`** delegate that is stamped onto human actors.
 //!
-//! A request goes through, in order: [`bearer`] (401 when missing), [`verify`]
-//! (401), [`authorize`] against the route's [`Target`] (403, before the body is
+//! A request goes through, in order: [`bearer()`] (401 when missing), [`verify`]
+//! (401), [`authorize()`] against the route's [`Target`] (403, before the body is
 //! read or anything looked up), and for event-bearing writes [`attribute`]
 //! (403, before catalog validation). In open mode (no secret) none of this runs.
 //!

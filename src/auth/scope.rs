@@ -303,11 +303,7 @@ impl Serialize for Scope {
 }
 
 fn only_keys(object: &Map<String, Value>, allowed: &[&str]) -> Result<(), InvalidScope> {
-    if object.keys().all(|key| allowed.contains(&key.as_str())) {
-        Ok(())
-    } else {
-        Err(InvalidScope("unknown key"))
-    }
+    if object.keys().all(|key| allowed.contains(&key.as_str())) { Ok(()) } else { Err(InvalidScope("unknown key")) }
 }
 
 fn nonempty(object: &Map<String, Value>, key: &str) -> Result<String, InvalidScope> {
@@ -320,10 +316,7 @@ fn nonempty(object: &Map<String, Value>, key: &str) -> Result<String, InvalidSco
 /// `exp` must be a JSON integer that fits `i64`: `1.0`, `1e3`, strings and
 /// out-of-range integers are invalid (Autobuild never emits them).
 fn exp(object: &Map<String, Value>) -> Result<i64, InvalidScope> {
-    object
-        .get("exp")
-        .and_then(Value::as_i64)
-        .ok_or(InvalidScope("exp must be an integer of epoch milliseconds"))
+    object.get("exp").and_then(Value::as_i64).ok_or(InvalidScope("exp must be an integer of epoch milliseconds"))
 }
 
 fn via(object: &Map<String, Value>) -> Result<Option<Via>, InvalidScope> {
@@ -451,7 +444,10 @@ mod tests {
     #[test]
     fn serializes_in_wire_order() {
         let cases = [
-            (Scope::Legacy { build: "b".into(), session: "s".into(), exp: 7 }, r#"{"build":"b","session":"s","exp":7}"#),
+            (
+                Scope::Legacy { build: "b".into(), session: "s".into(), exp: 7 },
+                r#"{"build":"b","session":"s","exp":7}"#,
+            ),
             (
                 Scope::Resource { kind: ResourceKind::Build, id: "b".into(), session: "s".into(), via: None, exp: 7 },
                 r#"{"resource":{"kind":"build","id":"b"},"session":"s","exp":7}"#,
@@ -461,7 +457,7 @@ mod tests {
                     kind: ResourceKind::Session,
                     id: "os_1".into(),
                     session: "*".into(),
-                    via: Some(Via::Mcp { client: "c" .into() }),
+                    via: Some(Via::Mcp { client: "c".into() }),
                     exp: 7,
                 },
                 r#"{"resource":{"kind":"session","id":"os_1"},"session":"*","exp":7,"via":{"kind":"mcp","client":"c"}}"#,

@@ -130,10 +130,7 @@ mod tests {
         // createHmac('sha256', secret).update(payload).digest('base64url').
         let token = mint(SECRET, &legacy(1_784_116_800_000));
         let (payload, signature) = token.split_once('.').unwrap();
-        assert_eq!(
-            URL_SAFE_NO_PAD.decode(payload).unwrap(),
-            br#"{"build":"b-1","session":"s_1","exp":1784116800000}"#
-        );
+        assert_eq!(URL_SAFE_NO_PAD.decode(payload).unwrap(), br#"{"build":"b-1","session":"s_1","exp":1784116800000}"#);
         assert_eq!(signature.len(), 43); // 32 bytes, unpadded
     }
 
@@ -198,8 +195,8 @@ mod tests {
         let sig = URL_SAFE_NO_PAD.encode(signer(SECRET, &padded).finalize().into_bytes());
         assert_eq!(verify(SECRET, &format!("{padded}.{sig}"), NOW), Err(InvalidToken));
         // Standard-alphabet or non-canonical signature spellings are refused too.
-        let std_sig = base64::engine::general_purpose::STANDARD_NO_PAD
-            .encode(URL_SAFE_NO_PAD.decode(signature).unwrap());
+        let std_sig =
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(URL_SAFE_NO_PAD.decode(signature).unwrap());
         if std_sig != signature {
             assert_eq!(verify(SECRET, &format!("{payload}.{std_sig}"), NOW), Err(InvalidToken));
         }

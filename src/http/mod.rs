@@ -10,6 +10,8 @@ mod error;
 mod extract;
 mod health;
 mod identity;
+mod ops;
+mod readiness;
 mod repos;
 mod resources;
 
@@ -86,14 +88,16 @@ pub struct AppState {
 pub type SharedState = Arc<AppState>;
 
 pub fn router(state: SharedState) -> Router {
-    Router::new()
+    let routes = Router::new()
         .merge(builds::router())
         .merge(repos::router())
         .merge(health::router(state.test_clock.is_some()))
+        .merge(readiness::router())
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
         .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
-        .with_state(state)
+        .with_state(state);
+    ops::layer(routes)
 }
 
 /// Unknown routes and unsupported methods are both `404 not-found`.
