@@ -41,15 +41,21 @@ impl App {
             Some(dir) => abstore_catalog::Catalogs::from_dir(dir).with_context(|| format!("loading catalogs from {}", dir.display()))?,
             None => abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?,
         };
+        let secret = args.secret.resolve()?;
+        if secret.is_none() {
+            tracing::warn!("no token secret: open mode, every route is unauthenticated (local development only)");
+        }
         let notifier = Arc::new(Notifier::new());
         let options = StoreOptions { pool_size: args.db.db_pool_size, migrate: !args.no_migrate };
-        let store = store::open(&args.db.database, &options, clock, notifier.clone())
+        let store = store::open(&args.db.database, &options, clock.clone(), notifier.clone())
             .await
             .with_context(|| format!("opening the database ({})", redact(&args.db.database)))?;
         let blobs = Blobs::open(&args.blobs).with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
         let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
         let state = Arc::new(AppState {
             store,
+            clock,
+            secret,
             blobs,
             catalogs: Arc::new(catalogs),
             notifier,

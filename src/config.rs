@@ -20,6 +20,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Mint or inspect bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Exit 0 only if the server at `--listen` answers `/readyz` with 200
     /// (for container health checks).
     Healthcheck {
@@ -99,9 +102,84 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_CATALOG")]
     pub catalog: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub secret: SecretArgs,
+
     /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
+}
+
+/// Where the token signing secret comes from; none means open mode.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SecretArgs {
+    /// Token signing secret (enables authenticated mode). Prefer the file or the variable.
+    #[arg(long, env = "ABSTORE_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+
+    /// Read the token signing secret from this file (a trailing newline is ignored).
+    #[arg(long, env = "ABSTORE_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+
+    /// Accept a secret shorter than 32 bytes (tests only).
+    #[arg(long, env = "ABSTORE_ALLOW_WEAK_SECRET")]
+    pub allow_weak_secret: bool,
+}
+
+impl SecretArgs {
+    pub fn resolve(&self) -> anyhow::Result<Option<crate::secret::Secret>> {
+        crate::secret::Secret::resolve(self.secret.as_deref(), self.secret_file.as_deref(), self.allow_weak_secret)
+    }
+}
+
+/// `abstore token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Print a signed token for one scope.
+    Mint(MintArgs),
+    /// Print a token's scope and expiry; with a secret, whether it verifies.
+    Inspect {
+        token: String,
+        #[command(flatten)]
+        secret: SecretArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "build", "repo", "session", "deployment"])))]
+pub struct MintArgs {
+    #[command(flatten)]
+    pub secret: SecretArgs,
+    /// Admin: every resource (legacy `build: "*"` scope).
+    #[arg(long)]
+    pub admin: bool,
+    /// Exactly this build.
+    #[arg(long, value_name = "SLUG")]
+    pub build: Option<String>,
+    /// Exactly this repository (and its session collection).
+    #[arg(long, value_name = "ID")]
+    pub repo: Option<String>,
+    /// Exactly this operator session.
+    #[arg(long, value_name = "OS_ID")]
+    pub session: Option<String>,
+    /// A deployment scope: raw store routes, like admin.
+    #[arg(long)]
+    pub deployment: bool,
+    /// Agent session the token's event writes must be attributed to (`*` = any actor).
+    #[arg(long, value_name = "S", default_value = "*", conflicts_with = "deployment")]
+    pub agent_session: String,
+    /// Stamp `via: {kind: session, id}` onto human actors of writes.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["via_mcp", "admin"])]
+    pub via_session: Option<String>,
+    /// Stamp `via: {kind: mcp, client}` onto human actors of writes.
+    #[arg(long, value_name = "CLIENT", conflicts_with = "admin")]
+    pub via_mcp: Option<String>,
+    /// Lifetime: a number with a unit, `ms`, `s`, `m`, `h` or `d` (e.g. `1h`).
+    #[arg(long, default_value = "1h")]
+    pub ttl: String,
+    /// Count the lifetime from this ISO time instead of now (for test clocks).
+    #[arg(long, value_name = "ISO")]
+    pub now: Option<String>,
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! (Autobuild 0.8.0, protocol 2).
 //!
 //! # Layout
+//! - [`auth`]: bearer tokens, scopes, the authorization matrix, event attribution.
+//! - [`secret`]: the token signing secret.
 //! - [`config`]: the command line and `ABSTORE_*` settings.
 //! - [`app`]: builds the server from its settings and serves it.
 //! - [`http`]: routes, identity check, request parsing, the error shape.
@@ -13,6 +15,7 @@
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
 
 pub mod app;
+pub mod auth;
 pub mod blobs;
 pub mod clock;
 pub mod config;
@@ -20,4 +23,6 @@ pub mod healthcheck;
 pub mod http;
 pub mod notify;
 pub mod protocol;
+pub mod secret;
 pub mod store;
+pub mod token_cli;

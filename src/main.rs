@@ -7,7 +7,7 @@ use clap::Parser as _;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use abstore::config::{CatalogCommand, Cli, Command};
+use abstore::config::{CatalogCommand, Cli, Command, TokenCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -51,6 +51,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("migrating {}", abstore::app::redact(&db.database)))?;
             tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Token(TokenCommand::Mint(args)) => {
+            println!("{}", abstore::token_cli::mint(&args)?);
+            Ok(())
+        }
+        Command::Token(TokenCommand::Inspect { token, secret }) => {
+            print!("{}", abstore::token_cli::inspect(&token, &secret)?);
             Ok(())
         }
         Command::Healthcheck { listen, timeout_seconds } => {

@@ -12,7 +12,7 @@ pub const VERSION_HEADER: &str = "x-autobuild-version";
 pub const PROTOCOL_HEADER: &str = "x-autobuild-protocol-version";
 
 /// True for the machine route families the identity check guards.
-fn is_machine_route(path: &str) -> bool {
+pub fn is_machine_route(path: &str) -> bool {
     ["/builds", "/repos", "/sessions"]
         .iter()
         .any(|family| path.strip_prefix(family).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))

@@ -5,6 +5,7 @@
 //! when it lands] → resource lookup (404) → body (400/413) → catalog (422)
 //! → one store transaction.
 
+mod auth;
 mod builds;
 mod error;
 mod extract;
@@ -73,6 +74,10 @@ impl Drop for HeldSlot<'_> {
 
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    /// The one clock: token expiry is judged by it too.
+    pub clock: Arc<dyn crate::clock::Clock>,
+    /// The token secret; `None` is open mode.
+    pub secret: Option<crate::secret::Secret>,
     pub blobs: Blobs,
     pub catalogs: Arc<abstore_catalog::Catalogs>,
     pub notifier: Arc<Notifier>,
@@ -95,6 +100,8 @@ pub fn router(state: SharedState) -> Router {
         .merge(readiness::router())
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
+        // Layers run outermost-last: identity (409) before auth (401/403).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
         .with_state(state);
     ops::layer(routes)

@@ -3,21 +3,25 @@
 //! generic over a [`Family`] marker so builds and repositories share one
 //! implementation and sessions can join by adding a marker.
 //!
-//! Order inside a handler: resource id (400 on bad encoding) → body (400/413)
-//! → catalog (422) → store (404 when the resource is absent). A body or
-//! catalog failure on a resource that does not exist answers 404, as if the
-//! lookup had come first (`reject`), without costing a lookup on success.
+//! Order inside a handler (identity and token scope were checked by the
+//! middleware): resource id (400 on bad encoding) → body (400/413) → event
+//! attribution (403) → catalog (422) → store (404 when the resource is
+//! absent). A failure before the store on a resource that does not exist
+//! answers 404, as if the lookup had come first (`reject`), without costing
+//! a lookup on success.
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::auth::{Caller, attribute};
 use super::extract::{json_body, query_param, resource_id};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
@@ -32,6 +36,8 @@ use crate::store::{NewArtifact, NewEvent, StoreError};
 pub trait Family: Send + Sync + 'static {
     const KIND: ResourceKind;
     const CATALOG: abstore_catalog::Family;
+    /// Whether human actors may carry `via` (build and repository events only).
+    const ALLOWS_VIA: bool;
 }
 
 pub struct Builds;
@@ -40,11 +46,13 @@ pub struct Repos;
 impl Family for Builds {
     const KIND: ResourceKind = ResourceKind::Build;
     const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Build;
+    const ALLOWS_VIA: bool = true;
 }
 
 impl Family for Repos {
     const KIND: ResourceKind = ResourceKind::Repo;
     const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Repository;
+    const ALLOWS_VIA: bool = true;
 }
 
 /// The addressed resource of family `F`, decoded from the path.
@@ -95,11 +103,17 @@ fn envelope_response(status: StatusCode, envelope: String) -> Response {
 }
 
 /// `append` / `appendRepo`: `POST …/events`.
-pub async fn append_event<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn append_event<F: Family>(
+    State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let event = prepare(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
-        let write = wire::event_write(&body, "the request body")?;
+        let mut write = wire::event_write(&body, "the request body")?;
+        attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
         validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)
     }.await).await?;
     match state.store.append(&r, event, None).await {
@@ -111,13 +125,19 @@ pub async fn append_event<F: Family>(State(state): State<SharedState>, uri: Uri,
 
 /// `appendIfCurrent`: `POST /builds/{slug}/events/conditional`. A stale
 /// sequence answers `200 null`, but only after the candidate validated.
-pub async fn append_conditional<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn append_conditional<F: Family>(
+    State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let (expected, event) = prepare(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         let expected = wire::nonnegative_int(obj, "expectedSeq")?;
-        let write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
         let event = validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)?;
         Ok((expected, event))
     }.await).await?;
@@ -259,7 +279,12 @@ pub async fn put_artifact<F: Family>(State(state): State<SharedState>, uri: Uri,
 /// `appendWithArtifacts` / `appendRepoWithArtifacts`: `POST …/deposits`
 /// (section 8). Every artifact is decoded and checked before anything is
 /// written; substitution and validation run inside the store transaction.
-pub async fn deposit<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn deposit<F: Family>(
+    State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let (prepared, write) = prepare(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
@@ -269,7 +294,8 @@ pub async fn deposit<F: Family>(State(state): State<SharedState>, uri: Uri, body
             Some(_) => return Err(wire::SchemaError("\"artifacts\" must be an array".into()).into()),
             None => return Err(wire::SchemaError("\"artifacts\" is required".into()).into()),
         };
-        let write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
         let prepared = items
             .iter()
             .enumerate()

@@ -1,0 +1,91 @@
+//! Authenticated mode (spec section 7) in the request pipeline: after the
+//! identity check and before any body is read or resource looked up, a
+//! machine route needs a bearer token that verifies (401) and whose scope
+//! covers the addressed resource (403). The verified scope rides along in
+//! the request extensions for event attribution. Open mode skips all of it.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::extract::decode_segment;
+use super::{ApiError, ApiResult, SharedState};
+use crate::auth::{self, Scope, Target};
+
+/// The verified scope of an authenticated request.
+#[derive(Clone)]
+pub struct Caller(pub Arc<Scope>);
+
+/// The resource a machine route addresses, decoded from its path.
+enum Addressed {
+    BuildCollection,
+    Build(String),
+    RepoCollection,
+    Repo(String),
+    RepoSessions(String),
+    Session(String),
+}
+
+impl Addressed {
+    fn of(path: &str) -> ApiResult<Addressed> {
+        let segments: Vec<&str> = path.split('/').skip(1).collect();
+        Ok(match segments.as_slice() {
+            ["builds"] => Addressed::BuildCollection,
+            ["builds", slug, ..] => Addressed::Build(decode_segment(slug)?),
+            ["repos"] => Addressed::RepoCollection,
+            ["repos", repo, "sessions"] => Addressed::RepoSessions(decode_segment(repo)?),
+            ["repos", repo, ..] => Addressed::Repo(decode_segment(repo)?),
+            ["sessions", id, ..] => Addressed::Session(decode_segment(id)?),
+            // `/sessions` itself is no route; only admin may learn that.
+            _ => Addressed::BuildCollection,
+        })
+    }
+
+    fn target(&self) -> Target<'_> {
+        match self {
+            Addressed::BuildCollection => Target::BuildCollection,
+            Addressed::Build(slug) => Target::Build(slug),
+            Addressed::RepoCollection => Target::RepoCollection,
+            Addressed::Repo(repo) => Target::Repo(repo),
+            Addressed::RepoSessions(repo) => Target::RepoSessions(repo),
+            Addressed::Session(id) => Target::Session(id),
+        }
+    }
+}
+
+pub async fn check(State(state): State<SharedState>, mut request: Request, next: Next) -> Response {
+    let Some(secret) = &state.secret else {
+        return next.run(request).await;
+    };
+    if !super::identity::is_machine_route(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let header = request.headers().get(AUTHORIZATION).map(|v| v.to_str().unwrap_or_default());
+    let Ok(token) = auth::bearer(header) else {
+        return ApiError::Unauthenticated("missing bearer token".into()).into_response();
+    };
+    let Ok(scope) = auth::verify(secret.expose(), token, state.clock.now_ms()) else {
+        return ApiError::Unauthenticated("invalid or expired token".into()).into_response();
+    };
+    let addressed = match Addressed::of(request.uri().path()) {
+        Ok(addressed) => addressed,
+        Err(err) => return err.into_response(),
+    };
+    if let Err(denied) = auth::authorize(&scope, &addressed.target()) {
+        return ApiError::Forbidden(denied.message().to_owned()).into_response();
+    }
+    request.extensions_mut().insert(Caller(Arc::new(scope)));
+    next.run(request).await
+}
+
+/// Session and `via` attribution of an event-bearing write (section 7):
+/// after authorization, before catalog validation. Open mode: unchanged.
+pub fn attribute(caller: Option<&Caller>, actor: &mut serde_json::Value, family_allows_via: bool) -> ApiResult<()> {
+    match caller {
+        Some(Caller(scope)) => auth::attribute(scope, actor, family_allows_via).map_err(|d| ApiError::Forbidden(d.message().to_owned())),
+        None => Ok(()),
+    }
+}
