@@ -1,0 +1,31 @@
+//! Black-box HTTP conformance checks for Autobuild's Remote BuildStore protocol
+//! (`remote-store-protocol.md`, Autobuild 0.8.0, protocol `2`).
+//!
+//! Every check speaks only HTTP to a base URL, so the same suite runs against a
+//! spawned `abstore`, a container or any other server of the protocol. Checks
+//! are independent: each creates its own uniquely named builds and repositories,
+//! so all of them can share one long-lived server and run concurrently. Checks
+//! that move the server's test clock (`POST /_test/clock`, DESIGN decision 11)
+//! are flagged, run one at a time after the others, only ever move the clock
+//! forward, and are skipped when the server has no test clock.
+//!
+//! Layout:
+//! - [`client`]: [`Ctx`] (base URL, identity headers, request helpers) and
+//!   response assertions that produce "sent / expected / got" failure messages.
+//! - [`checks`]: the registry of checks, one module per spec section family.
+//! - [`fixtures`]: sample event writes from `fixtures/conformance/`.
+//! - [`runner`]: clock detection, filtering, bounded concurrency, reporting.
+//! - [`spawn`]: start, stop and restart an `abstore` binary for tests.
+//! - [`util`]: time arithmetic, unique names, percent-encoding, base64, sha256.
+
+pub mod checks;
+pub mod client;
+pub mod fixtures;
+pub mod runner;
+pub mod spawn;
+pub mod util;
+
+pub use checks::{Check, CheckResult, Failure, all_checks};
+pub use client::{Ctx, Res, Resp};
+pub use runner::{Outcome, Report, run_checks};
+pub use spawn::Server;

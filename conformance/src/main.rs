@@ -1,0 +1,75 @@
+//! `abstore-conformance`: runs the protocol conformance checks against any
+//! server of Autobuild's Remote BuildStore protocol.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+use conformance::{Ctx, all_checks, run_checks};
+
+/// Black-box HTTP conformance checks for Autobuild's Remote BuildStore protocol.
+#[derive(Parser, Debug)]
+#[command(name = "abstore-conformance", version)]
+struct Args {
+    /// Base URL of the server under test, e.g. http://127.0.0.1:8787
+    #[arg(long, env = "ABSTORE_CONFORMANCE_URL")]
+    url: String,
+    /// Autobuild package version the client claims (and the server must serve).
+    #[arg(long, default_value = "0.8.0")]
+    autobuild_version: String,
+    /// Run only checks whose id contains this substring.
+    #[arg(long)]
+    filter: Option<String>,
+    /// The server's decoded-byte artifact ceiling.
+    #[arg(long, default_value_t = 1_048_576)]
+    max_artifact_bytes: usize,
+    /// How many clock-free checks run at once.
+    #[arg(long, default_value_t = 8)]
+    jobs: usize,
+    /// List the check ids with their spec sections and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.list {
+        for c in all_checks() {
+            let clock = if c.clock { " (test clock)" } else { "" };
+            println!("{}  §{}{clock}", c.id, c.section);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let mut ctx = match Ctx::new(&args.url, &args.autobuild_version) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cannot build an HTTP client: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    ctx.max_artifact_bytes = args.max_artifact_bytes;
+    // Pre-flight: a server that cannot be reached would fail every check with
+    // the same transport error; say it once instead.
+    if let Err(e) = ctx.get("/health").no_identity().send().await {
+        eprintln!("cannot reach {}: {e}", ctx.base);
+        return ExitCode::from(2);
+    }
+    let report = run_checks(
+        &ctx,
+        all_checks(),
+        args.filter.as_deref(),
+        args.jobs,
+        |id, outcome| {
+            println!("{}", outcome.line(id));
+            let _ = std::io::stdout().flush();
+        },
+    )
+    .await;
+    println!("{}", report.summary());
+    if report.failed() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,166 @@
+//! Runs checks against one server: detects the test clock, runs clock-free
+//! checks with bounded concurrency (reporting in registration order), then the
+//! clock checks one at a time, and tallies the outcomes.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::checks::{Check, Failure};
+use crate::client::Ctx;
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
+}
+
+impl Outcome {
+    /// The runner's output line: `ok   <id>`, `FAIL <id>: …`, `skip <id>: …`.
+    pub fn line(&self, id: &str) -> String {
+        match self {
+            Outcome::Pass => format!("ok   {id}"),
+            Outcome::Fail(why) => format!("FAIL {id}: {why}"),
+            Outcome::Skip(why) => format!("skip {id}: {why}"),
+        }
+    }
+}
+
+/// All outcomes of one run, in the order they were reported.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub results: Vec<(String, Outcome)>,
+}
+
+impl Report {
+    pub fn passed(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Pass))
+    }
+    pub fn failed(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Fail(_)))
+    }
+    pub fn skipped(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Skip(_)))
+    }
+    fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.results.iter().filter(|(_, o)| f(o)).count()
+    }
+
+    /// The failing checks' lines.
+    pub fn failures(&self) -> Vec<String> {
+        self.results
+            .iter()
+            .filter(|(_, o)| matches!(o, Outcome::Fail(_)))
+            .map(|(id, o)| o.line(id))
+            .collect()
+    }
+
+    /// `N passed, N failed[, N skipped]`.
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} passed, {} failed", self.passed(), self.failed());
+        if self.skipped() > 0 {
+            s.push_str(&format!(", {} skipped", self.skipped()));
+        }
+        s
+    }
+}
+
+/// Detects `POST /_test/clock` without moving the clock: reads the server's
+/// current time from a fresh record and sets the clock to that same instant.
+pub async fn detect_clock(ctx: &Ctx) -> Result<bool, String> {
+    let now = ctx.now_ms().await?;
+    let r = ctx
+        .post(
+            "/_test/clock",
+            &json!({"now": crate::util::format_iso_ms(now)}),
+        )
+        .send()
+        .await?;
+    Ok(r.status == 200)
+}
+
+async fn run_one(check: &Check, ctx: Ctx) -> Outcome {
+    let fut = (check.run)(ctx);
+    // A panicking check must not take the runner down.
+    match tokio::spawn(fut).await {
+        Ok(Ok(())) => Outcome::Pass,
+        Ok(Err(Failure::Fail(m))) => Outcome::Fail(m),
+        Ok(Err(Failure::Skip(m))) => Outcome::Skip(m),
+        Err(e) => Outcome::Fail(format!("check panicked: {e}")),
+    }
+}
+
+/// Runs `checks` (those whose id contains `filter`, when given) against the
+/// server in `ctx`. `on_result` sees each outcome as it is reported.
+pub async fn run_checks(
+    ctx: &Ctx,
+    checks: Vec<Check>,
+    filter: Option<&str>,
+    jobs: usize,
+    mut on_result: impl FnMut(&str, &Outcome),
+) -> Report {
+    let mut ctx = ctx.clone();
+    let checks: Vec<Check> = checks
+        .into_iter()
+        .filter(|c| filter.is_none_or(|f| c.id.contains(f)))
+        .collect();
+    let mut report = Report::default();
+
+    let needs_clock = checks.iter().any(|c| c.clock);
+    // Absent clock route → skip; a failed detection (e.g. malformed times)
+    // → fail, so a broken server cannot hide behind skips.
+    let mut no_clock =
+        Outcome::Skip("server has no test clock (POST /_test/clock is not 200)".into());
+    if needs_clock {
+        match detect_clock(&ctx).await {
+            Ok(v) => ctx.clock = v,
+            Err(e) => no_clock = Outcome::Fail(format!("test clock detection failed: {e}")),
+        }
+    }
+
+    let (parallel, serial): (Vec<Check>, Vec<Check>) = checks.into_iter().partition(|c| !c.clock);
+
+    // Phase 1: clock-free checks, bounded concurrency, reported in order.
+    let sem = Arc::new(Semaphore::new(jobs.max(1)));
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Outcome)>();
+    for (i, check) in parallel.iter().enumerate() {
+        let check = check.clone();
+        let ctx = ctx.clone();
+        let sem = sem.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let outcome = run_one(&check, ctx).await;
+            let _ = tx.send((i, outcome));
+        });
+    }
+    drop(tx);
+    let mut pending: Vec<Option<Outcome>> = vec![None; parallel.len()];
+    let mut next = 0;
+    while let Some((i, outcome)) = rx.recv().await {
+        pending[i] = Some(outcome);
+        while next < pending.len() {
+            let Some(outcome) = pending[next].take() else {
+                break;
+            };
+            on_result(&parallel[next].id, &outcome);
+            report.results.push((parallel[next].id.clone(), outcome));
+            next += 1;
+        }
+    }
+
+    // Phase 2: clock checks, strictly one at a time.
+    for check in &serial {
+        let outcome = if ctx.clock {
+            run_one(check, ctx.clone()).await
+        } else {
+            no_clock.clone()
+        };
+        on_result(&check.id, &outcome);
+        report.results.push((check.id.clone(), outcome));
+    }
+    report
+}

@@ -1,0 +1,446 @@
+//! Runs the black-box conformance suite (`conformance/`) against the real
+//! `abstore` binary on every storage backend, plus restart continuity.
+//!
+//! - SQLite in memory, SQLite in a temp file: always.
+//! - PostgreSQL: when `ABSTORE_TEST_POSTGRES_URL` names a server we may create
+//!   databases on (e.g. `postgres://postgres@127.0.0.1:5432/postgres`); each test
+//!   creates `abstore_conf_<random>` and drops it afterwards. Unset: fails under
+//!   `CI=true`, otherwise prints a loud banner and returns.
+
+use std::path::Path;
+
+use conformance::util::{b64, random_hex};
+use conformance::{Ctx, Res, Server, all_checks, run_checks};
+use serde_json::{Value, json};
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+const CLOCK: &str = "2026-07-15T12:00:00.000Z";
+const VERSION: &str = "0.8.0";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_abstore")
+}
+
+fn serve_args(database: &str, blobs: &str) -> Vec<String> {
+    [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+        "--test-clock",
+        CLOCK,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+async fn start(database: &str, blobs: &str) -> Server {
+    let args = serve_args(database, blobs);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match Server::start(bin(), &args).await {
+        Ok(s) => s,
+        Err(e) => panic!("starting abstore {args:?}: {e:#}"),
+    }
+}
+
+/// Runs every check against `server`; panics listing the failures (and the
+/// server's stderr tail) if any failed.
+async fn run_all(label: &str, server: &Server) {
+    let ctx = Ctx::new(server.url(), VERSION).expect("http client");
+    let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
+    eprintln!("conformance [{label}]: {}", report.summary());
+    let failures = report.failures();
+    if !failures.is_empty() {
+        let stderr = server.stderr();
+        let tail: String = stderr
+            .chars()
+            .rev()
+            .take(4000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        panic!(
+            "conformance [{label}]: {} of {} checks failed:\n{}\n--- server stderr (tail) ---\n{tail}",
+            failures.len(),
+            report.results.len(),
+            failures.join("\n")
+        );
+    }
+    assert_eq!(
+        report.skipped(),
+        0,
+        "conformance [{label}]: checks were skipped with --test-clock on"
+    );
+}
+
+// ── PostgreSQL scratch databases ────────────────────────────────────────────
+
+struct PgDb {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+/// Creates a fresh database, or returns `None` (after the banner) when
+/// `ABSTORE_TEST_POSTGRES_URL` is unset outside CI.
+async fn pg_database() -> Option<PgDb> {
+    let Ok(admin_url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!(
+                "CI=true but ABSTORE_TEST_POSTGRES_URL is unset: PostgreSQL conformance must run in CI"
+            );
+        }
+        let bar = "=".repeat(72);
+        let banner = format!(
+            "\n{bar}\n==  PostgreSQL conformance SKIPPED: set ABSTORE_TEST_POSTGRES_URL\n\
+             ==  (e.g. postgres://postgres@127.0.0.1:5432/postgres)\n{bar}\n"
+        );
+        // Straight to the process's stderr (not `eprintln!`, which the test
+        // harness captures), so the skip is visible even when the test passes.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), banner.as_bytes());
+        return None;
+    };
+    let name = format!("abstore_conf_{}", random_hex());
+    let mut conn = PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to ABSTORE_TEST_POSTGRES_URL: {e}"));
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
+    conn.close().await.ok();
+    let mut url = url::Url::parse(&admin_url).expect("ABSTORE_TEST_POSTGRES_URL is a URL");
+    url.set_path(&format!("/{name}"));
+    Some(PgDb {
+        admin_url,
+        name,
+        url: url.to_string(),
+    })
+}
+
+impl PgDb {
+    async fn drop_db(self) {
+        match PgConnection::connect(&self.admin_url).await {
+            Ok(mut conn) => {
+                let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+                if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await {
+                    eprintln!("warning: dropping {}: {e}", self.name);
+                }
+                conn.close().await.ok();
+            }
+            Err(e) => eprintln!("warning: cannot connect to drop {}: {e}", self.name),
+        }
+    }
+}
+
+/// Runs `f`, then drops the database even if `f` panicked, then re-panics.
+async fn with_pg<F, Fut>(f: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Some(db) = pg_database().await else {
+        return;
+    };
+    let outcome = tokio::spawn(f(db.url.clone())).await;
+    db.drop_db().await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+fn sqlite_file_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("abstore.db").display())
+}
+
+fn blob_dir_url(dir: &Path) -> String {
+    format!("file://{}", dir.join("blobs").display())
+}
+
+// ── the suite on each backend ───────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory() {
+    let mut server = start("sqlite::memory:", "memory://").await;
+    run_all("sqlite::memory:", &server).await;
+    server.stop().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = start(&sqlite_file_url(dir.path()), &blob_dir_url(dir.path())).await;
+    run_all("sqlite file", &server).await;
+    server.stop().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_postgres() {
+    with_pg(|url| async move {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut server = start(&url, &blob_dir_url(dir.path())).await;
+        run_all("postgres", &server).await;
+        server.stop().await.ok();
+    })
+    .await;
+}
+
+// ── restart continuity ──────────────────────────────────────────────────────
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restart_continuity_sqlite_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    restart_continuity(&sqlite_file_url(dir.path()), &blob_dir_url(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restart_continuity_postgres() {
+    with_pg(|url| async move {
+        let dir = tempfile::tempdir().expect("tempdir");
+        restart_continuity(&url, &blob_dir_url(dir.path())).await;
+    })
+    .await;
+}
+
+/// Everything observable about one resource, raw event text included.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    record: Value,
+    events_text: String,
+    artifacts: Value,
+    reads: Vec<Value>,
+}
+
+async fn snapshot(ctx: &Ctx, res: Res, id: &str) -> Result<Snapshot, String> {
+    let record = ctx.record(res, id).await?;
+    let r = ctx.get(&format!("{}/events", res.path(id))).send().await?;
+    r.json_status(200)?;
+    let artifacts = Value::Array(ctx.list_artifacts(res, id, "").await?);
+    let mut reads = Vec::new();
+    for meta in artifacts.as_array().into_iter().flatten() {
+        let q = format!(
+            "?kind={}&rev={}",
+            conformance::util::enc(meta["kind"].as_str().unwrap_or_default()),
+            meta["revision"]
+        );
+        reads.push(ctx.get_artifact(res, id, &q).await?);
+    }
+    Ok(Snapshot {
+        record,
+        events_text: r.text,
+        artifacts,
+        reads,
+    })
+}
+
+/// Writes every kind of state, kills the server, restarts it on the same
+/// database and blob directory, and reads it all back unchanged.
+async fn restart_continuity(database: &str, blobs: &str) {
+    let mut server = start(database, blobs).await;
+    let result = continuity_body(&mut server).await;
+    let stderr = server.stderr();
+    server.stop().await.ok();
+    if let Err(e) = result {
+        panic!("restart continuity on {database}: {e}\n--- server stderr ---\n{stderr}");
+    }
+}
+
+async fn continuity_body(server: &mut Server) -> Result<(), String> {
+    let ctx = Ctx::new(server.url(), VERSION).map_err(|e| e.to_string())?;
+    let slug = format!("restart-{}", random_hex());
+    let repo = format!("acme-{}/widgets", random_hex());
+    ctx.post(
+        "/builds",
+        &json!({
+            "slug": slug, "repo": repo, "repoOrigin": "https://github.com/acme/widgets",
+            "ticket": {"source": "linear", "id": "AUT-9", "title": "restart"}, "branch": "ab/restart",
+        }),
+    )
+    .send()
+    .await?
+    .json_status(201)?;
+    ctx.post("/repos", &json!({"repo": repo}))
+        .send()
+        .await?
+        .json_status(200)?;
+
+    // Spread the writes over distinct instants so every timestamp differs.
+    let t0 = ctx.advance(1_000).await?;
+    let binary: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    for (i, res, id) in [
+        (0, Res::Build, slug.as_str()),
+        (1, Res::Repo, repo.as_str()),
+    ] {
+        ctx.set_clock(t0 + 100 * i + 1).await?;
+        ctx.append(res, id, &res.simple_event()).await?;
+        ctx.append(res, id, &res.other_event()).await?;
+        ctx.set_clock(t0 + 100 * i + 2).await?;
+        ctx.put_artifact(
+            res,
+            id,
+            "blob",
+            &binary,
+            Some(json!({"nested": {"a": [1, null, "x"]}, "f": 1.5})),
+        )
+        .await?;
+        ctx.put_artifact(res, id, "blob", b"second revision", None)
+            .await?;
+        ctx.set_clock(t0 + 100 * i + 3).await?;
+        let dep = json!({
+            "artifacts": [{"kind": "plan", "contentBase64": b64(b"# deposited plan\n"), "metadata": {"round": 1}}],
+            "event": res.ref_event(json!({"kind": "plan", "rev": -1})),
+        });
+        ctx.deposit(res, id, &dep).await?.json_status(201)?;
+        ctx.set_clock(t0 + 100 * i + 4).await?;
+        if !ctx.claim(res, id, "runner-1", 3_600_000).await? {
+            return Err(format!("claim on {id} returned false"));
+        }
+        ctx.set_clock(t0 + 100 * i + 5).await?;
+        if !ctx.heartbeat(res, id, "runner-1").await? {
+            return Err(format!("heartbeat on {id} returned false"));
+        }
+    }
+    let build_cond = ctx
+        .post(
+            &format!(
+                "/builds/{}/events/conditional",
+                conformance::util::enc(&slug)
+            ),
+            &json!({"expectedSeq": 3, "event": Res::Build.simple_event()}),
+        )
+        .send()
+        .await?
+        .json_status(201)?;
+    if build_cond["seq"] != json!(4) {
+        return Err(format!(
+            "conditional append before restart: expected seq 4; got {build_cond}"
+        ));
+    }
+
+    let before_build = snapshot(&ctx, Res::Build, &slug).await?;
+    let before_repo = snapshot(&ctx, Res::Repo, &repo).await?;
+    for (label, s, want_events, want_artifacts) in
+        [("build", &before_build, 4, 3), ("repo", &before_repo, 3, 3)]
+    {
+        let n = serde_json::from_str::<Vec<Value>>(&s.events_text)
+            .map(|v| v.len())
+            .unwrap_or(0);
+        let a = s.artifacts.as_array().map(Vec::len).unwrap_or(0);
+        if n != want_events
+            || a != want_artifacts
+            || s.record.get("lease").is_none()
+            || s.record.get("heartbeatAt").is_none()
+        {
+            return Err(format!(
+                "{label} state before restart is not what was written: {s:?}"
+            ));
+        }
+    }
+
+    server
+        .restart()
+        .await
+        .map_err(|e| format!("restart failed: {e:#}"))?;
+    let ctx = Ctx::new(server.url(), VERSION).map_err(|e| e.to_string())?;
+
+    let after_build = snapshot(&ctx, Res::Build, &slug).await?;
+    let after_repo = snapshot(&ctx, Res::Repo, &repo).await?;
+    if after_build != before_build {
+        return Err(format!(
+            "build state changed across restart:\nbefore {before_build:?}\nafter  {after_build:?}"
+        ));
+    }
+    if after_repo != before_repo {
+        return Err(format!(
+            "repository state changed across restart:\nbefore {before_repo:?}\nafter  {after_repo:?}"
+        ));
+    }
+    let bytes = after_build
+        .reads
+        .iter()
+        .find(|r| r["meta"]["kind"] == json!("blob") && r["meta"]["revision"] == json!(0));
+    let got = bytes
+        .and_then(|r| r["contentBase64"].as_str())
+        .and_then(conformance::util::unb64);
+    if got.as_deref() != Some(&binary[..]) {
+        return Err("binary artifact bytes differ after restart".into());
+    }
+    let list = ctx.get("/builds").send().await?.json_status(200)?;
+    if !list
+        .as_array()
+        .is_some_and(|a| a.iter().any(|b| b == &before_build.record))
+    {
+        return Err(format!(
+            "GET /builds after restart lacks the record {}",
+            before_build.record
+        ));
+    }
+
+    // Sequences, revisions and the lease continue where they were.
+    let env = ctx
+        .append(Res::Build, &slug, &Res::Build.simple_event())
+        .await?;
+    if env["seq"] != json!(5) {
+        return Err(format!(
+            "first build append after restart: expected seq 5; got {env}"
+        ));
+    }
+    let cond = ctx
+        .post(
+            &format!(
+                "/builds/{}/events/conditional",
+                conformance::util::enc(&slug)
+            ),
+            &json!({"expectedSeq": 5, "event": Res::Build.simple_event()}),
+        )
+        .send()
+        .await?
+        .json_status(201)?;
+    if cond["seq"] != json!(6) {
+        return Err(format!(
+            "conditional append after restart: expected seq 6; got {cond}"
+        ));
+    }
+    let env = ctx
+        .append(Res::Repo, &repo, &Res::Repo.simple_event())
+        .await?;
+    if env["seq"] != json!(4) {
+        return Err(format!(
+            "first repository append after restart: expected seq 4; got {env}"
+        ));
+    }
+    for (res, id) in [(Res::Build, slug.as_str()), (Res::Repo, repo.as_str())] {
+        let meta = ctx.put_artifact(res, id, "blob", b"third", None).await?;
+        if meta["revision"] != json!(2) {
+            return Err(format!(
+                "artifact put after restart on {id}: expected revision 2; got {meta}"
+            ));
+        }
+        let dep = json!({
+            "artifacts": [{"kind": "plan", "contentBase64": b64(b"again")}],
+            "event": res.ref_event(json!({"kind": "plan", "rev": -1})),
+        });
+        let v = ctx.deposit(res, id, &dep).await?.json_status(201)?;
+        if v["artifacts"][0]["revision"] != json!(1) {
+            return Err(format!(
+                "deposit after restart on {id}: expected plan revision 1; got {v}"
+            ));
+        }
+        if ctx.claim(res, id, "runner-2", 1_000).await? {
+            return Err(format!(
+                "the lease on {id} did not survive the restart: another holder claimed it"
+            ));
+        }
+        if !ctx.heartbeat(res, id, "runner-1").await? {
+            return Err(format!(
+                "the holder's heartbeat on {id} failed after restart"
+            ));
+        }
+    }
+    Ok(())
+}
