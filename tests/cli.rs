@@ -51,7 +51,9 @@ fn unusable_settings_fail_with_one_clear_line() {
     assert!(stderr.contains("--test-clock \"yesterday\" is not an ISO-8601 UTC time"), "{stderr}");
     let (ok, _, stderr) = abstore(&["serve", "--listen", "127.0.0.1:0", "--database", "postgres://nobody:secret@127.0.0.1:1/none"]);
     assert!(!ok);
-    assert!(!stderr.contains("secret"), "the password leaked: {stderr}");
+    assert!(!stderr.contains(":secret@"), "the password leaked: {stderr}");
+    assert!(stderr.contains("REDACTED"), "{stderr}");
+    assert!(stderr.to_lowercase().contains("refused"), "the cause is not named: {stderr}");
 }
 
 #[test]

@@ -38,6 +38,10 @@ pub struct PgStore {
 impl PgStore {
     pub async fn connect(url: &str, options: &StoreOptions, clock: Arc<dyn Clock>, notifier: Arc<Notifier>) -> anyhow::Result<Self> {
         let connect = PgConnectOptions::from_str(url)?.application_name("abstore");
+        // One direct connection first: a pool only reports "timed out" after
+        // retrying, where this names the cause (refused, auth, no database).
+        use sqlx::Connection as _;
+        sqlx::PgConnection::connect_with(&connect).await?.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size.max(1))
             .acquire_timeout(ACQUIRE_TIMEOUT)
