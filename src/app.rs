@@ -19,6 +19,7 @@ use crate::store::{self, StoreOptions};
 pub struct App {
     listener: TcpListener,
     state: SharedState,
+    metrics: Option<crate::metrics::MetricsServer>,
 }
 
 impl App {
@@ -70,17 +71,29 @@ impl App {
             shutdown: CancellationToken::new(),
             held_reads: Default::default(),
         });
-        Ok(App { listener, state })
+        let metrics = match args.metrics_listen {
+            Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
+            None => None,
+        };
+        Ok(App { listener, state, metrics })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
     }
 
+    /// The metrics listener's address, when `--metrics-listen` is set.
+    pub fn metrics_addr(&self) -> Option<std::io::Result<std::net::SocketAddr>> {
+        self.metrics.as_ref().map(crate::metrics::MetricsServer::local_addr)
+    }
+
     /// Serve until `shutdown` is cancelled; held reads answer at once and
     /// in-flight requests finish.
     pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let state = self.state.clone();
+        if let Some(metrics) = self.metrics {
+            metrics.spawn(state.clone());
+        }
         tokio::spawn(sweep(state.clone(), SWEEP_INTERVAL));
         let app = router(self.state);
         let held = state.shutdown.clone();

@@ -93,6 +93,11 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_MAX_WAIT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=30))]
     pub max_wait_seconds: u64,
 
+    /// Serve Prometheus metrics at `GET /metrics` on this separate address
+    /// (off when unset; keep it private).
+    #[arg(long, env = "ABSTORE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
     /// Held reads allowed at once in this process; beyond it reads answer immediately.
     #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
     pub max_held_reads: usize,

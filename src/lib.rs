@@ -10,6 +10,7 @@
 //! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders).
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends.
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
+//! - [`metrics`]: Prometheus metrics on their own listener.
 //! - [`notify`]: wake-ups for held reads.
 //! - [`clock`]: the one injectable clock.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
@@ -21,6 +22,7 @@ pub mod clock;
 pub mod config;
 pub mod healthcheck;
 pub mod http;
+pub mod metrics;
 pub mod notify;
 pub mod protocol;
 pub mod secret;

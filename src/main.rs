@@ -34,8 +34,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let app = abstore::app::App::build(&args).await?;
             let addr = app.local_addr()?;
-            // Harnesses read this exact line to learn the bound port.
+            // Harnesses read these exact lines to learn the bound ports; the
+            // metrics line comes first so it is known once the server is.
             let mut stdout = std::io::stdout();
+            if let Some(metrics) = app.metrics_addr() {
+                writeln!(stdout, "abstore metrics on http://{}/metrics", metrics?)?;
+            }
             writeln!(stdout, "abstore listening on http://{addr}")?;
             stdout.flush()?;
             tracing::info!(%addr, database = %abstore::app::redact(&args.db.database), blobs = %abstore::app::redact(&args.blobs), "serving");

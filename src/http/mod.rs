@@ -103,6 +103,7 @@ pub fn router(state: SharedState) -> Router {
         // Layers run outermost-last: identity (409) before auth (401/403).
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
+        .layer(axum::middleware::from_fn(crate::metrics::track))
         .with_state(state);
     ops::layer(routes)
 }

@@ -117,7 +117,10 @@ pub async fn append_event<F: Family>(
         validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)
     }.await).await?;
     match state.store.append(&r, event, None).await {
-        Ok(Some(envelope)) => Ok(envelope_response(StatusCode::CREATED, envelope)),
+        Ok(Some(envelope)) => {
+            metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
+            Ok(envelope_response(StatusCode::CREATED, envelope))
+        }
         Ok(None) => Err(ApiError::Internal("unconditional append reported stale".into())),
         Err(err) => Err(ApiError::from_store(err, &r)),
     }
@@ -142,7 +145,10 @@ pub async fn append_conditional<F: Family>(
         Ok((expected, event))
     }.await).await?;
     match state.store.append(&r, event, Some(expected)).await {
-        Ok(Some(envelope)) => Ok(envelope_response(StatusCode::CREATED, envelope)),
+        Ok(Some(envelope)) => {
+            metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
+            Ok(envelope_response(StatusCode::CREATED, envelope))
+        }
         Ok(None) => Ok(json_response(StatusCode::OK, "null".into())),
         Err(err) => Err(ApiError::from_store(err, &r)),
     }
@@ -249,6 +255,7 @@ fn prepare_artifact(state: &SharedState, value: &Value, what: &str) -> ApiResult
 async fn write_blobs(state: &SharedState, prepared: Vec<Prepared>) -> ApiResult<Vec<NewArtifact>> {
     let mut artifacts = Vec::with_capacity(prepared.len());
     for p in prepared {
+        metrics::counter!("abstore_blob_bytes_written_total").increment(p.bytes.len() as u64);
         state
             .blobs
             .put(&p.artifact.blob_ref, p.bytes)
@@ -314,6 +321,7 @@ pub async fn deposit<F: Family>(
         validated_event::<F>(&state, &substituted).map_err(StoreError::Rejected)
     };
     let (envelope, metas) = state.store.deposit(&r, artifacts, &make_event).await.map_err(|e| ApiError::from_store(e, &r))?;
+    metrics::counter!("abstore_deposits_total", "family" => F::KIND.tag()).increment(1);
     let metas: Vec<String> = metas.iter().map(|m| m.to_json().to_string()).collect();
     Ok(json_response(StatusCode::CREATED, format!("{{\"event\":{envelope},\"artifacts\":[{}]}}", metas.join(","))))
 }

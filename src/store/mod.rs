@@ -105,6 +105,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
+
+    /// Connection pool usage (the writer pool on SQLite is not counted).
+    fn pool_stats(&self) -> PoolStats;
+}
+
+/// A snapshot of connection pool usage, for metrics.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolStats {
+    pub size: u32,
+    pub idle: u32,
+    pub max: u32,
+}
+
+/// Start a statement, counting it: `abstore_db_queries_total` is how the
+/// held-read budget (a handful of queries per second per process, whatever
+/// the number of held reads) is measured.
+pub(crate) fn counted<DB: sqlx::Database>(sql: &'static str) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments> {
+    metrics::counter!("abstore_db_queries_total").increment(1);
+    sqlx::query(sql)
 }
 
 /// Open the backend a `--database` URL names, applying migrations unless

@@ -73,6 +73,7 @@ async fn listen(url: String, notifier: Arc<Notifier>) {
             Ok(mut listener) => match listener.listen(CHANNEL).await {
                 Ok(()) => {
                     backoff = Duration::from_millis(100);
+                    metrics::gauge!("abstore_listen_connected").set(1.0);
                     tracing::info!("LISTEN connection up");
                     loop {
                         match listener.try_recv().await {
@@ -82,7 +83,10 @@ async fn listen(url: String, notifier: Arc<Notifier>) {
                                 }
                             }
                             // The connection dropped; sqlx re-LISTENs on the next call.
-                            Ok(None) => tracing::warn!("LISTEN connection lost; reconnecting"),
+                            Ok(None) => {
+                                metrics::gauge!("abstore_listen_connected").set(0.0);
+                                tracing::warn!("LISTEN connection lost; reconnecting");
+                            }
                             Err(err) => {
                                 tracing::warn!(error = %err, "LISTEN connection failed");
                                 break;
@@ -94,6 +98,7 @@ async fn listen(url: String, notifier: Arc<Notifier>) {
             },
             Err(err) => tracing::warn!(error = %err, "LISTEN connection could not connect"),
         }
+        metrics::gauge!("abstore_listen_connected").set(0.0);
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(10));
     }

@@ -137,7 +137,7 @@ macro_rules! impl_store {
         impl $backend {
             /// Lock the resource row inside `tx` and read it; `NotFound` when absent.
             async fn lock(tx: &mut sqlx::Transaction<'static, $db>, r: &ResourceRef) -> StoreResult<ResourceRow> {
-                let row = sqlx::query(LOCK_RESOURCE)
+                let row = crate::store::counted::<$db>(LOCK_RESOURCE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .fetch_optional(&mut **tx)
@@ -147,7 +147,7 @@ macro_rules! impl_store {
             }
 
             async fn exists(&self, r: &ResourceRef) -> StoreResult<bool> {
-                Ok(sqlx::query(sql::EXISTS_RESOURCE)
+                Ok(crate::store::counted::<$db>(sql::EXISTS_RESOURCE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .fetch_optional(self.reader())
@@ -164,7 +164,7 @@ macro_rules! impl_store {
             ) -> StoreResult<Vec<ArtifactMeta>> {
                 let mut metas = Vec::with_capacity(artifacts.len());
                 for artifact in artifacts {
-                    let revision: i64 = sqlx::query(sql::NEXT_REVISION)
+                    let revision: i64 = crate::store::counted::<$db>(sql::NEXT_REVISION)
                         .bind(r.kind.tag())
                         .bind(&r.id)
                         .bind(&artifact.kind)
@@ -172,7 +172,7 @@ macro_rules! impl_store {
                         .await?
                         .try_get("revision")?;
                     let metadata_text = Value::Object(artifact.metadata.clone()).to_string();
-                    sqlx::query(sql::INSERT_ARTIFACT)
+                    crate::store::counted::<$db>(sql::INSERT_ARTIFACT)
                         .bind(r.kind.tag())
                         .bind(&r.id)
                         .bind(&artifact.kind)
@@ -206,7 +206,7 @@ macro_rules! impl_store {
             ) -> StoreResult<String> {
                 let seq = last_seq + 1;
                 let envelope = envelope_json(r, seq, now, event);
-                sqlx::query(sql::INSERT_EVENT)
+                crate::store::counted::<$db>(sql::INSERT_EVENT)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .bind(seq)
@@ -215,9 +215,9 @@ macro_rules! impl_store {
                     .await?;
                 if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(r)) {
                     // Delivered to every replica's LISTEN connection on commit.
-                    sqlx::query(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut **tx).await?;
+                    crate::store::counted::<$db>(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut **tx).await?;
                 }
-                sqlx::query(sql::BUMP_SEQ)
+                crate::store::counted::<$db>(sql::BUMP_SEQ)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .bind(seq)
@@ -240,7 +240,7 @@ macro_rules! impl_store {
             async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
                 let mut tx = self.begin_write().await?;
                 let now = self.clock.now_ms();
-                let inserted = sqlx::query(sql::INSERT_RESOURCE)
+                let inserted = crate::store::counted::<$db>(sql::INSERT_RESOURCE)
                     .bind(ResourceKind::Build.tag())
                     .bind(slug)
                     .bind(Value::Object(attrs.clone()).to_string())
@@ -263,7 +263,7 @@ macro_rules! impl_store {
             }
 
             async fn list_builds(&self) -> StoreResult<Vec<Record>> {
-                let rows = sqlx::query(sql::LIST_RESOURCES)
+                let rows = crate::store::counted::<$db>(sql::LIST_RESOURCES)
                     .bind(ResourceKind::Build.tag())
                     .fetch_all(self.reader())
                     .await?;
@@ -276,7 +276,7 @@ macro_rules! impl_store {
                     return Ok(record);
                 }
                 let mut tx = self.begin_write().await?;
-                sqlx::query(sql::INSERT_RESOURCE)
+                crate::store::counted::<$db>(sql::INSERT_RESOURCE)
                     .bind(ResourceKind::Repo.tag())
                     .bind(repo)
                     .bind(None::<String>)
@@ -289,7 +289,7 @@ macro_rules! impl_store {
             }
 
             async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
-                let row = sqlx::query(sql::SELECT_RESOURCE)
+                let row = crate::store::counted::<$db>(sql::SELECT_RESOURCE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .fetch_optional(self.reader())
@@ -312,7 +312,7 @@ macro_rules! impl_store {
             }
 
             async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
-                let rows = sqlx::query(sql::SELECT_EVENTS_SINCE)
+                let rows = crate::store::counted::<$db>(sql::SELECT_EVENTS_SINCE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .bind(since)
@@ -331,7 +331,7 @@ macro_rules! impl_store {
                 let row = Self::lock(&mut tx, r).await?;
                 let now = self.write_time(&row);
                 let mut metas = Self::insert_artifacts(&mut tx, r, vec![artifact], now).await?;
-                sqlx::query(sql::TOUCH).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::TOUCH).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
                 tx.commit().await?;
                 metas.pop().ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))
             }
@@ -357,8 +357,8 @@ macro_rules! impl_store {
 
             async fn get_artifact(&self, r: &ResourceRef, kind: &str, rev: Option<i64>) -> StoreResult<Option<ArtifactMeta>> {
                 let query = match rev {
-                    Some(rev) => sqlx::query(sql::SELECT_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind).bind(rev),
-                    None => sqlx::query(sql::SELECT_LATEST_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind),
+                    Some(rev) => crate::store::counted::<$db>(sql::SELECT_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind).bind(rev),
+                    None => crate::store::counted::<$db>(sql::SELECT_LATEST_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind),
                 };
                 match query.fetch_optional(self.reader()).await? {
                     Some(row) => Ok(Some(artifact_row(r, &row)?)),
@@ -369,8 +369,8 @@ macro_rules! impl_store {
 
             async fn list_artifacts(&self, r: &ResourceRef, kind: Option<&str>) -> StoreResult<Vec<ArtifactMeta>> {
                 let query = match kind {
-                    Some(kind) => sqlx::query(sql::LIST_ARTIFACTS_OF_KIND).bind(r.kind.tag()).bind(&r.id).bind(kind),
-                    None => sqlx::query(sql::LIST_ARTIFACTS).bind(r.kind.tag()).bind(&r.id),
+                    Some(kind) => crate::store::counted::<$db>(sql::LIST_ARTIFACTS_OF_KIND).bind(r.kind.tag()).bind(&r.id).bind(kind),
+                    None => crate::store::counted::<$db>(sql::LIST_ARTIFACTS).bind(r.kind.tag()).bind(&r.id),
                 };
                 let rows = query.fetch_all(self.reader()).await?;
                 if rows.is_empty() && !self.exists(r).await? {
@@ -389,7 +389,7 @@ macro_rules! impl_store {
                     }
                 }
                 let expires = now.saturating_add(ttl_ms).min(crate::protocol::time::MAX_JS_TIME_MS);
-                sqlx::query(sql::SET_LEASE)
+                crate::store::counted::<$db>(sql::SET_LEASE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
                     .bind(holder)
@@ -412,7 +412,7 @@ macro_rules! impl_store {
                 }
                 let ttl = row.lease_ttl_ms.unwrap_or(0);
                 let expires = now.saturating_add(ttl).min(crate::protocol::time::MAX_JS_TIME_MS);
-                sqlx::query(sql::HEARTBEAT).bind(r.kind.tag()).bind(&r.id).bind(expires).bind(now).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::HEARTBEAT).bind(r.kind.tag()).bind(&r.id).bind(expires).bind(now).execute(&mut *tx).await?;
                 tx.commit().await?;
                 Ok(true)
             }
@@ -422,7 +422,7 @@ macro_rules! impl_store {
                 let row = Self::lock(&mut tx, r).await?;
                 if row.record.lease.as_ref().is_some_and(|l| l.holder == holder) {
                     let now = self.write_time(&row);
-                    sqlx::query(sql::CLEAR_LEASE).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
+                    crate::store::counted::<$db>(sql::CLEAR_LEASE).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
                     tx.commit().await?;
                 }
                 Ok(())
@@ -432,7 +432,7 @@ macro_rules! impl_store {
                 if resources.is_empty() {
                     return Ok(Vec::new());
                 }
-                let rows = sqlx::query(TAILS)
+                let rows = crate::store::counted::<$db>(TAILS)
                     .bind(crate::store::tails_param(resources))
                     .fetch_all(self.reader())
                     .await?;
@@ -445,8 +445,17 @@ macro_rules! impl_store {
                     .collect()
             }
 
+            fn pool_stats(&self) -> crate::store::PoolStats {
+                let pool = self.reader();
+                crate::store::PoolStats {
+                    size: pool.size(),
+                    idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+                    max: pool.options().get_max_connections(),
+                }
+            }
+
             async fn ping(&self) -> StoreResult<()> {
-                sqlx::query(sql::PING).fetch_one(self.reader()).await?;
+                crate::store::counted::<$db>(sql::PING).fetch_one(self.reader()).await?;
                 Ok(())
             }
         }
