@@ -64,6 +64,7 @@ impl App {
             limits: Limits {
                 max_artifact_bytes: args.max_artifact_bytes,
                 max_body_bytes: args.max_body_bytes,
+                max_stream_batch_bytes: args.max_stream_batch_bytes,
                 max_wait: Duration::from_secs(args.max_wait_seconds),
                 max_held_reads: args.max_held_reads,
             },

@@ -89,6 +89,10 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576)]
     pub max_body_bytes: usize,
 
+    /// Largest serialised stream batch (`parts`) in bytes; larger ones are 413.
+    #[arg(long, env = "ABSTORE_MAX_STREAM_BATCH_BYTES", default_value_t = 1_048_576)]
+    pub max_stream_batch_bytes: usize,
+
     /// Ceiling for held reads (`wait=`), in seconds; larger waits are clamped.
     #[arg(long, env = "ABSTORE_MAX_WAIT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=30))]
     pub max_wait_seconds: u64,

@@ -9,6 +9,7 @@
 //! - [`http`]: routes, identity check, request parsing, the error shape.
 //! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders).
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends.
+//! - [`streams`]: UI Message Stream assembly for closing streams.
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
 //! - [`metrics`]: Prometheus metrics on their own listener.
 //! - [`notify`]: wake-ups for held reads.
@@ -27,4 +28,5 @@ pub mod notify;
 pub mod protocol;
 pub mod secret;
 pub mod store;
+pub mod streams;
 pub mod token_cli;

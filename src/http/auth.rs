@@ -27,6 +27,8 @@ enum Addressed {
     Repo(String),
     RepoSessions(String),
     Session(String),
+    /// A top-level `/streams/{id}` route: its scope comes from the store.
+    Stream(String),
 }
 
 impl Addressed {
@@ -39,8 +41,26 @@ impl Addressed {
             ["repos", repo, "sessions"] => Addressed::RepoSessions(decode_segment(repo)?),
             ["repos", repo, ..] => Addressed::Repo(decode_segment(repo)?),
             ["sessions", id, ..] => Addressed::Session(decode_segment(id)?),
+            ["streams", id, ..] => Addressed::Stream(decode_segment(id)?),
             // `/sessions` itself is no route; only admin may learn that.
             _ => Addressed::BuildCollection,
+        })
+    }
+
+    /// A top-level stream route authorizes against the stream's own scope
+    /// (spec section 6), so an unknown stream is 404 before scope is judged.
+    async fn resolve(self, state: &SharedState) -> ApiResult<Addressed> {
+        let Addressed::Stream(id) = self else { return Ok(self) };
+        let stream = state
+            .store
+            .get_stream(&id)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .ok_or_else(|| ApiError::NotFound(format!("unknown stream \"{id}\"")))?;
+        Ok(match stream.scope.kind {
+            crate::protocol::ResourceKind::Build => Addressed::Build(stream.scope.id),
+            crate::protocol::ResourceKind::Repo => Addressed::Repo(stream.scope.id),
+            crate::protocol::ResourceKind::Stream => return Err(ApiError::Internal("a stream scoped to a stream".into())),
         })
     }
 
@@ -52,6 +72,8 @@ impl Addressed {
             Addressed::Repo(repo) => Target::Repo(repo),
             Addressed::RepoSessions(repo) => Target::RepoSessions(repo),
             Addressed::Session(id) => Target::Session(id),
+            // Resolved before authorization; never reaches the matrix.
+            Addressed::Stream(_) => Target::BuildCollection,
         }
     }
 }
@@ -71,6 +93,10 @@ pub async fn check(State(state): State<SharedState>, mut request: Request, next:
         return ApiError::Unauthenticated("invalid or expired token".into()).into_response();
     };
     let addressed = match Addressed::of(request.uri().path()) {
+        Ok(addressed) => addressed.resolve(&state).await,
+        Err(err) => Err(err),
+    };
+    let addressed = match addressed {
         Ok(addressed) => addressed,
         Err(err) => return err.into_response(),
     };

@@ -20,6 +20,7 @@ pub fn router() -> Router<SharedState> {
         .route("/builds", post(create_build).get(list_builds))
         .route("/builds/{id}/events/conditional", post(append_conditional::<Builds>))
         .merge(family_routes::<Builds>("/builds"))
+        .merge(super::streams::family_routes::<Builds>("/builds"))
 }
 
 /// `createBuild`: `POST /builds`. Unknown top-level keys are ignored.

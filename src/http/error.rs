@@ -79,6 +79,7 @@ impl ApiError {
             }
             StoreError::Conflict => ApiError::Conflict(format!("{} \"{}\" already exists", resource.kind.noun(), resource.id)),
             StoreError::Rejected(message) => ApiError::Unprocessable(message),
+            StoreError::Closed => ApiError::Conflict(format!("stream \"{}\" is closed", resource.id)),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -1,6 +1,8 @@
 //! Package and protocol identity (spec section 1): every `/builds`, `/repos`
 //! and `/sessions` request must send the server's exact Autobuild version and
-//! protocol version, checked before authentication, body or lookup.
+//! protocol version, checked before authentication, body or lookup. The
+//! top-level `/streams` routes carry the identity of the family that owns
+//! the stream, so they are checked the same way.
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -13,7 +15,7 @@ pub const PROTOCOL_HEADER: &str = "x-autobuild-protocol-version";
 
 /// True for the machine route families the identity check guards.
 pub fn is_machine_route(path: &str) -> bool {
-    ["/builds", "/repos", "/sessions"]
+    ["/builds", "/repos", "/sessions", "/streams"]
         .iter()
         .any(|family| path.strip_prefix(family).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
 }
@@ -41,10 +43,10 @@ pub async fn check(State(state): State<SharedState>, request: Request, next: Nex
 mod tests {
     #[test]
     fn guards_exactly_the_machine_families() {
-        for path in ["/builds", "/builds/x", "/repos", "/repos/a%2Fb/events", "/sessions/os_1"] {
+        for path in ["/builds", "/builds/x", "/repos", "/repos/a%2Fb/events", "/sessions/os_1", "/streams/st_1"] {
             assert!(super::is_machine_route(path), "{path}");
         }
-        for path in ["/health", "/buildsx", "/_test/clock", "/", "/streams/st_1"] {
+        for path in ["/health", "/buildsx", "/_test/clock", "/", "/streamsx"] {
             assert!(!super::is_machine_route(path), "{path}");
         }
     }

@@ -14,7 +14,9 @@ mod identity;
 mod ops;
 mod readiness;
 mod repos;
+mod hold;
 mod resources;
+mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,8 @@ pub struct Limits {
     pub max_artifact_bytes: usize,
     /// Largest request body of any route (413 above).
     pub max_body_bytes: usize,
+    /// Largest serialised stream batch (413 above).
+    pub max_stream_batch_bytes: usize,
     /// Ceiling a `wait` is clamped to.
     pub max_wait: Duration,
     /// Held reads allowed at once in this process; beyond it reads answer at once.
@@ -96,6 +100,7 @@ pub fn router(state: SharedState) -> Router {
     let routes = Router::new()
         .merge(builds::router())
         .merge(repos::router())
+        .merge(streams::top_level_routes())
         .merge(health::router(state.test_clock.is_some()))
         .merge(readiness::router())
         .fallback(no_route)

@@ -16,7 +16,10 @@ use crate::protocol::wire;
 use crate::protocol::{ResourceKind, ResourceRef};
 
 pub fn router() -> Router<SharedState> {
-    Router::new().route("/repos", post(ensure_repo)).merge(family_routes::<Repos>("/repos"))
+    Router::new()
+        .route("/repos", post(ensure_repo))
+        .merge(family_routes::<Repos>("/repos"))
+        .merge(super::streams::family_routes::<Repos>("/repos"))
 }
 
 /// `ensureRepo`: `POST /repos`, idempotent, `200` either way.

@@ -19,7 +19,6 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Map, Value};
-use tokio::time::Instant;
 
 use super::auth::{Caller, attribute};
 use super::extract::{json_body, query_param, resource_id};
@@ -69,7 +68,7 @@ impl<F: Family> Addressed<F> {
 
 /// A request failed before reaching the store: answer 404 if the resource
 /// does not exist (lookup precedes body evaluation), else the failure itself.
-async fn reject(state: &SharedState, resource: &ResourceRef, err: ApiError) -> ApiError {
+pub(super) async fn reject(state: &SharedState, resource: &ResourceRef, err: ApiError) -> ApiError {
     match state.store.get_record(resource).await {
         Ok(Some(_)) => err,
         Ok(None) => ApiError::unknown(resource),
@@ -78,7 +77,7 @@ async fn reject(state: &SharedState, resource: &ResourceRef, err: ApiError) -> A
 }
 
 /// Run the pre-store part of a handler, mapping its failure through `reject`.
-async fn prepare<T>(state: &SharedState, resource: &ResourceRef, result: ApiResult<T>) -> ApiResult<T> {
+pub(super) async fn prepare<T>(state: &SharedState, resource: &ResourceRef, result: ApiResult<T>) -> ApiResult<T> {
     match result {
         Ok(value) => Ok(value),
         Err(err) => Err(reject(state, resource, err).await),
@@ -159,12 +158,14 @@ pub async fn append_conditional<F: Family>(
 pub async fn read_events<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let (since, wait) = prepare(&state, &r, read_params(&uri, state.limits.max_wait)).await?;
-    let events = held_read(&state, &r, since, wait).await.map_err(|err| ApiError::from_store(err, &r))?;
+    let events = super::hold::hold(&state, &r, since, wait, || state.store.events_since(&r, since), |events: &Vec<String>| !events.is_empty())
+        .await
+        .map_err(|err| ApiError::from_store(err, &r))?;
     Ok(json_response(StatusCode::OK, format!("[{}]", events.join(","))))
 }
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
-fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
+pub(super) fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
     let since = lenient_int(uri, "since")?.unwrap_or(0);
     let wait = match query_param(uri, "wait") {
         None => Duration::ZERO,
@@ -180,38 +181,6 @@ fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
     Ok((since, wait))
 }
 
-/// Answer at once when events exist; otherwise hold until one is appended,
-/// the bound passes, or the server shuts down. Subscribing before the second
-/// query means an append between the two queries is never missed; wake-ups
-/// come from local appends, the LISTEN connection and the sweep, so a held
-/// read never polls the database itself.
-async fn held_read(state: &SharedState, r: &ResourceRef, since: i64, wait: Duration) -> Result<Vec<String>, StoreError> {
-    let events = state.store.events_since(r, since).await?;
-    if !events.is_empty() || wait.is_zero() || state.shutdown.is_cancelled() {
-        return Ok(events);
-    }
-    // Beyond the cap the server answers early, as the spec allows.
-    let Some(_slot) = state.held_reads.acquire(state.limits.max_held_reads) else {
-        return Ok(events);
-    };
-    let deadline = Instant::now() + wait;
-    loop {
-        let subscription = state.notifier.subscribe(r, since);
-        let notified = subscription.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let events = state.store.events_since(r, since).await?;
-        if !events.is_empty() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
-            return Ok(events);
-        }
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = state.shutdown.cancelled() => {}
-        }
-    }
-}
-
 /// `since`/`rev`: JavaScript `Number()` accepted when an integer (section 3).
 fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
     match query_param(uri, name) {
@@ -223,9 +192,9 @@ fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
 }
 
 /// A decoded, hashed artifact ready for the blob store and the metadata row.
-struct Prepared {
-    artifact: NewArtifact,
-    bytes: Vec<u8>,
+pub(super) struct Prepared {
+    pub artifact: NewArtifact,
+    pub bytes: Vec<u8>,
 }
 
 /// Validate and decode one artifact input (400 for schema or base64, 413
@@ -252,7 +221,7 @@ fn prepare_artifact(state: &SharedState, value: &Value, what: &str) -> ApiResult
 }
 
 /// Write blobs before any metadata (DESIGN decision 5).
-async fn write_blobs(state: &SharedState, prepared: Vec<Prepared>) -> ApiResult<Vec<NewArtifact>> {
+pub(super) async fn write_blobs(state: &SharedState, prepared: Vec<Prepared>) -> ApiResult<Vec<NewArtifact>> {
     let mut artifacts = Vec::with_capacity(prepared.len());
     for p in prepared {
         metrics::counter!("abstore_blob_bytes_written_total").increment(p.bytes.len() as u64);

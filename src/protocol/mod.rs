@@ -15,6 +15,8 @@ pub mod wire;
 pub enum ResourceKind {
     Build,
     Repo,
+    /// Not a `resources` row: streams key held reads on their chunks.
+    Stream,
 }
 
 impl ResourceKind {
@@ -23,6 +25,7 @@ impl ResourceKind {
         match self {
             ResourceKind::Build => "build",
             ResourceKind::Repo => "repo",
+            ResourceKind::Stream => "stream",
         }
     }
 
@@ -31,6 +34,7 @@ impl ResourceKind {
         match tag {
             "build" => Some(ResourceKind::Build),
             "repo" => Some(ResourceKind::Repo),
+            "stream" => Some(ResourceKind::Stream),
             _ => None,
         }
     }

@@ -244,6 +244,77 @@ async fn tails(h: &Harness) {
     assert!(s.tails(&[]).await.unwrap().is_empty());
 }
 
+fn stream_artifact(id: &str) -> NewArtifact {
+    artifact(&format!("stream:{id}"), b"[]")
+}
+
+async fn close(s: &Arc<dyn Store>, id: &str) -> super::StreamRecord {
+    let last = s.get_stream(id).await.unwrap().unwrap().last_seq;
+    match s.close_stream(id, "completed", last, stream_artifact(id)).await.unwrap() {
+        super::CloseOutcome::Closed(record) => record,
+        other => panic!("close of {id}: {other:?}"),
+    }
+}
+
+async fn streams(h: &Harness) {
+    let s = &h.store;
+    let b = build("s");
+    s.create_build("s", attrs()).await.unwrap();
+    assert!(matches!(s.create_stream(&build("missing"), "st_x", "l").await, Err(StoreError::NotFound)));
+    let one = s.create_stream(&b, "st_1", "one").await.unwrap();
+    assert!(!one.closed);
+    assert_eq!(s.append_chunk("st_1", r#"[{"type":"start"}]"#).await.unwrap(), format!(r#"{{"stream":"st_1","seq":1,"ts":"{}","parts":[{{"type":"start"}}]}}"#, crate::protocol::time::format_iso(T0)));
+    s.append_chunk("st_1", r#"[{"type":"finish"}]"#).await.unwrap();
+    assert!(matches!(s.append_chunk("st_missing", "[]").await, Err(StoreError::NotFound)));
+
+    // A close that raced an append assembles again; a second close is a no-op.
+    assert!(matches!(s.close_stream("st_1", "completed", 1, stream_artifact("st_1")).await.unwrap(), super::CloseOutcome::Moved));
+    let closed = close(s, "st_1").await;
+    assert_eq!((closed.outcome.as_deref(), closed.artifact.as_ref().map(|a| a.revision)), (Some("completed"), Some(0)));
+    assert!(matches!(s.close_stream("st_1", "aborted", 2, stream_artifact("st_1")).await.unwrap(), super::CloseOutcome::AlreadyClosed(r) if r.outcome.as_deref() == Some("completed")));
+    assert!(matches!(s.append_chunk("st_1", r#"[{"type":"x"}]"#).await, Err(StoreError::Closed)));
+    assert_eq!(s.get_artifact(&b, "stream:st_1", None).await.unwrap().unwrap().revision, 0);
+
+    // Retention: creating a stream prunes closed streams' chunks except the
+    // most recently closed one; open streams keep theirs.
+    s.create_stream(&b, "st_2", "two").await.unwrap();
+    s.append_chunk("st_2", r#"[{"type":"a"}]"#).await.unwrap();
+    h.clock.set(T0 + 1);
+    close(s, "st_2").await;
+    s.create_stream(&b, "st_open", "open").await.unwrap();
+    s.append_chunk("st_open", r#"[{"type":"a"}]"#).await.unwrap();
+    s.create_stream(&b, "st_3", "three").await.unwrap();
+    assert!(s.read_chunks("st_1", 0).await.unwrap().1.is_empty(), "older closed stream pruned");
+    assert_eq!(s.read_chunks("st_2", 0).await.unwrap().1.len(), 1, "most recently closed kept");
+    assert_eq!(s.read_chunks("st_open", 0).await.unwrap().1.len(), 1, "open streams never pruned");
+    assert!(s.get_stream("st_1").await.unwrap().unwrap().artifact.is_some(), "the record and artifact stay");
+    assert_eq!(s.read_chunks("st_2", 0).await.unwrap().0.last_seq, 1);
+
+    // Creation order, same millisecond included.
+    let ids: Vec<String> = s.list_streams(&b).await.unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec!["st_1", "st_2", "st_open", "st_3"]);
+    assert!(matches!(s.list_streams(&build("missing")).await, Err(StoreError::NotFound)));
+
+    // Stream tails for the sweep: a closed stream reports the largest tail.
+    let stream = |id: &str| ResourceRef::new(ResourceKind::Stream, id);
+    let mut tails = s.tails(&[stream("st_open"), stream("st_2"), stream("nope"), b.clone()]).await.unwrap();
+    tails.sort_by(|x, y| x.0.id.cmp(&y.0.id));
+    assert_eq!(tails, vec![(b.clone(), 0), (stream("st_2"), i64::MAX), (stream("st_open"), 1)]);
+}
+
+async fn concurrent_chunks(h: &Harness) {
+    let s = h.store.clone();
+    s.create_build("cc", attrs()).await.unwrap();
+    s.create_stream(&build("cc"), "st_cc", "l").await.unwrap();
+    let appends = (0..32).map(|_| {
+        let s = s.clone();
+        tokio::spawn(async move { seq_of(&s.append_chunk("st_cc", r#"[{"type":"x"}]"#).await.unwrap()) })
+    });
+    let mut seqs = futures_join(appends).await;
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
+}
+
 async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for handle in handles.collect::<Vec<_>>() {
@@ -262,7 +333,7 @@ macro_rules! contract {
     };
 }
 
-contract!(records_and_sequences, conditional_append, artifacts_and_deposits, leases, concurrency, tails);
+contract!(records_and_sequences, conditional_append, artifacts_and_deposits, leases, concurrency, tails, streams, concurrent_chunks);
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append
 /// through one wakes a waiter registered with the other's notifier, through

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-pub use records::{ArtifactMeta, Lease, Record};
+pub use records::{ArtifactMeta, Lease, Record, STREAM_FORMAT, StreamArtifact, StreamRecord};
 
 use crate::protocol::ResourceRef;
 
@@ -44,6 +44,20 @@ pub enum StoreError {
     Backend(#[from] sqlx::Error),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The stream is closed: nothing may be appended.
+    #[error("stream is closed")]
+    Closed,
+}
+
+/// What closing a stream did.
+#[derive(Debug)]
+pub enum CloseOutcome {
+    /// This call closed it.
+    Closed(StreamRecord),
+    /// It was already closed (a no-op returning the record).
+    AlreadyClosed(StreamRecord),
+    /// A chunk was appended since the caller read the parts: assemble again.
+    Moved,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -102,6 +116,23 @@ pub trait Store: Send + Sync + 'static {
     /// The current `last_seq` of each existing resource among `resources`,
     /// in one query (the held-read sweep).
     async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
+
+    /// `createStream`: a new open stream in `scope`, pruning (in the same
+    /// transaction) the chunks of every closed stream there but the most
+    /// recently closed one. `NotFound` when the scope does not exist.
+    async fn create_stream(&self, scope: &ResourceRef, id: &str, label: &str) -> StoreResult<StreamRecord>;
+    /// Streams of `scope` in creation order; `NotFound` when the scope does not exist.
+    async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>>;
+    async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>>;
+    /// Append one batch (`parts_json` is the JSON array); returns the chunk
+    /// text. `NotFound` or `Closed`, writing nothing.
+    async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String>;
+    /// The record and the chunk texts with `seq > since`.
+    async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)>;
+    /// Close: insert the finalized artifact (blob already written) and mark
+    /// the stream closed in one transaction, if it still has
+    /// `expected_last_seq` chunks.
+    async fn close_stream(&self, id: &str, outcome: &str, expected_last_seq: i64, artifact: NewArtifact) -> StoreResult<CloseOutcome>;
 
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
@@ -178,6 +209,15 @@ pub(crate) fn parse_notify_payload(payload: &str) -> Option<ResourceRef> {
     let (tag, id) = payload.split_once(':')?;
     let kind = crate::protocol::ResourceKind::from_tag(tag)?;
     Some(ResourceRef::new(kind, id))
+}
+
+/// Serialise a stream chunk: `{"stream", "seq", "ts", "parts"}`.
+pub(crate) fn chunk_json(stream: &str, seq: i64, ts_ms: i64, parts_json: &str) -> String {
+    format!(
+        "{{\"stream\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"parts\":{parts_json}}}",
+        id = Value::String(stream.to_owned()),
+        ts = crate::protocol::time::format_iso(ts_ms),
+    )
 }
 
 /// Serialise an event envelope: the resource member, server-assigned `seq`

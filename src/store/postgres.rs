@@ -20,6 +20,14 @@ const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
      JOIN json_to_recordset($1::json) AS a(kind text, id text) \
      ON r.kind = a.kind COLLATE \"C\" AND r.id = a.id COLLATE \"C\"";
 
+const LOCK_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
+     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1 FOR UPDATE";
+
+/// Stream tails for the sweep; a closed stream reports the largest tail.
+const STREAM_TAILS: &str = "SELECT 'stream' AS kind, s.id, \
+     CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END AS last_seq \
+     FROM streams s JOIN json_to_recordset($1::json) AS a(kind text, id text) ON s.id = a.id COLLATE \"C\"";
+
 /// The channel every replica listens on; payloads name a resource, never content.
 pub const CHANNEL: &str = "abstore_events";
 

@@ -30,7 +30,7 @@ impl Record {
         let mut out = Map::new();
         let id_key = match self.resource.kind {
             ResourceKind::Build => "slug",
-            ResourceKind::Repo => "repo",
+            ResourceKind::Repo | ResourceKind::Stream => self.resource.kind.wire_key(),
         };
         out.insert(id_key.into(), Value::String(self.resource.id.clone()));
         for (key, value) in &self.attrs {
@@ -72,6 +72,69 @@ impl ArtifactMeta {
         out.insert("blobRef".into(), self.blob_ref.clone().into());
         out.insert("metadata".into(), Value::Object(self.metadata.clone()));
         out.insert("createdAt".into(), format_iso(self.created_at).into());
+        Value::Object(out)
+    }
+}
+
+/// The literal stream format (spec section 6).
+pub const STREAM_FORMAT: &str = "ai-ui-message-stream/v1";
+
+/// A stream's finalized artifact reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamArtifact {
+    pub kind: String,
+    pub revision: i64,
+    pub blob_ref: String,
+}
+
+/// A stream record (spec section 6) plus its chunk counter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRecord {
+    pub id: String,
+    pub scope: ResourceRef,
+    pub label: String,
+    pub closed: bool,
+    pub created_at: i64,
+    pub closed_at: Option<i64>,
+    pub outcome: Option<String>,
+    pub artifact: Option<StreamArtifact>,
+    pub last_seq: i64,
+}
+
+impl StreamRecord {
+    pub fn status(&self) -> &'static str {
+        if self.closed { "closed" } else { "open" }
+    }
+
+    /// `{"kind": "build", "build": slug}` or `{"kind": "repo", "repo": id}`.
+    pub fn scope_json(&self) -> Value {
+        let mut scope = Map::new();
+        scope.insert("kind".into(), self.scope.kind.tag().into());
+        scope.insert(self.scope.kind.wire_key().into(), self.scope.id.clone().into());
+        Value::Object(scope)
+    }
+
+    pub fn artifact_json(&self) -> Option<Value> {
+        self.artifact.as_ref().map(|a| serde_json::json!({ "kind": a.kind, "revision": a.revision, "blobRef": a.blob_ref }))
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("id".into(), self.id.clone().into());
+        out.insert("scope".into(), self.scope_json());
+        out.insert("label".into(), self.label.clone().into());
+        out.insert("format".into(), STREAM_FORMAT.into());
+        out.insert("status".into(), self.status().into());
+        out.insert("createdAt".into(), format_iso(self.created_at).into());
+        if let Some(at) = self.closed_at {
+            out.insert("closedAt".into(), format_iso(at).into());
+        }
+        if let Some(outcome) = &self.outcome {
+            out.insert("outcome".into(), outcome.clone().into());
+        }
+        if let Some(artifact) = self.artifact_json() {
+            out.insert("artifact".into(), artifact);
+        }
         Value::Object(out)
     }
 }

@@ -62,6 +62,35 @@ pub const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_e
 
 pub const PING: &str = "SELECT 1 AS one";
 
+pub const SELECT_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
+     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1";
+
+pub const LIST_STREAMS: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
+     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams \
+     WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order";
+
+pub const NEXT_STREAM_ORDER: &str =
+    "UPDATE resources SET stream_counter = stream_counter + 1 WHERE kind = $1 AND id = $2 RETURNING stream_counter";
+
+/// Chunk retention (spec section 6): at a create, drop the chunks of every
+/// closed stream in the scope except the most recently closed one.
+pub const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN (\
+     SELECT id FROM streams WHERE scope_kind = $1 AND scope_id = $2 AND status = 'closed' AND id <> COALESCE((\
+     SELECT latest.id FROM streams latest WHERE latest.scope_kind = $1 AND latest.scope_id = $2 \
+     AND latest.status = 'closed' ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
+
+pub const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
+     VALUES ($1, $2, $3, $4, 'open', $5, $6)";
+
+pub const INSERT_CHUNK: &str = "INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)";
+
+pub const BUMP_CHUNK_SEQ: &str = "UPDATE streams SET last_seq = $2 WHERE id = $1";
+
+pub const SELECT_CHUNKS_SINCE: &str = "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
+
+pub const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
+     artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
+
 #[cfg(test)]
 #[test]
 fn artifact_selects_share_their_columns() {
@@ -115,6 +144,29 @@ macro_rules! impl_store {
                 },
                 last_seq: row.try_get("last_seq")?,
                 lease_ttl_ms: row.try_get("lease_ttl_ms")?,
+            })
+        }
+
+        fn stream_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<crate::store::StreamRecord> {
+            let tag: String = row.try_get("scope_kind")?;
+            let kind = ResourceKind::from_tag(&tag).ok_or_else(|| StoreError::Corrupt(format!("unknown stream scope {tag:?}")))?;
+            let artifact_kind: Option<String> = row.try_get("artifact_kind")?;
+            let artifact_revision: Option<i64> = row.try_get("artifact_revision")?;
+            let artifact_blob_ref: Option<String> = row.try_get("artifact_blob_ref")?;
+            let status: String = row.try_get("status")?;
+            Ok(crate::store::StreamRecord {
+                id: row.try_get("id")?,
+                scope: ResourceRef::new(kind, row.try_get::<String, _>("scope_id")?),
+                label: row.try_get("label")?,
+                closed: status == "closed",
+                created_at: row.try_get("created_at")?,
+                closed_at: row.try_get("closed_at")?,
+                outcome: row.try_get("outcome")?,
+                artifact: match (artifact_kind, artifact_revision, artifact_blob_ref) {
+                    (Some(kind), Some(revision), Some(blob_ref)) => Some(crate::store::StreamArtifact { kind, revision, blob_ref }),
+                    _ => None,
+                },
+                last_seq: row.try_get("last_seq")?,
             })
         }
 
@@ -225,6 +277,12 @@ macro_rules! impl_store {
                     .execute(&mut **tx)
                     .await?;
                 Ok(envelope)
+            }
+
+            /// Lock a stream row inside `tx`; `NotFound` when absent.
+            async fn lock_stream(tx: &mut sqlx::Transaction<'static, $db>, id: &str) -> StoreResult<crate::store::StreamRecord> {
+                let row = crate::store::counted::<$db>(LOCK_STREAM).bind(id).fetch_optional(&mut **tx).await?.ok_or(StoreError::NotFound)?;
+                stream_row(&row)
             }
 
             /// A time for this write that never precedes the resource's last
@@ -429,20 +487,151 @@ macro_rules! impl_store {
             }
 
             async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-                if resources.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let rows = crate::store::counted::<$db>(TAILS)
-                    .bind(crate::store::tails_param(resources))
-                    .fetch_all(self.reader())
-                    .await?;
-                rows.iter()
-                    .map(|row| {
+                let (streams, others): (Vec<ResourceRef>, Vec<ResourceRef>) =
+                    resources.iter().cloned().partition(|r| r.kind == ResourceKind::Stream);
+                let mut tails = Vec::with_capacity(resources.len());
+                // A closed stream reports the largest tail: its readers must wake.
+                for (sql, batch) in [(TAILS, others), (STREAM_TAILS, streams)] {
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    let rows = crate::store::counted::<$db>(sql).bind(crate::store::tails_param(&batch)).fetch_all(self.reader()).await?;
+                    for row in &rows {
                         let tag: String = row.try_get("kind")?;
                         let kind = ResourceKind::from_tag(&tag).ok_or_else(|| StoreError::Corrupt(format!("unknown resource kind {tag:?}")))?;
-                        Ok((ResourceRef::new(kind, row.try_get::<String, _>("id")?), row.try_get("last_seq")?))
-                    })
-                    .collect()
+                        tails.push((ResourceRef::new(kind, row.try_get::<String, _>("id")?), row.try_get("last_seq")?));
+                    }
+                }
+                Ok(tails)
+            }
+
+            async fn create_stream(&self, scope: &ResourceRef, id: &str, label: &str) -> StoreResult<crate::store::StreamRecord> {
+                let mut tx = self.begin_write().await?;
+                let row = Self::lock(&mut tx, scope).await?;
+                let now = self.clock.now_ms();
+                let order: i64 = crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
+                    .bind(scope.kind.tag())
+                    .bind(&scope.id)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("stream_counter")?;
+                crate::store::counted::<$db>(sql::PRUNE_CLOSED_CHUNKS).bind(scope.kind.tag()).bind(&scope.id).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::INSERT_STREAM)
+                    .bind(id)
+                    .bind(scope.kind.tag())
+                    .bind(&scope.id)
+                    .bind(label)
+                    .bind(now)
+                    .bind(order)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                drop(row);
+                Ok(crate::store::StreamRecord {
+                    id: id.to_owned(),
+                    scope: scope.clone(),
+                    label: label.to_owned(),
+                    closed: false,
+                    created_at: now,
+                    closed_at: None,
+                    outcome: None,
+                    artifact: None,
+                    last_seq: 0,
+                })
+            }
+
+            async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<crate::store::StreamRecord>> {
+                let rows = crate::store::counted::<$db>(sql::LIST_STREAMS).bind(scope.kind.tag()).bind(&scope.id).fetch_all(self.reader()).await?;
+                if rows.is_empty() && !self.exists(scope).await? {
+                    return Err(StoreError::NotFound);
+                }
+                rows.iter().map(stream_row).collect()
+            }
+
+            async fn get_stream(&self, id: &str) -> StoreResult<Option<crate::store::StreamRecord>> {
+                let row = crate::store::counted::<$db>(sql::SELECT_STREAM).bind(id).fetch_optional(self.reader()).await?;
+                row.map(|row| stream_row(&row)).transpose()
+            }
+
+            async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
+                let mut tx = self.begin_write().await?;
+                let stream = Self::lock_stream(&mut tx, id).await?;
+                if stream.closed {
+                    return Err(StoreError::Closed);
+                }
+                let seq = stream.last_seq + 1;
+                let chunk = crate::store::chunk_json(id, seq, self.clock.now_ms().max(stream.created_at), parts_json);
+                crate::store::counted::<$db>(sql::INSERT_CHUNK).bind(id).bind(seq).bind(&chunk).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::BUMP_CHUNK_SEQ).bind(id).bind(seq).execute(&mut *tx).await?;
+                let stream_ref = ResourceRef::new(ResourceKind::Stream, id);
+                if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(&stream_ref)) {
+                    crate::store::counted::<$db>(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                self.notifier.notify(&stream_ref);
+                Ok(chunk)
+            }
+
+            async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(crate::store::StreamRecord, Vec<String>)> {
+                // Chunks first, then the record: a close landing between the two
+                // reads is seen as closed with every chunk already read.
+                let rows = crate::store::counted::<$db>(sql::SELECT_CHUNKS_SINCE).bind(id).bind(since).fetch_all(self.reader()).await?;
+                let stream = self.get_stream(id).await?.ok_or(StoreError::NotFound)?;
+                let chunks = rows.iter().map(|row| Ok(row.try_get::<String, _>("chunk")?)).collect::<StoreResult<Vec<_>>>()?;
+                Ok((stream, chunks))
+            }
+
+            async fn close_stream(
+                &self,
+                id: &str,
+                outcome: &str,
+                expected_last_seq: i64,
+                artifact: NewArtifact,
+            ) -> StoreResult<crate::store::CloseOutcome> {
+                let scope = self.get_stream(id).await?.ok_or(StoreError::NotFound)?.scope;
+                let mut tx = self.begin_write().await?;
+                // Resource row before stream row: the order every writer uses.
+                let row = Self::lock(&mut tx, &scope).await?;
+                let stream = Self::lock_stream(&mut tx, id).await?;
+                if stream.closed {
+                    return Ok(crate::store::CloseOutcome::AlreadyClosed(stream));
+                }
+                if stream.last_seq != expected_last_seq {
+                    return Ok(crate::store::CloseOutcome::Moved);
+                }
+                let now = self.write_time(&row);
+                let mut metas = Self::insert_artifacts(&mut tx, &scope, vec![artifact], now).await?;
+                let meta = metas.pop().ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
+                let order: i64 = crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
+                    .bind(scope.kind.tag())
+                    .bind(&scope.id)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("stream_counter")?;
+                crate::store::counted::<$db>(sql::CLOSE_STREAM)
+                    .bind(id)
+                    .bind(now)
+                    .bind(order)
+                    .bind(outcome)
+                    .bind(&meta.kind)
+                    .bind(meta.revision)
+                    .bind(&meta.blob_ref)
+                    .execute(&mut *tx)
+                    .await?;
+                crate::store::counted::<$db>(sql::TOUCH).bind(scope.kind.tag()).bind(&scope.id).bind(now).execute(&mut *tx).await?;
+                let stream_ref = ResourceRef::new(ResourceKind::Stream, id);
+                if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(&stream_ref)) {
+                    crate::store::counted::<$db>(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                self.notifier.notify(&stream_ref);
+                Ok(crate::store::CloseOutcome::Closed(crate::store::StreamRecord {
+                    closed: true,
+                    closed_at: Some(now),
+                    outcome: Some(outcome.to_owned()),
+                    artifact: Some(crate::store::StreamArtifact { kind: meta.kind, revision: meta.revision, blob_ref: meta.blob_ref }),
+                    ..stream
+                }))
             }
 
             fn pool_stats(&self) -> crate::store::PoolStats {

@@ -24,6 +24,14 @@ const LOCK_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq,
 const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r JOIN json_each($1) j \
      ON r.kind = json_extract(j.value, '$.kind') AND r.id = json_extract(j.value, '$.id')";
 
+const LOCK_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
+     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1";
+
+/// Stream tails for the sweep; a closed stream reports the largest tail.
+const STREAM_TAILS: &str = "SELECT 'stream' AS kind, s.id, \
+     CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END AS last_seq \
+     FROM streams s JOIN json_each($1) j ON s.id = json_extract(j.value, '$.id')";
+
 /// One process owns a SQLite file; its own appends wake its readers directly.
 const NOTIFY_EVENT: Option<&str> = None;
 

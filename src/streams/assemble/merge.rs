@@ -19,30 +19,32 @@ pub(super) struct MergeTypeError;
 
 const SKIPPED_KEYS: [&str; 3] = ["__proto__", "constructor", "prototype"];
 
-/// `updateMessageMetadata`: `None` stands for `undefined`.
+/// `updateMessageMetadata`: `None` stands for `undefined`. Returns whether the
+/// incoming value was given (not `null`/missing), which is when the SDK yields
+/// a snapshot. On error `current` is unchanged.
 pub(super) fn update_metadata(
-    current: &Option<Value>,
+    current: &mut Option<Value>,
     incoming: Option<&Value>,
-) -> Result<Option<Value>, MergeTypeError> {
+) -> Result<bool, MergeTypeError> {
     let Some(incoming) = incoming.filter(|v| !v.is_null()) else {
-        return Ok(current.clone());
+        return Ok(false);
     };
-    match current {
-        None | Some(Value::Null) => Ok(Some(incoming.clone())),
-        Some(base) => merge_objects(base, incoming).map(Some),
-    }
-}
-
-/// Whether `update_metadata` would change anything (so that callers can skip
-/// cloning when the part carries no metadata).
-pub(super) fn carries_metadata(incoming: Option<&Value>) -> bool {
-    incoming.is_some_and(|v| !v.is_null())
+    let next = match current {
+        None | Some(Value::Null) => incoming.clone(),
+        Some(base) => merge_objects(base, incoming)?,
+    };
+    *current = Some(next);
+    Ok(true)
 }
 
 fn utf16_units(s: &str) -> impl Iterator<Item = String> + '_ {
     s.chars().flat_map(|c| {
         let units = c.len_utf16();
-        let unit = if units == 1 { c } else { char::REPLACEMENT_CHARACTER };
+        let unit = if units == 1 {
+            c
+        } else {
+            char::REPLACEMENT_CHARACTER
+        };
         std::iter::repeat_n(unit.to_string(), units)
     })
 }
@@ -105,7 +107,9 @@ pub(super) fn merge_objects(base: &Value, overrides: &Value) -> Result<Value, Me
         }
         let base_value = lookup(base, &key)?;
         let merged = match (base_value, &value) {
-            (Some(base_obj @ Value::Object(_)), Value::Object(_)) => merge_objects(base_obj, &value)?,
+            (Some(base_obj @ Value::Object(_)), Value::Object(_)) => {
+                merge_objects(base_obj, &value)?
+            }
             _ => value,
         };
         result.insert(key, merged);
@@ -124,28 +128,56 @@ mod tests {
             &json!({"a": 1, "n": {"x": 1, "y": [1, 2]}}),
             &json!({"b": 2, "n": {"y": [3], "z": null}}),
         );
-        assert_eq!(merged, Ok(json!({"a": 1, "n": {"x": 1, "y": [3], "z": null}, "b": 2})));
+        assert_eq!(
+            merged,
+            Ok(json!({"a": 1, "n": {"x": 1, "y": [3], "z": null}, "b": 2}))
+        );
     }
 
     #[test]
     fn skips_prototype_keys() {
-        let merged = merge_objects(&json!({"a": 1}), &json!({"__proto__": {"p": 1}, "constructor": 2}));
+        let merged = merge_objects(
+            &json!({"a": 1}),
+            &json!({"__proto__": {"p": 1}, "constructor": 2}),
+        );
         assert_eq!(merged, Ok(json!({"a": 1})));
     }
 
     #[test]
     fn reproduces_spread_of_non_objects() {
-        assert_eq!(merge_objects(&json!({"a": 1}), &json!("xy")), Ok(json!({"a": 1, "0": "x", "1": "y"})));
-        assert_eq!(merge_objects(&json!([1, 2]), &json!([3])), Ok(json!({"0": 3, "1": 2})));
+        assert_eq!(
+            merge_objects(&json!({"a": 1}), &json!("xy")),
+            Ok(json!({"a": 1, "0": "x", "1": "y"}))
+        );
+        assert_eq!(
+            merge_objects(&json!([1, 2]), &json!([3])),
+            Ok(json!({"0": 3, "1": 2}))
+        );
         assert_eq!(merge_objects(&json!(1), &json!(2)), Ok(json!({})));
-        assert_eq!(merge_objects(&json!("ab"), &json!({"k": 1})), Err(MergeTypeError));
-        assert_eq!(merge_objects(&json!(true), &json!({"__proto__": 1})), Ok(json!({})));
+        assert_eq!(
+            merge_objects(&json!("ab"), &json!({"k": 1})),
+            Err(MergeTypeError)
+        );
+        assert_eq!(
+            merge_objects(&json!(true), &json!({"__proto__": 1})),
+            Ok(json!({}))
+        );
     }
 
     #[test]
     fn update_ignores_null_and_replaces_undefined() {
-        assert_eq!(update_metadata(&None, Some(&json!(5))), Ok(Some(json!(5))));
-        assert_eq!(update_metadata(&Some(json!({"a": 1})), Some(&Value::Null)), Ok(Some(json!({"a": 1}))));
-        assert_eq!(update_metadata(&Some(json!({"a": 1})), None), Ok(Some(json!({"a": 1}))));
+        let mut current = None;
+        assert_eq!(update_metadata(&mut current, Some(&json!(5))), Ok(true));
+        assert_eq!(current, Some(json!(5)));
+        let mut current = Some(json!({"a": 1}));
+        assert_eq!(update_metadata(&mut current, Some(&Value::Null)), Ok(false));
+        assert_eq!(update_metadata(&mut current, None), Ok(false));
+        assert_eq!(current, Some(json!({"a": 1})));
+        let mut current = Some(json!("text"));
+        assert_eq!(
+            update_metadata(&mut current, Some(&json!({"k": 1}))),
+            Err(MergeTypeError)
+        );
+        assert_eq!(current, Some(json!("text")));
     }
 }

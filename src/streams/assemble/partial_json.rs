@@ -39,10 +39,10 @@ fn has_forbidden_key(root: &Value) -> bool {
                 if map.contains_key("__proto__") {
                     return true;
                 }
-                if let Some(Value::Object(ctor)) = map.get("constructor") {
-                    if ctor.contains_key("prototype") {
-                        return true;
-                    }
+                if let Some(Value::Object(ctor)) = map.get("constructor")
+                    && ctor.contains_key("prototype")
+                {
+                    return true;
                 }
                 pending.extend(map.values());
             }
@@ -301,16 +301,16 @@ pub(super) fn fix_json(input: &str) -> String {
             | State::InsideObjectStart
             | State::InsideObjectBeforeValue
             | State::InsideObjectAfterValue => result.push('}'),
-            State::InsideArrayStart | State::InsideArrayAfterComma | State::InsideArrayAfterValue => {
-                result.push(']')
-            }
+            State::InsideArrayStart
+            | State::InsideArrayAfterComma
+            | State::InsideArrayAfterValue => result.push(']'),
             State::InsideLiteral => {
                 let partial = &input[fixer.literal_start..];
-                for literal in ["true", "false", "null"] {
-                    if literal.starts_with(partial) {
-                        result.push_str(&literal[partial.len()..]);
-                        break;
-                    }
+                if let Some(rest) = ["true", "false", "null"]
+                    .iter()
+                    .find_map(|literal| literal.strip_prefix(partial))
+                {
+                    result.push_str(rest);
                 }
             }
             _ => {}
@@ -347,7 +347,10 @@ mod tests {
             ("{\"__proto__\":{\"x\":1}}", None),
             ("{\"a\":{\"constructor\":{\"prototype\":1}}}", None),
             ("{\"constructor\":1}", Some(json!({"constructor": 1}))),
-            ("{\"a\":\"h\u{e9}llo \u{1f600}", Some(json!({"a": "h\u{e9}llo \u{1f600}"}))),
+            (
+                "{\"a\":\"h\u{e9}llo \u{1f600}",
+                Some(json!({"a": "h\u{e9}llo \u{1f600}"})),
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(&parse_partial_json(text), expected, "input {text:?}");
@@ -356,7 +359,10 @@ mod tests {
 
     #[test]
     fn fix_json_keeps_complete_text() {
-        assert_eq!(fix_json("{\"a\":[1,2],\"b\":\"c\"}"), "{\"a\":[1,2],\"b\":\"c\"}");
+        assert_eq!(
+            fix_json("{\"a\":[1,2],\"b\":\"c\"}"),
+            "{\"a\":[1,2],\"b\":\"c\"}"
+        );
         assert_eq!(fix_json("[tru"), "[true]");
         assert_eq!(fix_json("{\"a\":fals"), "{\"a\":false}");
     }

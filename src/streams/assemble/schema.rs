@@ -24,7 +24,8 @@ fn is_object(v: &Value) -> bool {
 }
 
 fn is_provider_metadata(v: &Value) -> bool {
-    v.as_object().is_some_and(|m| m.values().all(Value::is_object))
+    v.as_object()
+        .is_some_and(|m| m.values().all(Value::is_object))
 }
 
 fn one_of(allowed: &'static [&'static str]) -> impl Fn(&Value) -> bool {
@@ -35,7 +36,7 @@ fn one_of(allowed: &'static [&'static str]) -> impl Fn(&Value) -> bool {
 fn is_index(v: &Value) -> bool {
     const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
     v.as_f64()
-        .is_some_and(|n| n.fract() == 0.0 && n >= 0.0 && n <= MAX_SAFE)
+        .is_some_and(|n| n.fract() == 0.0 && (0.0..=MAX_SAFE).contains(&n))
 }
 
 fn req(p: &Part, key: &str, check: impl Fn(&Value) -> bool) -> bool {
@@ -77,7 +78,8 @@ fn is_citation(v: &Value) -> bool {
 }
 
 fn is_citations(v: &Value) -> bool {
-    v.as_array().is_some_and(|items| items.iter().all(is_citation))
+    v.as_array()
+        .is_some_and(|items| items.iter().all(is_citation))
 }
 
 /// The optional keys shared by the tool-input and tool-output chunks.
@@ -104,7 +106,9 @@ const FINISH_REASONS: &[&str] = &[
 pub(super) fn conforms(ty: &str, p: &Part) -> bool {
     match ty {
         "text-start" | "reasoning-start" | "reasoning-end" => req(p, "id", is_str) && pm(p),
-        "text-delta" | "reasoning-delta" => req(p, "id", is_str) && req(p, "delta", is_str) && pm(p),
+        "text-delta" | "reasoning-delta" => {
+            req(p, "id", is_str) && req(p, "delta", is_str) && pm(p)
+        }
         "text-end" => req(p, "id", is_str) && opt(p, "citations", is_citations) && pm(p),
         "error" => req(p, "errorText", is_str),
         "tool-input-start" => {
@@ -185,7 +189,11 @@ mod tests {
 
     fn check(v: Value) -> bool {
         let map = v.as_object().cloned().unwrap_or_default();
-        let ty = map.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let ty = map
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         conforms(&ty, &map)
     }
 
@@ -195,16 +203,28 @@ mod tests {
         assert!(!check(json!({"type": "data-x"})));
         assert!(check(json!({"type": "data-x", "data": null})));
         assert!(check(json!({"type": "data-", "data": 1})));
-        assert!(!check(json!({"type": "tool-input-available", "toolCallId": "a", "toolName": "b"})));
+        assert!(!check(
+            json!({"type": "tool-input-available", "toolCallId": "a", "toolName": "b"})
+        ));
         assert!(!check(json!({"type": "message-metadata"})));
         assert!(!check(json!({"type": "start", "messageId": null})));
         assert!(check(json!({"type": "start", "messageMetadata": null})));
         assert!(check(json!({"type": "custom", "kind": "nodot"})));
-        assert!(!check(json!({"type": "text-start", "id": "a", "providerMetadata": {"x": 1}})));
-        assert!(check(json!({"type": "text-start", "id": "a", "providerMetadata": {"x": {}}})));
-        assert!(!check(json!({"type": "text-start", "id": "a", "providerMetadata": []})));
-        assert!(check(json!({"type": "tool-input-start", "toolCallId": "a", "toolName": "b", "toolMetadata": {"x": 1}})));
-        assert!(!check(json!({"type": "tool-input-start", "toolCallId": "a", "toolName": "b", "toolMetadata": [1]})));
+        assert!(!check(
+            json!({"type": "text-start", "id": "a", "providerMetadata": {"x": 1}})
+        ));
+        assert!(check(
+            json!({"type": "text-start", "id": "a", "providerMetadata": {"x": {}}})
+        ));
+        assert!(!check(
+            json!({"type": "text-start", "id": "a", "providerMetadata": []})
+        ));
+        assert!(check(
+            json!({"type": "tool-input-start", "toolCallId": "a", "toolName": "b", "toolMetadata": {"x": 1}})
+        ));
+        assert!(!check(
+            json!({"type": "tool-input-start", "toolCallId": "a", "toolName": "b", "toolMetadata": [1]})
+        ));
         assert!(!check(json!({"type": "text-end", "id": "a", "citations": [
             {"source": {"type": "source", "sourceType": "url", "id": "s", "url": "u", "extra": 1}, "startIndex": 1.5}
         ]})));
@@ -215,7 +235,9 @@ mod tests {
         assert!(check(json!({"type": "finish", "finishReason": "stop"})));
         assert!(!check(json!({"type": "finish", "finishReason": "done"})));
         assert!(!check(json!({"type": "reset-step"})));
-        assert!(!check(json!({"type": "steering-message", "id": "s", "parts": []})));
+        assert!(!check(
+            json!({"type": "steering-message", "id": "s", "parts": []})
+        ));
         assert!(!check(json!({"type": "tool-input-foo", "toolCallId": "a"})));
     }
 }

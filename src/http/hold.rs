@@ -1,0 +1,55 @@
+//! The one held-read loop (DESIGN decision 7), shared by event reads and
+//! stream chunk reads: fetch; if nothing is ready, subscribe, fetch again
+//! (so a write between the two fetches is never missed), then wait for a
+//! wake, the deadline or shutdown. A held read never polls the database on
+//! its own; wakes come from local writes, LISTEN and the per-process sweep.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::SharedState;
+use crate::protocol::ResourceRef;
+use crate::store::StoreError;
+
+/// Answer with `fetch()` as soon as `ready` holds for it, or when `wait`
+/// passes, or at shutdown. `since` is what the waiter has seen (the sweep
+/// wakes it once the resource's tail passes it).
+pub async fn hold<T, F, Fut>(
+    state: &SharedState,
+    resource: &ResourceRef,
+    since: i64,
+    wait: Duration,
+    fetch: F,
+    ready: impl Fn(&T) -> bool,
+) -> Result<T, StoreError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let first = fetch().await?;
+    if ready(&first) || wait.is_zero() || state.shutdown.is_cancelled() {
+        return Ok(first);
+    }
+    // Beyond the cap the server answers early, as the spec allows.
+    let Some(_slot) = state.held_reads.acquire(state.limits.max_held_reads) else {
+        return Ok(first);
+    };
+    let deadline = Instant::now() + wait;
+    loop {
+        let subscription = state.notifier.subscribe(resource, since);
+        let notified = subscription.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let current = fetch().await?;
+        if ready(&current) || Instant::now() >= deadline || state.shutdown.is_cancelled() {
+            return Ok(current);
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = state.shutdown.cancelled() => {}
+        }
+    }
+}
