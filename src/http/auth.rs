@@ -60,6 +60,7 @@ impl Addressed {
         Ok(match stream.scope.kind {
             crate::protocol::ResourceKind::Build => Addressed::Build(stream.scope.id),
             crate::protocol::ResourceKind::Repo => Addressed::Repo(stream.scope.id),
+            crate::protocol::ResourceKind::Session => Addressed::Session(stream.scope.id),
             crate::protocol::ResourceKind::Stream => return Err(ApiError::Internal("a stream scoped to a stream".into())),
         })
     }

@@ -16,6 +16,7 @@ mod readiness;
 mod repos;
 mod hold;
 mod resources;
+mod sessions;
 mod streams;
 
 use std::sync::Arc;
@@ -100,6 +101,7 @@ pub fn router(state: SharedState) -> Router {
     let routes = Router::new()
         .merge(builds::router())
         .merge(repos::router())
+        .merge(sessions::router())
         .merge(streams::top_level_routes())
         .merge(health::router(state.test_clock.is_some()))
         .merge(readiness::router())

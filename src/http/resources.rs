@@ -37,10 +37,13 @@ pub trait Family: Send + Sync + 'static {
     const CATALOG: abstore_catalog::Family;
     /// Whether human actors may carry `via` (build and repository events only).
     const ALLOWS_VIA: bool;
+    /// Whether the family has the lease routes (sessions do not).
+    const HAS_LEASES: bool = true;
 }
 
 pub struct Builds;
 pub struct Repos;
+pub struct Sessions;
 
 impl Family for Builds {
     const KIND: ResourceKind = ResourceKind::Build;
@@ -52,6 +55,14 @@ impl Family for Repos {
     const KIND: ResourceKind = ResourceKind::Repo;
     const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Repository;
     const ALLOWS_VIA: bool = true;
+}
+
+impl Family for Sessions {
+    const KIND: ResourceKind = ResourceKind::Session;
+    const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Session;
+    /// Session events are the delegate's own log (spec section 5).
+    const ALLOWS_VIA: bool = false;
+    const HAS_LEASES: bool = false;
 }
 
 /// The addressed resource of family `F`, decoded from the path.
@@ -378,12 +389,16 @@ pub async fn get_record<F: Family>(State(state): State<SharedState>, uri: Uri) -
 /// The routes every family has under its `/{id}` segment.
 pub fn family_routes<F: Family>(prefix: &str) -> axum::Router<SharedState> {
     use axum::routing::{get, post};
-    axum::Router::new()
+    let routes = axum::Router::new()
         .route(&format!("{prefix}/{{id}}"), get(get_record::<F>))
         .route(&format!("{prefix}/{{id}}/events"), post(append_event::<F>).get(read_events::<F>))
         .route(&format!("{prefix}/{{id}}/deposits"), post(deposit::<F>))
         .route(&format!("{prefix}/{{id}}/artifacts"), post(put_artifact::<F>).get(get_artifact::<F>))
-        .route(&format!("{prefix}/{{id}}/artifact-list"), get(list_artifacts::<F>))
+        .route(&format!("{prefix}/{{id}}/artifact-list"), get(list_artifacts::<F>));
+    if !F::HAS_LEASES {
+        return routes;
+    }
+    routes
         .route(&format!("{prefix}/{{id}}/lease/claim"), post(claim_lease::<F>))
         .route(&format!("{prefix}/{{id}}/lease/heartbeat"), post(heartbeat::<F>))
         .route(&format!("{prefix}/{{id}}/lease/release"), post(release_lease::<F>))

@@ -15,6 +15,8 @@ pub mod wire;
 pub enum ResourceKind {
     Build,
     Repo,
+    /// An operator session (`os_…`), child of a repository.
+    Session,
     /// Not a `resources` row: streams key held reads on their chunks.
     Stream,
 }
@@ -25,6 +27,7 @@ impl ResourceKind {
         match self {
             ResourceKind::Build => "build",
             ResourceKind::Repo => "repo",
+            ResourceKind::Session => "session",
             ResourceKind::Stream => "stream",
         }
     }
@@ -34,6 +37,7 @@ impl ResourceKind {
         match tag {
             "build" => Some(ResourceKind::Build),
             "repo" => Some(ResourceKind::Repo),
+            "session" => Some(ResourceKind::Session),
             "stream" => Some(ResourceKind::Stream),
             _ => None,
         }

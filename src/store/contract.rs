@@ -315,6 +315,33 @@ async fn concurrent_chunks(h: &Harness) {
     assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
 }
 
+async fn sessions(h: &Harness) {
+    let s = &h.store;
+    let first = || -> super::StoreResult<NewEvent> { Ok(event(1)) };
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), "acme/w".into());
+    attrs.insert("operator".into(), "alice".into());
+    assert!(matches!(s.create_session("acme/w", "os_1", attrs.clone(), &first).await, Err(StoreError::NotFound)));
+    s.ensure_repo("acme/w").await.unwrap();
+    // A rejected session.created leaves no record and no event.
+    let reject = || -> super::StoreResult<NewEvent> { Err(StoreError::Rejected("no".into())) };
+    assert!(matches!(s.create_session("acme/w", "os_0", attrs.clone(), &reject).await, Err(StoreError::Rejected(_))));
+    let session = |id: &str| ResourceRef::new(ResourceKind::Session, id);
+    assert!(s.get_record(&session("os_0")).await.unwrap().is_none());
+    // Same millisecond: creation order still holds.
+    for id in ["os_b", "os_a", "os_c"] {
+        s.create_session("acme/w", id, attrs.clone(), &first).await.unwrap();
+    }
+    let order: Vec<String> = s.list_sessions("acme/w").await.unwrap().into_iter().map(|r| r.resource.id).collect();
+    assert_eq!(order, vec!["os_b", "os_a", "os_c"]);
+    let events = s.events_since(&session("os_a"), 0).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert!(events[0].starts_with(r#"{"session":"os_a","seq":1,"#), "{}", events[0]);
+    assert_eq!(seq_of(&s.append(&session("os_a"), event(2), None).await.unwrap().unwrap()), 2);
+    assert!(matches!(s.list_sessions("missing").await, Err(StoreError::NotFound)));
+    assert!(s.list_sessions("acme/w").await.unwrap().iter().all(|r| r.attrs["operator"] == "alice"));
+}
+
 async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for handle in handles.collect::<Vec<_>>() {
@@ -333,7 +360,7 @@ macro_rules! contract {
     };
 }
 
-contract!(records_and_sequences, conditional_append, artifacts_and_deposits, leases, concurrency, tails, streams, concurrent_chunks);
+contract!(records_and_sequences, conditional_append, artifacts_and_deposits, leases, concurrency, tails, streams, concurrent_chunks, sessions);
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append
 /// through one wakes a waiter registered with the other's notifier, through

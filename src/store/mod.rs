@@ -83,6 +83,10 @@ pub struct NewArtifact {
 /// Builds a deposit's event from the metadata assigned inside the
 /// transaction (placeholder substitution + catalog validation). Returning
 /// `Err(StoreError::Rejected)` rolls the whole deposit back.
+/// Builds a session's `session.created` event inside the creating
+/// transaction; an error leaves no record.
+pub type MakeFirstEvent<'a> = dyn Fn() -> StoreResult<NewEvent> + Send + Sync + 'a;
+
 pub type MakeEvent<'a> = dyn Fn(&[ArtifactMeta]) -> StoreResult<NewEvent> + Send + Sync + 'a;
 
 #[async_trait]
@@ -116,6 +120,13 @@ pub trait Store: Send + Sync + 'static {
     /// The current `last_seq` of each existing resource among `resources`,
     /// in one query (the held-read sweep).
     async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
+
+    /// `createSession`: the record (`attrs`: `repo`, `operator`, `title`?)
+    /// and its `session.created` event as sequence 1, in one transaction.
+    /// `NotFound` when the repository does not exist.
+    async fn create_session(&self, repo: &str, id: &str, attrs: Map<String, Value>, make_event: &MakeFirstEvent<'_>) -> StoreResult<Record>;
+    /// A repository's sessions in creation order; `NotFound` for an unknown repository.
+    async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>>;
 
     /// `createStream`: a new open stream in `scope`, pruning (in the same
     /// transaction) the chunks of every closed stream there but the most

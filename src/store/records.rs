@@ -12,8 +12,9 @@ pub struct Lease {
     pub expires_at: i64,
 }
 
-/// A build or repository record. `attrs` carries the build's create-time
-/// members (`repo`, `repoOrigin`, `ticket`, `branch`); repositories have none.
+/// A build, repository or session record. `attrs` carries the create-time
+/// members: a build's `repo`, `repoOrigin`, `ticket`, `branch`; a session's
+/// `repo`, `operator`, `title`; repositories have none.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     pub resource: ResourceRef,
@@ -25,11 +26,13 @@ pub struct Record {
 }
 
 impl Record {
-    /// `BuildRecord` or `RepositoryRecord` (spec section 2).
+    /// `BuildRecord`, `RepositoryRecord` (spec section 2) or `SessionRecord`
+    /// (section 5; sessions have no lease, so none is ever shown).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
         let id_key = match self.resource.kind {
             ResourceKind::Build => "slug",
+            ResourceKind::Session => "id",
             ResourceKind::Repo | ResourceKind::Stream => self.resource.kind.wire_key(),
         };
         out.insert(id_key.into(), Value::String(self.resource.id.clone()));

@@ -62,6 +62,13 @@ pub const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_e
 
 pub const PING: &str = "SELECT 1 AS one";
 
+pub const INSERT_SESSION: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq, parent, created_order) \
+     VALUES ('session', $1, $2, $3, $3, 0, $4, $5)";
+
+pub const LIST_SESSIONS: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
+     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = 'session' AND parent = $1 \
+     ORDER BY created_at, created_order";
+
 pub const SELECT_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
      outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1";
 
@@ -503,6 +510,42 @@ macro_rules! impl_store {
                     }
                 }
                 Ok(tails)
+            }
+
+            async fn create_session(&self, repo: &str, id: &str, attrs: Map<String, Value>, make_event: &crate::store::MakeFirstEvent<'_>) -> StoreResult<Record> {
+                let repo_ref = ResourceRef::new(ResourceKind::Repo, repo);
+                let session = ResourceRef::new(ResourceKind::Session, id);
+                let mut tx = self.begin_write().await?;
+                Self::lock(&mut tx, &repo_ref).await?;
+                let now = self.clock.now_ms();
+                let order: i64 = crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
+                    .bind(repo_ref.kind.tag())
+                    .bind(repo)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("stream_counter")?;
+                crate::store::counted::<$db>(sql::INSERT_SESSION)
+                    .bind(id)
+                    .bind(Value::Object(attrs.clone()).to_string())
+                    .bind(now)
+                    .bind(repo)
+                    .bind(order)
+                    .execute(&mut *tx)
+                    .await?;
+                // session.created is sequence 1, visible together with the record or not at all.
+                let event = make_event()?;
+                Self::insert_event(&mut tx, &session, 0, now, &event).await?;
+                tx.commit().await?;
+                Ok(Record { resource: session, attrs, created_at: now, updated_at: now, lease: None, heartbeat_at: None })
+            }
+
+            async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
+                let repo_ref = ResourceRef::new(ResourceKind::Repo, repo);
+                let rows = crate::store::counted::<$db>(sql::LIST_SESSIONS).bind(repo).fetch_all(self.reader()).await?;
+                if rows.is_empty() && !self.exists(&repo_ref).await? {
+                    return Err(StoreError::NotFound);
+                }
+                rows.iter().map(|row| Ok(resource_row(ResourceKind::Session, row)?.record)).collect()
             }
 
             async fn create_stream(&self, scope: &ResourceRef, id: &str, label: &str) -> StoreResult<crate::store::StreamRecord> {
