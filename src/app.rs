@@ -19,6 +19,7 @@ use crate::store::{self, StoreOptions};
 pub struct App {
     listener: TcpListener,
     state: SharedState,
+    grace: Duration,
     metrics: Option<crate::metrics::MetricsServer>,
 }
 
@@ -76,7 +77,8 @@ impl App {
             Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
             None => None,
         };
-        Ok(App { listener, state, metrics })
+        log_configuration(args, &catalog_source(args));
+        Ok(App { listener, state, metrics, grace: Duration::from_secs(args.shutdown_grace_seconds) })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -98,12 +100,18 @@ impl App {
         tokio::spawn(sweep(state.clone(), SWEEP_INTERVAL));
         let app = router(self.state);
         let held = state.shutdown.clone();
-        axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.cancelled().await;
-                held.cancel();
-            })
-            .await?;
+        let stop = shutdown.clone();
+        let server = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+            stop.cancelled().await;
+            held.cancel();
+        });
+        let grace = self.grace;
+        tokio::select! {
+            served = server => served?,
+            _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!(?grace, "requests still running after the shutdown grace period; exiting");
+            }
+        }
         Ok(())
     }
 }
@@ -135,6 +143,33 @@ async fn sweep(state: SharedState, every: Duration) {
             }
         }
     }
+}
+
+fn catalog_source(args: &ServeArgs) -> String {
+    args.catalog.as_ref().map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string())
+}
+
+/// One line with the effective settings, passwords and secrets redacted.
+fn log_configuration(args: &ServeArgs, catalog: &str) {
+    tracing::info!(
+        listen = %args.listen,
+        database = %redact(&args.db.database),
+        db_pool_size = args.db.db_pool_size,
+        blobs = %redact(&args.blobs),
+        auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
+        autobuild_version = %args.autobuild_version,
+        max_artifact_bytes = args.max_artifact_bytes,
+        max_body_bytes = args.max_body_bytes,
+        max_stream_batch_bytes = args.max_stream_batch_bytes,
+        max_wait_seconds = args.max_wait_seconds,
+        max_held_reads = args.max_held_reads,
+        shutdown_grace_seconds = args.shutdown_grace_seconds,
+        metrics_listen = ?args.metrics_listen,
+        catalog = %catalog,
+        test_clock = ?args.test_clock,
+        migrate = !args.no_migrate,
+        "configuration"
+    );
 }
 
 /// A URL with any password replaced, for logs and error messages.

@@ -102,6 +102,11 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
 
+    /// After SIGTERM/SIGINT, how long in-flight requests may take to finish
+    /// before the process exits anyway (held reads answer at once).
+    #[arg(long, env = "ABSTORE_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]
+    pub shutdown_grace_seconds: u64,
+
     /// Held reads allowed at once in this process; beyond it reads answer immediately.
     #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
     pub max_held_reads: usize,
