@@ -2,6 +2,9 @@
 //! `abstore` binary on every storage backend, plus restart continuity.
 //!
 //! - SQLite in memory, SQLite in a temp file: always.
+//! - Each backend twice: in open mode, and in authenticated mode (`--secret`
+//!   with a random 48-character secret, passed to the runner, which mints an
+//!   admin token for every check and runs the section 7 checks).
 //! - PostgreSQL: when `ABSTORE_TEST_POSTGRES_URL` names a server we may create
 //!   databases on (e.g. `postgres://postgres@127.0.0.1:5432/postgres`); each test
 //!   creates `abstore_conf_<random>` and drops it afterwards. Unset: fails under
@@ -9,8 +12,9 @@
 
 use std::path::Path;
 
+use conformance::checks::is_mode_skip;
 use conformance::util::{b64, random_hex};
-use conformance::{Ctx, Res, Server, all_checks, run_checks};
+use conformance::{Ctx, Outcome, Res, Server, all_checks, authenticate, run_checks};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
@@ -21,8 +25,13 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
 }
 
-fn serve_args(database: &str, blobs: &str) -> Vec<String> {
-    [
+/// A fresh 48-character signing secret.
+fn random_secret() -> String {
+    (0..4).map(|_| random_hex()).collect()
+}
+
+fn serve_args(database: &str, blobs: &str, secret: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = [
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -35,11 +44,19 @@ fn serve_args(database: &str, blobs: &str) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect()
+    .collect();
+    if let Some(secret) = secret {
+        args.extend(["--secret".to_string(), secret.to_string()]);
+    }
+    args
 }
 
 async fn start(database: &str, blobs: &str) -> Server {
-    let args = serve_args(database, blobs);
+    start_with(database, blobs, None).await
+}
+
+async fn start_with(database: &str, blobs: &str, secret: Option<&str>) -> Server {
+    let args = serve_args(database, blobs, secret);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match Server::start(bin(), &args).await {
         Ok(s) => s,
@@ -49,8 +66,11 @@ async fn start(database: &str, blobs: &str) -> Server {
 
 /// Runs every check against `server`; panics listing the failures (and the
 /// server's stderr tail) if any failed.
-async fn run_all(label: &str, server: &Server) {
-    let ctx = Ctx::new(server.url(), VERSION).expect("http client");
+async fn run_all(label: &str, server: &Server, secret: Option<&str>) {
+    let mut ctx = Ctx::new(server.url(), VERSION).expect("http client");
+    if let Err(e) = authenticate(&mut ctx, secret, None).await {
+        panic!("conformance [{label}]: setting up authenticated mode: {e}");
+    }
     let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
     eprintln!("conformance [{label}]: {}", report.summary());
     let failures = report.failures();
@@ -71,10 +91,19 @@ async fn run_all(label: &str, server: &Server) {
             failures.join("\n")
         );
     }
-    assert_eq!(
-        report.skipped(),
-        0,
-        "conformance [{label}]: checks were skipped with --test-clock on"
+    // Only the other mode's checks may skip (open-mode checks when
+    // authenticated, section 7 checks when open); nothing else, since the
+    // test clock is on.
+    let unexpected: Vec<String> = report
+        .results
+        .iter()
+        .filter(|(_, o)| matches!(o, Outcome::Skip(why) if !is_mode_skip(why)))
+        .map(|(id, o)| o.line(id))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "conformance [{label}]: checks were skipped with --test-clock on:\n{}",
+        unexpected.join("\n")
     );
 }
 
@@ -164,30 +193,72 @@ fn blob_dir_url(dir: &Path) -> String {
 
 // ── the suite on each backend ───────────────────────────────────────────────
 
+async fn suite_sqlite_memory(secret: Option<String>) {
+    let secret = secret.as_deref();
+    let mut server = start_with("sqlite::memory:", "memory://", secret).await;
+    run_all(&label("sqlite::memory:", secret), &server, secret).await;
+    server.stop().await.ok();
+}
+
+async fn suite_sqlite_file(secret: Option<String>) {
+    let secret = secret.as_deref();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = start_with(
+        &sqlite_file_url(dir.path()),
+        &blob_dir_url(dir.path()),
+        secret,
+    )
+    .await;
+    run_all(&label("sqlite file", secret), &server, secret).await;
+    server.stop().await.ok();
+}
+
+async fn suite_postgres(secret: Option<String>) {
+    with_pg(|url| async move {
+        let secret = secret.as_deref();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut server = start_with(&url, &blob_dir_url(dir.path()), secret).await;
+        run_all(&label("postgres", secret), &server, secret).await;
+        server.stop().await.ok();
+    })
+    .await;
+}
+
+fn label(backend: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(_) => format!("{backend}, authenticated"),
+        None => format!("{backend}, open"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_sqlite_memory() {
-    let mut server = start("sqlite::memory:", "memory://").await;
-    run_all("sqlite::memory:", &server).await;
-    server.stop().await.ok();
+    suite_sqlite_memory(None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_sqlite_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = start(&sqlite_file_url(dir.path()), &blob_dir_url(dir.path())).await;
-    run_all("sqlite file", &server).await;
-    server.stop().await.ok();
+    suite_sqlite_file(None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_postgres() {
-    with_pg(|url| async move {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut server = start(&url, &blob_dir_url(dir.path())).await;
-        run_all("postgres", &server).await;
-        server.stop().await.ok();
-    })
-    .await;
+    suite_postgres(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory_authenticated() {
+    suite_sqlite_memory(Some(random_secret())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_file_authenticated() {
+    suite_sqlite_file(Some(random_secret())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_postgres_authenticated() {
+    suite_postgres(Some(random_secret())).await;
 }
 
 // ── restart continuity ──────────────────────────────────────────────────────

@@ -165,3 +165,140 @@ async fn shutdown_answers_held_reads_and_exits_cleanly() {
     let exit = tokio::time::timeout(Duration::from_secs(15), child.wait()).await.expect("exited").unwrap();
     assert!(exit.success(), "exit status {exit:?}");
 }
+
+/// Read one counter or gauge (summed over its label sets) from `/metrics`.
+async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> f64 {
+    let text = c.get(metrics_url).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.split(['{', ' ']).next() == Some(name))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Start abstore with metrics; returns (child, base URL, metrics URL).
+async fn start_with_metrics(database: &str) -> (tokio::process::Child, String, String) {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--database", database, "--blobs", "memory://"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let metrics = lines.next_line().await.unwrap().unwrap().strip_prefix("abstore metrics on ").unwrap().to_owned();
+    let url = lines.next_line().await.unwrap().unwrap().strip_prefix("abstore listening on ").unwrap().to_owned();
+    (child, url, metrics)
+}
+
+/// 1,000 held reads cost the database a handful of queries per second (the
+/// sweep), not one per read per second; and they all wake when written to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
+    let pg = fresh_postgres().await;
+    let database = pg.as_ref().map_or_else(|| "sqlite::memory:".to_owned(), |(db, _)| db.clone());
+    let (_child, url, metrics_url) = start_with_metrics(&database).await;
+    let c = reqwest::Client::builder()
+        .default_headers({
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert("x-autobuild-version", VERSION.parse().unwrap());
+            h.insert("x-autobuild-protocol-version", "2".parse().unwrap());
+            h
+        })
+        .pool_max_idle_per_host(2000)
+        .build()
+        .unwrap();
+    const BUILDS: usize = 100;
+    const READS: usize = 1000;
+    for b in 0..BUILDS {
+        assert_eq!(post(&c, format!("{url}/builds"), json!({"slug": format!("b{b}"), "repo": "r"})).await.0, 201);
+    }
+    let readers: Vec<_> = (0..READS)
+        .map(|i| {
+            let (c, url) = (c.clone(), format!("{url}/builds/b{}/events?wait=25", i % BUILDS));
+            tokio::spawn(async move { get(&c, url).await })
+        })
+        .collect();
+    // Let every read reach its wait, then count queries over a quiet window.
+    let held = async {
+        loop {
+            if metric(&c, &metrics_url, "abstore_held_reads_in_flight").await >= READS as f64 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), held).await.expect("all reads held");
+    // A read counts as held just before its second query; let those finish.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = metric(&c, &metrics_url, "abstore_db_queries_total").await;
+    let window = Duration::from_secs(4);
+    tokio::time::sleep(window).await;
+    let after = metric(&c, &metrics_url, "abstore_db_queries_total").await;
+    let per_second = (after - before) / window.as_secs_f64();
+    eprintln!("1,000 held reads: {per_second:.1} database queries per second");
+    assert!(per_second <= 5.0, "held reads cost {per_second} queries/s");
+
+    // One append per build wakes all of its readers.
+    for b in 0..BUILDS {
+        assert_eq!(post(&c, format!("{url}/builds/b{b}/events"), observation()).await.0, 201);
+    }
+    for reader in readers {
+        let (status, events) = tokio::time::timeout(Duration::from_secs(15), reader).await.expect("woken").unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(events.as_array().map(Vec::len), Some(1));
+    }
+    if let Some((db, base)) = pg {
+        if let Ok(mut admin) = PgConnection::connect(&base).await {
+            let name = db.rsplit('/').next().unwrap_or_default().to_owned();
+            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
+        }
+    }
+}
+
+/// `/metrics` lives on its own listener, carries the documented series, and
+/// never puts ids into labels.
+#[tokio::test]
+async fn metrics_are_served_separately_without_ids_in_labels() {
+    let (_child, url, metrics_url) = start_with_metrics("sqlite::memory:").await;
+    let c = client();
+    post(&c, format!("{url}/builds"), json!({"slug": "secret-slug-123", "repo": "r"})).await;
+    post(&c, format!("{url}/builds/secret-slug-123/events"), observation()).await;
+    get(&c, format!("{url}/builds/secret-slug-123/events")).await;
+    // The protocol port has no /metrics.
+    assert_eq!(c.get(format!("{url}/metrics")).send().await.unwrap().status(), 404);
+    let text = c.get(&metrics_url).send().await.unwrap().text().await.unwrap();
+    for series in ["abstore_http_requests_total", "abstore_http_request_duration_seconds", "abstore_appends_total",
+        "abstore_db_queries_total", "abstore_held_reads_in_flight", "abstore_db_pool_connections"] {
+        assert!(text.contains(series), "{series} missing from:\n{text}");
+    }
+    assert!(text.contains("route=\"/builds/{id}/events\""), "{text}");
+    assert!(!text.contains("secret-slug-123"), "an id leaked into labels:\n{text}");
+}
+
+/// A request that never finishes (its body stalls) cannot hold the process
+/// past `--shutdown-grace-seconds`.
+#[tokio::test]
+async fn shutdown_grace_bounds_stalled_requests() {
+    use tokio::io::AsyncWriteExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", "memory://", "--shutdown-grace-seconds", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap();
+    let addr = line.strip_prefix("abstore listening on http://").unwrap().to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = "POST /builds HTTP/1.1\r\nHost: x\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"slug\":";
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let pid = child.id().unwrap().to_string();
+    assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
+    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exited").unwrap();
+    assert!(exit.success(), "exit status {exit:?}");
+    assert!(started.elapsed() < Duration::from_secs(8), "the stalled request held shutdown for {:?}", started.elapsed());
+    drop(stalled);
+}

@@ -28,6 +28,15 @@ pub struct Ctx {
     pub max_artifact_bytes: usize,
     /// Whether `POST /_test/clock` exists (detected by the runner).
     pub clock: bool,
+    /// The bearer token sent on every request (authenticated mode): the
+    /// admin token minted from [`Ctx::secret`], or the runner's `--token`.
+    pub token: Option<String>,
+    /// The server's signing secret, when the runner has it: checks mint
+    /// their own tokens (section 7).
+    pub secret: Option<String>,
+    /// `exp` for tokens the checks mint: the server's time when the run
+    /// started plus a margin (see [`crate::runner::authenticate`]).
+    pub exp_ms: i64,
 }
 
 impl Ctx {
@@ -43,7 +52,61 @@ impl Ctx {
             protocol_version: PROTOCOL_VERSION.to_string(),
             max_artifact_bytes: 1_048_576,
             clock: false,
+            token: None,
+            secret: None,
+            exp_ms: 0,
         })
+    }
+
+    /// True when requests carry a bearer token (the runner was given a
+    /// secret or a token): the server is expected to be in authenticated mode.
+    pub fn authenticated(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The secret, or a skip when the runner has none.
+    pub fn need_secret(&self) -> Result<&str, crate::checks::Failure> {
+        self.secret
+            .as_deref()
+            .ok_or_else(|| crate::checks::Failure::Skip(crate::checks::NEEDS_SECRET.to_string()))
+    }
+
+    /// Mints a token for `scope` (skips without a secret).
+    pub fn mint(&self, scope: &Value) -> Result<String, crate::checks::Failure> {
+        Ok(crate::token::mint(self.need_secret()?, scope))
+    }
+
+    /// This context with another default token (`None`: no `Authorization`).
+    pub fn with_token(&self, token: Option<String>) -> Ctx {
+        let mut c = self.clone();
+        c.token = token;
+        c
+    }
+
+    /// This context sending a token minted for `scope`.
+    pub fn scoped(&self, scope: &Value) -> Result<Ctx, crate::checks::Failure> {
+        Ok(self.with_token(Some(self.mint(scope)?)))
+    }
+
+    /// Who may write `event` (its `actor`) in this mode. In authenticated
+    /// mode a human actor with a `via` must be written with a token carrying
+    /// that `via` (section 7, "Delegated-write attribution"): a well-formed
+    /// one gets a deployment token with it; a malformed one cannot be carried
+    /// by any token, so the write is refused (`None`).
+    pub fn writer_for(&self, event: &Value) -> Result<Option<Ctx>, crate::checks::Failure> {
+        let actor = &event["actor"];
+        let Some(via) = actor.get("via") else {
+            return Ok(Some(self.clone()));
+        };
+        if !self.authenticated() || actor["kind"] != "human" {
+            return Ok(Some(self.clone()));
+        }
+        if !crate::token::is_via(via) {
+            return Ok(None);
+        }
+        let mut scope = crate::token::deployment_scope(self.exp_ms);
+        scope["via"] = via.clone();
+        Ok(Some(self.scoped(&scope)?))
     }
 
     /// A request with the identity headers set; `path` includes any query.
@@ -55,6 +118,7 @@ impl Ctx {
             body: None,
             version: Some(self.autobuild_version.clone()),
             protocol: Some(self.protocol_version.clone()),
+            authorization: self.token.as_ref().map(|t| format!("Bearer {t}")),
             headers: Vec::new(),
         }
     }
@@ -360,6 +424,8 @@ pub struct Call<'a> {
     body: Option<String>,
     version: Option<String>,
     protocol: Option<String>,
+    /// The full `Authorization` value (`None`: header absent).
+    authorization: Option<String>,
     headers: Vec<(String, String)>,
 }
 
@@ -389,6 +455,23 @@ impl Call<'_> {
         self
     }
 
+    /// Sends `Authorization: Bearer <token>` instead of the context's token.
+    pub fn bearer(mut self, token: &str) -> Self {
+        self.authorization = Some(format!("Bearer {token}"));
+        self
+    }
+
+    /// Sends exactly this `Authorization` value (`None`: no header).
+    pub fn authorization(mut self, value: Option<&str>) -> Self {
+        self.authorization = value.map(str::to_string);
+        self
+    }
+
+    /// Omits the `Authorization` header.
+    pub fn no_auth(self) -> Self {
+        self.authorization(None)
+    }
+
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_string(), value.to_string()));
         self
@@ -404,6 +487,11 @@ impl Call<'_> {
                 v.as_deref().unwrap_or("<absent>"),
                 p.as_deref().unwrap_or("<absent>")
             )),
+        }
+        if let Some(a) = &self.authorization {
+            s.push_str(&format!(" [Authorization: {}]", describe_authorization(a)));
+        } else if self.ctx.token.is_some() {
+            s.push_str(" [no Authorization]");
         }
         if let Some(b) = &self.body {
             s.push_str(&format!(" body={}", trunc(b, 400)));
@@ -422,6 +510,9 @@ impl Call<'_> {
         }
         if let Some(p) = &self.protocol {
             rb = rb.header("X-Autobuild-Protocol-Version", p);
+        }
+        if let Some(a) = &self.authorization {
+            rb = rb.header("Authorization", a);
         }
         for (k, v) in &self.headers {
             rb = rb.header(k, v);
@@ -454,6 +545,26 @@ impl Call<'_> {
             json,
             elapsed,
         })
+    }
+}
+
+/// An `Authorization` value for failure messages: a bearer token whose first
+/// segment decodes to JSON is shown as that scope (the signature elided).
+fn describe_authorization(value: &str) -> String {
+    use base64::Engine as _;
+    let decoded = value
+        .strip_prefix("Bearer ")
+        .and_then(|t| t.split_once('.'))
+        .and_then(|(p, _)| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .ok()
+        })
+        .and_then(|b| String::from_utf8(b).ok())
+        .filter(|t| serde_json::from_str::<Value>(t).is_ok());
+    match decoded {
+        Some(scope) => format!("Bearer <scope {}>", trunc(&scope, 300)),
+        None => trunc(value, 120),
     }
 }
 

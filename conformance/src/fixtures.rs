@@ -92,3 +92,102 @@ fn names(text: &str) -> Vec<String> {
         .filter_map(|v| v["name"].as_str().map(str::to_string))
         .collect()
 }
+
+// ── catalog fixtures (`fixtures/catalog/<family>/<type>/*.json`) ────────────
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/catalog_fixtures.rs"));
+}
+
+/// One catalog fixture: an event write `{actor, type, payload}` that the
+/// family's catalog accepts (`valid-*.json`) or rejects (`invalid-*.json`,
+/// whose 422 message contains `expect`).
+#[derive(Debug, Clone)]
+pub struct CatalogFixture {
+    /// `build` or `repository`.
+    pub family: String,
+    /// The type directory (an event type, or `_any`).
+    pub dir: String,
+    pub file: String,
+    pub valid: bool,
+    /// The event write (`expect` removed).
+    pub event: Value,
+    pub expect: Option<String>,
+}
+
+static CATALOG_DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+/// Reads the catalog fixtures from `dir` (laid out like `fixtures/catalog`)
+/// instead of the embedded copy. Call before [`crate::all_checks`].
+pub fn set_catalog_dir(dir: std::path::PathBuf) -> Result<(), String> {
+    let n = load_dir(&dir)?.len();
+    if n == 0 {
+        return Err(format!(
+            "{} holds no build/ or repository/ fixtures",
+            dir.display()
+        ));
+    }
+    CATALOG_DIR
+        .set(dir)
+        .map_err(|_| "the catalog fixture directory is already set".to_string())
+}
+
+fn load_dir(root: &std::path::Path) -> Result<Vec<(String, String, String, String)>, String> {
+    let mut rows = Vec::new();
+    for family in ["build", "repository"] {
+        let Ok(types) = std::fs::read_dir(root.join(family)) else {
+            continue;
+        };
+        for ty in types.flatten().filter(|t| t.path().is_dir()) {
+            let files = std::fs::read_dir(ty.path())
+                .map_err(|e| format!("{}: {e}", ty.path().display()))?;
+            for f in files.flatten() {
+                let name = f.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".json")
+                    && (name.starts_with("valid-") || name.starts_with("invalid-"))
+                {
+                    let text = std::fs::read_to_string(f.path())
+                        .map_err(|e| format!("{}: {e}", f.path().display()))?;
+                    rows.push((
+                        family.to_string(),
+                        ty.file_name().to_string_lossy().into_owned(),
+                        name,
+                        text,
+                    ));
+                }
+            }
+        }
+    }
+    rows.sort();
+    Ok(rows)
+}
+
+/// Every build and repository catalog fixture, sorted by family, type
+/// directory and file name. A fixture that is not a JSON object is returned
+/// with `event: null` so its check fails visibly.
+pub fn catalog_fixtures() -> Vec<CatalogFixture> {
+    let rows: Vec<(String, String, String, String)> = match CATALOG_DIR.get() {
+        Some(dir) => load_dir(dir).unwrap_or_default(),
+        None => embedded::EMBEDDED
+            .iter()
+            .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+            .collect(),
+    };
+    rows.into_iter()
+        .map(|(family, dir, file, text)| {
+            let mut event: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let expect = event
+                .as_object_mut()
+                .and_then(|o| o.remove("expect"))
+                .and_then(|v| v.as_str().map(str::to_string));
+            CatalogFixture {
+                valid: file.starts_with("valid-"),
+                family,
+                dir,
+                file,
+                event,
+                expect,
+            }
+        })
+        .collect()
+}

@@ -16,6 +16,7 @@
 //! - [`fixtures`]: sample event writes from `fixtures/conformance/`.
 //! - [`runner`]: clock detection, filtering, bounded concurrency, reporting.
 //! - [`spawn`]: start, stop and restart an `abstore` binary for tests.
+//! - [`token`]: section 7 bearer tokens (HMAC-SHA256), minted from the secret.
 //! - [`util`]: time arithmetic, unique names, percent-encoding, base64, sha256.
 
 pub mod checks;
@@ -23,9 +24,10 @@ pub mod client;
 pub mod fixtures;
 pub mod runner;
 pub mod spawn;
+pub mod token;
 pub mod util;
 
 pub use checks::{Check, CheckResult, Failure, all_checks};
 pub use client::{Ctx, Res, Resp};
-pub use runner::{Outcome, Report, run_checks};
+pub use runner::{Outcome, Report, authenticate, run_checks};
 pub use spawn::Server;

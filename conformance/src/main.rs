@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
-use conformance::{Ctx, all_checks, run_checks};
+use conformance::{Ctx, all_checks, authenticate, run_checks};
 
 /// Black-box HTTP conformance checks for Autobuild's Remote BuildStore protocol.
 #[derive(Parser, Debug)]
@@ -26,6 +26,21 @@ struct Args {
     /// How many clock-free checks run at once.
     #[arg(long, default_value_t = 8)]
     jobs: usize,
+    /// The server's token signing secret: the suite mints an admin token for
+    /// every check and runs the section 7 authentication checks. Without it
+    /// (and without --token) the server must be in open mode.
+    #[arg(long, env = "ABSTORE_CONFORMANCE_SECRET", hide_env_values = true)]
+    secret: Option<String>,
+    /// A bearer token to send on every request instead of a minted admin
+    /// token (e.g. a deployment token when the secret is not at hand; checks
+    /// that mint tokens then skip).
+    #[arg(long, env = "ABSTORE_CONFORMANCE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Read the catalog fixtures (`build/<type>/*.json`, `repository/<type>/*.json`)
+    /// from this directory instead of the copy embedded at build time from
+    /// the workspace's `fixtures/catalog`.
+    #[arg(long)]
+    catalog_fixtures: Option<std::path::PathBuf>,
     /// List the check ids with their spec sections and exit.
     #[arg(long)]
     list: bool,
@@ -34,6 +49,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(dir) = args.catalog_fixtures.clone()
+        && let Err(e) = conformance::fixtures::set_catalog_dir(dir)
+    {
+        eprintln!("--catalog-fixtures: {e}");
+        return ExitCode::from(2);
+    }
     if args.list {
         for c in all_checks() {
             let clock = if c.clock { " (test clock)" } else { "" };
@@ -53,6 +74,10 @@ async fn main() -> ExitCode {
     // the same transport error; say it once instead.
     if let Err(e) = ctx.get("/health").no_identity().send().await {
         eprintln!("cannot reach {}: {e}", ctx.base);
+        return ExitCode::from(2);
+    }
+    if let Err(e) = authenticate(&mut ctx, args.secret.as_deref(), args.token.as_deref()).await {
+        eprintln!("cannot set up authenticated mode against {}: {e}", ctx.base);
         return ExitCode::from(2);
     }
     let report = run_checks(

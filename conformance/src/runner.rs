@@ -68,6 +68,72 @@ impl Report {
     }
 }
 
+/// How far past the server's current time minted tokens expire. The clock
+/// checks only move a test clock forward by seconds, and a run against a real
+/// clock takes minutes.
+pub const TOKEN_MARGIN_MS: i64 = 7 * 24 * 3_600_000;
+
+/// The server's current time for token expiry: `GET /_test/clock` when the
+/// server has a test clock, else the `createdAt` of a fresh repository
+/// (written with `provisional`, a token valid for years of local time).
+pub async fn server_now_ms(ctx: &Ctx, provisional: Option<&str>) -> Result<i64, String> {
+    let r = ctx.get("/_test/clock").no_auth().send().await?;
+    if r.status == 200
+        && let Some(ms) = r
+            .json
+            .as_ref()
+            .and_then(|v| v["now"].as_str())
+            .and_then(crate::util::parse_iso_ms)
+    {
+        return Ok(ms);
+    }
+    let c = ctx.with_token(
+        provisional
+            .map(str::to_string)
+            .or_else(|| ctx.token.clone()),
+    );
+    c.now_ms().await
+}
+
+/// Milliseconds since the Unix epoch on this machine.
+pub fn local_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Puts `ctx` in authenticated mode. With a secret: reads the server's clock,
+/// sets [`Ctx::exp_ms`] to it plus [`TOKEN_MARGIN_MS`], and mints the admin
+/// token every check sends by default (unless `token` is given, which is then
+/// sent instead). With only a token: sends it, and checks that mint skip.
+/// With neither: open mode, nothing changes.
+pub async fn authenticate(
+    ctx: &mut Ctx,
+    secret: Option<&str>,
+    token: Option<&str>,
+) -> Result<(), String> {
+    ctx.secret = secret.map(str::to_string);
+    ctx.token = token.map(str::to_string);
+    ctx.exp_ms = local_now_ms() + TOKEN_MARGIN_MS;
+    let Some(secret) = secret else {
+        return Ok(());
+    };
+    let provisional = crate::token::mint(
+        secret,
+        &crate::token::admin_scope(local_now_ms() + 10 * 365 * 86_400_000),
+    );
+    let now = server_now_ms(ctx, Some(token.unwrap_or(&provisional))).await?;
+    ctx.exp_ms = now + TOKEN_MARGIN_MS;
+    if ctx.token.is_none() {
+        ctx.token = Some(crate::token::mint(
+            secret,
+            &crate::token::admin_scope(ctx.exp_ms),
+        ));
+    }
+    Ok(())
+}
+
 /// Detects `POST /_test/clock` without moving the clock: reads the server's
 /// current time from a fresh record and sets the clock to that same instant.
 pub async fn detect_clock(ctx: &Ctx) -> Result<bool, String> {

@@ -220,10 +220,22 @@ async fn resource_no_route(
 
 async fn catalog_case(c: Ctx, res: Res, case: InvalidCase) -> CheckResult {
     let id = c.create(res).await?;
-    let r = c
-        .post(&format!("{}/events", res.path(&id)), &case.event)
-        .send()
-        .await?;
+    let path = format!("{}/events", res.path(&id));
+    let Some(w) = c.writer_for(&case.event)? else {
+        // Authenticated mode: a human `via` no token can carry is refused by
+        // attribution (403) before the catalog (section 7).
+        c.post(&path, &case.event)
+            .send()
+            .await?
+            .error(403, "auth")?;
+        ensure!(
+            c.seqs(res, &id).await?.is_empty(),
+            "a 403-rejected append ({}) wrote an event",
+            case.name
+        );
+        return Ok(());
+    };
+    let r = w.post(&path, &case.event).send().await?;
     let msg = r.e422()?;
     if let Some(exact) = &case.exact {
         ensure!(
@@ -257,7 +269,8 @@ async fn catalog_case(c: Ctx, res: Res, case: InvalidCase) -> CheckResult {
 async fn via_ok(c: Ctx, fixture: &'static str) -> CheckResult {
     let (slug, _) = c.new_build().await?;
     let ev = build_event(fixture);
-    let env = c.append(Res::Build, &slug, &ev).await?;
+    let w = c.writer_for(&ev)?.ok_or("fixture via is malformed")?;
+    let env = w.append(Res::Build, &slug, &ev).await?;
     same(
         "human actor with via (stored and returned unchanged)",
         &env["actor"],
@@ -277,7 +290,8 @@ async fn repo_via_ok(c: Ctx) -> CheckResult {
     let mut ev = crate::fixtures::repo_event("pauseRequested");
     ev["actor"] =
         json!({"kind": "human", "user": "alice", "via": {"kind": "mcp", "client": "claude-code"}});
-    let env = c.append(Res::Repo, &id, &ev).await?;
+    let w = c.writer_for(&ev)?.ok_or("fixture via is malformed")?;
+    let env = w.append(Res::Repo, &id, &ev).await?;
     same(
         "repository event human actor with via",
         &env["actor"],

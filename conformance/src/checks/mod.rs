@@ -10,7 +10,9 @@ use std::sync::Arc;
 use crate::client::Ctx;
 
 pub mod artifacts;
+pub mod auth;
 pub mod builds;
+pub mod catalog;
 pub mod clock;
 pub mod concurrency;
 pub mod deposits;
@@ -19,6 +21,20 @@ pub mod health;
 pub mod leases;
 pub mod repos;
 pub mod transport;
+
+/// Skip reason of checks that mint tokens: the runner has no `--secret`.
+pub const NEEDS_SECRET: &str = "authenticated mode only: give the runner the server's --secret";
+/// Skip reason of checks that need an authenticated server (`--secret` or `--token`).
+pub const NEEDS_AUTH: &str =
+    "authenticated mode only: give the runner the server's --secret (or a --token)";
+/// Skip reason of open-mode checks when the runner was given a secret or token.
+pub const NEEDS_OPEN: &str = "open mode only: the runner was given a --secret or --token";
+
+/// True when a skip reason is one of the mode skips above (the other mode's
+/// checks), as opposed to a missing capability such as the test clock.
+pub fn is_mode_skip(reason: &str) -> bool {
+    [NEEDS_SECRET, NEEDS_AUTH, NEEDS_OPEN].contains(&reason)
+}
 
 /// Why a check did not pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +135,8 @@ pub fn all_checks() -> Vec<Check> {
     errors::register(&mut r);
     health::register(&mut r);
     concurrency::register(&mut r);
+    catalog::register(&mut r);
+    auth::register(&mut r);
     clock::register(&mut r);
     r.checks
 }
