@@ -43,6 +43,12 @@ impl App {
             Some(dir) => abstore_catalog::Catalogs::from_dir(dir).with_context(|| format!("loading catalogs from {}", dir.display()))?,
             None => abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?,
         };
+        anyhow::ensure!(
+            args.request_timeout_seconds >= args.max_wait_seconds + 5,
+            "--request-timeout-seconds ({}) must exceed --max-wait-seconds ({}) by at least 5 so held reads are never cut short",
+            args.request_timeout_seconds,
+            args.max_wait_seconds
+        );
         let secret = args.secret.resolve()?;
         if secret.is_none() {
             tracing::warn!("no token secret: open mode, every route is unauthenticated (local development only)");
@@ -68,10 +74,15 @@ impl App {
                 max_stream_batch_bytes: args.max_stream_batch_bytes,
                 max_wait: Duration::from_secs(args.max_wait_seconds),
                 max_held_reads: args.max_held_reads,
+                request_timeout: Duration::from_secs(args.request_timeout_seconds),
+                max_concurrent_requests: usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX),
             },
             autobuild_version: args.autobuild_version.clone(),
             shutdown: CancellationToken::new(),
             held_reads: Default::default(),
+            in_flight: tokio::sync::Semaphore::new(
+                usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX).min(tokio::sync::Semaphore::MAX_PERMITS),
+            ),
         });
         let metrics = match args.metrics_listen {
             Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
@@ -164,6 +175,8 @@ fn log_configuration(args: &ServeArgs, catalog: &str) {
         max_wait_seconds = args.max_wait_seconds,
         max_held_reads = args.max_held_reads,
         shutdown_grace_seconds = args.shutdown_grace_seconds,
+        request_timeout_seconds = args.request_timeout_seconds,
+        max_concurrent_requests = args.max_concurrent_requests,
         metrics_listen = ?args.metrics_listen,
         catalog = %catalog,
         test_clock = ?args.test_clock,

@@ -102,6 +102,15 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
 
+    /// Longest a request may run before it is answered `500 internal`; must
+    /// exceed the held-read ceiling by at least 5 s so no held read is cut short.
+    #[arg(long, env = "ABSTORE_REQUEST_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub request_timeout_seconds: u64,
+
+    /// Requests served at once (held reads included); more wait for a turn.
+    #[arg(long, env = "ABSTORE_MAX_CONCURRENT_REQUESTS", default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent_requests: u64,
+
     /// After SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before the process exits anyway (held reads answer at once).
     #[arg(long, env = "ABSTORE_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]

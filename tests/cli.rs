@@ -98,3 +98,25 @@ async fn healthcheck_follows_readyz_and_responses_carry_request_ids() {
     assert!(!ok);
     assert!(stderr.starts_with("error: "), "{stderr}");
 }
+
+/// docs/configuration.md cannot drift from the CLI: every flag and
+/// environment variable `--help` shows is documented there.
+#[test]
+fn every_flag_and_variable_is_documented() {
+    let docs = std::fs::read_to_string(format!("{}/docs/configuration.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    for command in [&["serve", "--help"][..], &["migrate", "--help"], &["healthcheck", "--help"], &["token", "mint", "--help"]] {
+        let (ok, help, stderr) = abstore(command);
+        assert!(ok, "{stderr}");
+        for word in help.split(|c: char| c.is_whitespace() || matches!(c, ',' | '[' | ']' | '=' | '<' | '>' | '|' | '(' | ')')) {
+            // A whole-word occurrence: `--secret` must not pass on `--secret-file`.
+            let documented = |w: &str| {
+                docs.match_indices(w).any(|(at, _)| {
+                    !docs[at + w.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                })
+            };
+            if (word.starts_with("--") && word.len() > 2 && word != "--help" && word != "--version") || word.starts_with("ABSTORE_") {
+                assert!(documented(word), "{word} (from abstore {}) is not in docs/configuration.md", command.join(" "));
+            }
+        }
+    }
+}

@@ -50,6 +50,10 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Held reads allowed at once in this process; beyond it reads answer at once.
     pub max_held_reads: usize,
+    /// Longest a request may run (always above `max_wait`).
+    pub request_timeout: Duration,
+    /// Requests served at once; more wait for a permit.
+    pub max_concurrent_requests: usize,
 }
 
 /// Counts held reads in flight against the cap.
@@ -93,6 +97,8 @@ pub struct AppState {
     /// Cancelled on shutdown: held reads answer at once.
     pub shutdown: CancellationToken,
     pub held_reads: HeldReads,
+    /// Permits for `Limits::max_concurrent_requests`.
+    pub in_flight: tokio::sync::Semaphore,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -111,6 +117,7 @@ pub fn router(state: SharedState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::check))
         .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
         .layer(axum::middleware::from_fn(crate::metrics::track))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), ops::bound))
         .with_state(state);
     ops::layer(routes)
 }

@@ -13,7 +13,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, RequestId
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 
-use super::ApiError;
+use super::{ApiError, SharedState};
 
 /// Wrap `router` in the request-id, trace and panic layers (outermost first:
 /// the id is set before the span opens, and propagated onto every response).
@@ -37,4 +37,23 @@ pub fn layer(router: Router) -> Router {
         .layer(trace)
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// The global bounds every request is under: a permit from the concurrency
+/// limit (waiting for one when all are taken) and the request timeout, which
+/// startup guarantees is longer than any held read.
+pub async fn bound(
+    axum::extract::State(state): axum::extract::State<SharedState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let Ok(_permit) = state.in_flight.acquire().await else {
+        return ApiError::Internal("the concurrency limiter is closed".into()).into_response();
+    };
+    let limit = state.limits.request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Internal(format!("request exceeded the {}-second request timeout", limit.as_secs())).into_response(),
+    }
 }
