@@ -134,19 +134,32 @@ async fn the_held_read_cap_and_a_zero_ceiling_answer_at_once() {
     }
 }
 
-/// SIGTERM: held reads answer `[]` at once and the process exits 0.
-#[tokio::test]
-async fn shutdown_answers_held_reads_and_exits_cleanly() {
+/// Spawn `abstore serve` on a free port with `extra` flags; returns the
+/// child and its stdout lines positioned after the metrics line, if any.
+async fn spawn_serve(extra: &[&str]) -> (tokio::process::Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", "memory://"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
+/// The address in the `abstore listening on http://ADDR` line.
+async fn listening_addr(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
     let line = lines.next_line().await.unwrap().unwrap();
-    let url = line.strip_prefix("abstore listening on ").unwrap().to_owned();
+    line.strip_prefix("abstore listening on http://").unwrap().to_owned()
+}
+
+/// SIGTERM: held reads answer `[]` at once and the process exits 0.
+#[tokio::test]
+async fn shutdown_answers_held_reads_and_exits_cleanly() {
+    let (mut child, mut lines) = spawn_serve(&["--database", "sqlite::memory:"]).await;
+    let url = format!("http://{}", listening_addr(&mut lines).await);
     let c = client();
     post(&c, format!("{url}/builds"), json!({"slug": "bye", "repo": "r"})).await;
     let reader = {
@@ -177,16 +190,9 @@ async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> f64 {
 
 /// Start abstore with metrics; returns (child, base URL, metrics URL).
 async fn start_with_metrics(database: &str) -> (tokio::process::Child, String, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--database", database, "--blobs", "memory://"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (child, mut lines) = spawn_serve(&["--metrics-listen", "127.0.0.1:0", "--database", database]).await;
     let metrics = lines.next_line().await.unwrap().unwrap().strip_prefix("abstore metrics on ").unwrap().to_owned();
-    let url = lines.next_line().await.unwrap().unwrap().strip_prefix("abstore listening on ").unwrap().to_owned();
+    let url = format!("http://{}", listening_addr(&mut lines).await);
     (child, url, metrics)
 }
 
@@ -280,16 +286,8 @@ async fn metrics_are_served_separately_without_ids_in_labels() {
 #[tokio::test]
 async fn shutdown_grace_bounds_stalled_requests() {
     use tokio::io::AsyncWriteExt as _;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", "memory://", "--shutdown-grace-seconds", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap();
-    let addr = line.strip_prefix("abstore listening on http://").unwrap().to_owned();
+    let (mut child, mut lines) = spawn_serve(&["--database", "sqlite::memory:", "--shutdown-grace-seconds", "1"]).await;
+    let addr = listening_addr(&mut lines).await;
     let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = "POST /builds HTTP/1.1\r\nHost: x\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"slug\":";
     stalled.write_all(head.as_bytes()).await.unwrap();

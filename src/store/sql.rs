@@ -286,6 +286,18 @@ macro_rules! impl_store {
                 Ok(envelope)
             }
 
+            /// The next value of a resource's child counter, which orders the
+            /// streams and sessions it creates (and stream closes) within one
+            /// millisecond.
+            async fn next_child_order(tx: &mut sqlx::Transaction<'static, $db>, parent: &ResourceRef) -> StoreResult<i64> {
+                Ok(crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
+                    .bind(parent.kind.tag())
+                    .bind(&parent.id)
+                    .fetch_one(&mut **tx)
+                    .await?
+                    .try_get("stream_counter")?)
+            }
+
             /// Lock a stream row inside `tx`; `NotFound` when absent.
             async fn lock_stream(tx: &mut sqlx::Transaction<'static, $db>, id: &str) -> StoreResult<crate::store::StreamRecord> {
                 let row = crate::store::counted::<$db>(LOCK_STREAM).bind(id).fetch_optional(&mut **tx).await?.ok_or(StoreError::NotFound)?;
@@ -518,12 +530,7 @@ macro_rules! impl_store {
                 let mut tx = self.begin_write().await?;
                 Self::lock(&mut tx, &repo_ref).await?;
                 let now = self.clock.now_ms();
-                let order: i64 = crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
-                    .bind(repo_ref.kind.tag())
-                    .bind(repo)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("stream_counter")?;
+                let order = Self::next_child_order(&mut tx, &repo_ref).await?;
                 crate::store::counted::<$db>(sql::INSERT_SESSION)
                     .bind(id)
                     .bind(Value::Object(attrs.clone()).to_string())
@@ -552,12 +559,7 @@ macro_rules! impl_store {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, scope).await?;
                 let now = self.clock.now_ms();
-                let order: i64 = crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
-                    .bind(scope.kind.tag())
-                    .bind(&scope.id)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("stream_counter")?;
+                let order = Self::next_child_order(&mut tx, scope).await?;
                 crate::store::counted::<$db>(sql::PRUNE_CLOSED_CHUNKS).bind(scope.kind.tag()).bind(&scope.id).execute(&mut *tx).await?;
                 crate::store::counted::<$db>(sql::INSERT_STREAM)
                     .bind(id)
@@ -645,12 +647,7 @@ macro_rules! impl_store {
                 let now = self.write_time(&row);
                 let mut metas = Self::insert_artifacts(&mut tx, &scope, vec![artifact], now).await?;
                 let meta = metas.pop().ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
-                let order: i64 = crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
-                    .bind(scope.kind.tag())
-                    .bind(&scope.id)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("stream_counter")?;
+                let order = Self::next_child_order(&mut tx, &scope).await?;
                 crate::store::counted::<$db>(sql::CLOSE_STREAM)
                     .bind(id)
                     .bind(now)
