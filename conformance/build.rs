@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-const FAMILIES: [&str; 2] = ["build", "repository"];
+const FAMILIES: [&str; 3] = ["build", "repository", "session"];
 
 fn main() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());

@@ -120,3 +120,43 @@ fn every_flag_and_variable_is_documented() {
         }
     }
 }
+
+/// A request refused before its body is read (here an unknown stream, which
+/// the spec resolves before the body) says `Connection: close`, so a
+/// keep-alive client does not reuse a connection the server then closes.
+#[tokio::test]
+async fn responses_before_the_body_close_the_connection_explicitly() {
+    let server = conformance::Server::start(
+        env!("CARGO_BIN_EXE_abstore"),
+        &["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", "memory://"],
+    )
+    .await
+    .unwrap();
+    let client = reqwest::Client::new();
+    let big = serde_json::json!({"parts": [{"type": "text-delta", "delta": "x".repeat(1_100_000)}]});
+    let refused = client
+        .post(format!("{}/streams/st_unknown/chunks", server.url()))
+        .header("x-autobuild-version", "0.8.0")
+        .header("x-autobuild-protocol-version", "2")
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    assert_eq!(refused.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"));
+    // The same client goes on working (on a new connection).
+    for _ in 0..3 {
+        assert_eq!(client.get(format!("{}/health", server.url())).send().await.unwrap().status(), 200);
+    }
+    // A request whose body was read keeps its connection.
+    let read = client
+        .post(format!("{}/builds", server.url()))
+        .header("x-autobuild-version", "0.8.0")
+        .header("x-autobuild-protocol-version", "2")
+        .json(&serde_json::json!({"slug": "keep", "repo": "r"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 201);
+    assert!(read.headers().get("connection").is_none());
+}

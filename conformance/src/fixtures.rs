@@ -13,6 +13,7 @@ const REPO_EVENTS: &str = include_str!("../../fixtures/conformance/repository-ev
 const INVALID_BUILD: &str = include_str!("../../fixtures/conformance/invalid-build-events.json");
 const INVALID_REPO: &str =
     include_str!("../../fixtures/conformance/invalid-repository-events.json");
+const SESSION_EVENTS: &str = include_str!("../../fixtures/conformance/session-events.json");
 
 fn parsed(cell: &'static OnceLock<Value>, text: &str) -> &'static Value {
     cell.get_or_init(|| serde_json::from_str(text).expect("fixture files are valid JSON"))
@@ -34,6 +35,15 @@ pub fn repo_event(name: &str) -> Value {
     parsed(&CELL, REPO_EVENTS)
         .get(name)
         .unwrap_or_else(|| panic!("no repository event fixture {name:?}"))
+        .clone()
+}
+
+/// A valid operator-session event write by fixture name (section 5).
+pub fn session_event(name: &str) -> Value {
+    static CELL: OnceLock<Value> = OnceLock::new();
+    parsed(&CELL, SESSION_EVENTS)
+        .get(name)
+        .unwrap_or_else(|| panic!("no session event fixture {name:?}"))
         .clone()
 }
 
@@ -104,7 +114,7 @@ mod embedded {
 /// whose 422 message contains `expect`).
 #[derive(Debug, Clone)]
 pub struct CatalogFixture {
-    /// `build` or `repository`.
+    /// `build`, `repository` or `session`.
     pub family: String,
     /// The type directory (an event type, or `_any`).
     pub dir: String,
@@ -123,7 +133,7 @@ pub fn set_catalog_dir(dir: std::path::PathBuf) -> Result<(), String> {
     let n = load_dir(&dir)?.len();
     if n == 0 {
         return Err(format!(
-            "{} holds no build/ or repository/ fixtures",
+            "{} holds no build/, repository/ or session/ fixtures",
             dir.display()
         ));
     }
@@ -134,7 +144,7 @@ pub fn set_catalog_dir(dir: std::path::PathBuf) -> Result<(), String> {
 
 fn load_dir(root: &std::path::Path) -> Result<Vec<(String, String, String, String)>, String> {
     let mut rows = Vec::new();
-    for family in ["build", "repository"] {
+    for family in ["build", "repository", "session"] {
         let Ok(types) = std::fs::read_dir(root.join(family)) else {
             continue;
         };

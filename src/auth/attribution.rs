@@ -7,8 +7,8 @@
 //! actor JSON, because its answers are authority answers (403), not validation
 //! answers (422): a caller must be able to tell "not yours" from "malformed".
 //! Anything that is *not* an authority question — an unknown actor shape, a
-//! `via` on a non-human actor, a `via` on a session event — is left untouched
-//! for the catalog to judge.
+//! `via` on a non-human actor, a `via` the token does carry on a session
+//! event — is left for the catalog to judge.
 
 use serde_json::Value;
 
@@ -20,10 +20,14 @@ use super::scope::{Scope, Via, WILDCARD};
 ///
 /// - Token session `"*"`: any actor passes here.
 /// - Any other session: only `{"kind": "agent", "session": <that session>, …}`.
-/// - `family_allows_via` (build and repository events): a human actor claiming
-///   a `via` the token does not carry is refused; when the token carries a
-///   `via`, it is stamped onto the human actor (added, or replacing an equal
-///   claim). Session events (`family_allows_via = false`) are never stamped.
+/// - Every family (spec section 7 names build, repository and session
+///   resources): a human actor claiming a `via` the token does not carry is
+///   refused (403).
+/// - `family_allows_via` (build and repository events): when the token carries
+///   a `via`, it is stamped onto the human actor (added, or replacing an equal
+///   claim). Session events (`family_allows_via = false`) are never stamped:
+///   `via` is never valid there, so the catalog rejects a claimed one (422)
+///   and an unclaimed write stays the operator's own.
 ///
 /// Attributed operator scopes have no session dimension and never reach a raw
 /// store write (authorization refuses them first); they are refused here too.
@@ -39,7 +43,7 @@ pub fn attribute(scope: &Scope, actor: &mut Value, family_allows_via: bool) -> R
     let Some(object) = actor.as_object_mut() else {
         return Ok(());
     };
-    if object.get("kind").and_then(Value::as_str) != Some("human") || !family_allows_via {
+    if object.get("kind").and_then(Value::as_str) != Some("human") {
         return Ok(());
     }
     // (A human actor got here only with a `"*"` token session.)
@@ -54,7 +58,7 @@ pub fn attribute(scope: &Scope, actor: &mut Value, family_allows_via: bool) -> R
             )));
         }
     }
-    if let Some(via) = token_via {
+    if let Some(via) = token_via.filter(|_| family_allows_via) {
         // `insert` keeps an existing member's position, appends a new one.
         object.insert("via".to_owned(), via.to_json());
     }
@@ -243,16 +247,18 @@ mod tests {
         let mut actor = human.clone();
         assert_eq!(attribute(&token, &mut actor, false), Ok(()));
         assert_eq!(actor, human);
-        // A human via claim on a session event is the catalog's rejection, matching or not.
-        for claim in [json!({"kind": "mcp", "client": "claude-code"}), json!({"kind": "mcp", "client": "other"})] {
-            let actor = json!({"kind": "human", "user": "alice", "via": claim});
-            let mut written = actor.clone();
-            assert_eq!(attribute(&token, &mut written, false), Ok(()));
-            assert_eq!(written, actor);
-        }
+        // The token's own via on a session event passes here, unstamped: the
+        // catalog rejects it (via is never valid on session events).
+        let actor = json!({"kind": "human", "user": "alice", "via": {"kind": "mcp", "client": "claude-code"}});
+        let mut written = actor.clone();
+        assert_eq!(attribute(&token, &mut written, false), Ok(()));
+        assert_eq!(written, actor);
+        // A via the token does not carry is refused on every family (section 7).
+        let other = json!({"kind": "human", "user": "alice", "via": {"kind": "mcp", "client": "other"}});
+        assert!(attribute(&token, &mut other.clone(), false).is_err());
         let no_via = scope("*", None);
         let actor = json!({"kind": "human", "user": "alice", "via": {"kind": "session", "id": "os_1"}});
-        assert_eq!(attribute(&no_via, &mut actor.clone(), false), Ok(()));
+        assert!(attribute(&no_via, &mut actor.clone(), false).is_err());
     }
 
     #[test]

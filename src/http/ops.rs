@@ -57,3 +57,60 @@ pub async fn bound(
         Err(_) => ApiError::Internal(format!("request exceeded the {}-second request timeout", limit.as_secs())).into_response(),
     }
 }
+
+/// Requests answered without reading their body to the end (a 401, 403, 404
+/// or 409 comes before the body by the spec's order; a 413 stops reading)
+/// leave bytes on the connection, so hyper closes it after the response.
+/// Say so with `Connection: close`, or keep-alive clients and proxies (nginx
+/// upstream pools) reuse a connection that is about to go away.
+pub async fn close_unread(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+    let headers = request.headers();
+    let has_body = headers.contains_key(TRANSFER_ENCODING)
+        || headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()).is_some_and(|n| n > 0);
+    if !has_body {
+        return next.run(request).await;
+    }
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (parts, body) = request.into_parts();
+    let body = axum::body::Body::new(Tracked { inner: body, finished: finished.clone() });
+    let mut response = next.run(axum::extract::Request::from_parts(parts, body)).await;
+    if !finished.load(std::sync::atomic::Ordering::SeqCst) {
+        response.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that records whether it was read to its end.
+struct Tracked {
+    inner: axum::body::Body,
+    finished: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            self.finished.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let end = self.inner.is_end_stream();
+        if end {
+            self.finished.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        end
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -339,7 +339,7 @@ fn session_ops(id: &str) -> Vec<Op> {
             "POST",
             format!("{p}/events"),
             Some(
-                json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {}}),
+                json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {"id": "m_1", "text": "t"}}),
             ),
             0,
         ),

@@ -1,6 +1,6 @@
 //! The event catalogs as data (sections 2 and 9): every fixture in
-//! `fixtures/catalog/{build,repository}/<type>/` sent over HTTP to a fresh
-//! build or repository. `valid-*.json` must append (201, the envelope echoing
+//! `fixtures/catalog/{build,repository,session}/<type>/` sent over HTTP to a fresh
+//! build, repository or operator session. `valid-*.json` must append (201, the envelope echoing
 //! the write); `invalid-*.json` must be a 422 whose message contains the
 //! fixture's `expect`, appending nothing. One check per type directory, named
 //! `s9.fixtures.<family>.<type>`; the files of one directory go in sequence.
@@ -25,10 +25,10 @@ pub fn register(r: &mut Registry) {
             .push(f);
     }
     for ((family, dir), fixtures) in groups {
-        let res = if family == "build" {
-            Res::Build
-        } else {
-            Res::Repo
+        let res = match family.as_str() {
+            "build" => Some(Res::Build),
+            "repository" => Some(Res::Repo),
+            _ => None,
         };
         r.add(format!("s9.fixtures.{family}.{dir}"), "9", move |c| {
             run_dir(c, res, fixtures.clone())
@@ -36,9 +36,21 @@ pub fn register(r: &mut Registry) {
     }
 }
 
-async fn run_dir(c: Ctx, res: Res, fixtures: Vec<CatalogFixture>) -> CheckResult {
-    let id = c.create(res).await?;
-    let path = format!("{}/events", res.path(&id));
+/// `res` is `None` for the session family: the fixtures go to a fresh
+/// operator session, whose `session.created` is sequence 1.
+async fn run_dir(c: Ctx, res: Option<Res>, fixtures: Vec<CatalogFixture>) -> CheckResult {
+    let (id, path) = match res {
+        Some(res) => {
+            let id = c.create(res).await?;
+            let path = format!("{}/events", res.path(&id));
+            (id, path)
+        }
+        None => {
+            let (_, id) = super::sessions::new_session(&c).await?;
+            let path = format!("{}/events", super::sessions::session_path(&id));
+            (id, path)
+        }
+    };
     let mut appended = 0usize;
     let mut errors = Vec::new();
     for f in &fixtures {
@@ -56,7 +68,10 @@ async fn run_dir(c: Ctx, res: Res, fixtures: Vec<CatalogFixture>) -> CheckResult
         fixtures.len(),
         errors.join("\n  ")
     );
-    let n = c.seqs(res, &id).await?.len();
+    let n = match res {
+        Some(res) => c.seqs(res, &id).await?.len(),
+        None => super::sessions::session_events(&c, &id, "").await?.len() - 1,
+    };
     ensure!(
         n == appended,
         "{appended} fixtures were accepted but the stream holds {n} events (a rejected write appended?)"

@@ -11,6 +11,7 @@ use crate::client::Ctx;
 
 pub mod artifacts;
 pub mod auth;
+pub mod auth_sessions;
 pub mod builds;
 pub mod catalog;
 pub mod clock;
@@ -20,6 +21,8 @@ pub mod errors;
 pub mod health;
 pub mod leases;
 pub mod repos;
+pub mod sessions;
+pub mod streams;
 pub mod transport;
 
 /// Skip reason of checks that mint tokens: the runner has no `--secret`.
@@ -132,11 +135,14 @@ pub fn all_checks() -> Vec<Check> {
     artifacts::register(&mut r);
     leases::register(&mut r);
     deposits::register(&mut r);
+    sessions::register(&mut r);
+    streams::register(&mut r);
     errors::register(&mut r);
     health::register(&mut r);
     concurrency::register(&mut r);
     catalog::register(&mut r);
     auth::register(&mut r);
+    auth_sessions::register(&mut r);
     clock::register(&mut r);
     r.checks
 }
