@@ -1,0 +1,156 @@
+//! abstore-load: load scenarios against real `abstore serve` processes.
+//!
+//! Each scenario spawns its own server process(es) on loopback, with a fresh
+//! database (a PostgreSQL database `abstore_bench_<random>` is created and
+//! dropped per use), runs bounded phases of a few seconds and prints markdown
+//! tables. See docs/benchmarks.md. Never part of the test suite.
+
+mod harness;
+mod memory;
+mod raw;
+mod throughput;
+mod wake;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, ValueEnum};
+
+use harness::{Ctx, Table};
+
+#[derive(Parser)]
+#[command(name = "abstore-load", about = "Load scenarios for abstore (see docs/benchmarks.md)")]
+struct Cli {
+    /// Scenario to run.
+    #[arg(value_enum)]
+    scenario: Scenario,
+
+    /// The server binary (build it with `cargo build --release --bin abstore`).
+    #[arg(long, env = "ABSTORE_BENCH_SERVER")]
+    server: Option<PathBuf>,
+
+    /// PostgreSQL base URL without a database; fresh databases are created under it.
+    #[arg(long, env = "ABSTORE_BENCH_POSTGRES", default_value = "postgres://postgres@127.0.0.1:5432")]
+    postgres: String,
+
+    /// Skip every PostgreSQL measurement.
+    #[arg(long)]
+    no_postgres: bool,
+
+    /// Measured seconds per load phase.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+
+    /// Unmeasured warm-up seconds before each load phase.
+    #[arg(long, default_value_t = 0.5)]
+    warmup: f64,
+
+    /// Also write the result tables (markdown) to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    Append,
+    Read,
+    Deposit,
+    Wake,
+    Memory,
+    All,
+}
+
+fn default_server() -> PathBuf {
+    // bench/ sits in the workspace root, next to target/.
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/abstore")
+}
+
+fn clk_tck() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let server_bin = cli.server.clone().unwrap_or_else(default_server);
+    if !server_bin.is_file() {
+        bail!("no server binary at {}; run `cargo build --release --bin abstore` or pass --server", server_bin.display());
+    }
+    let work_dir = std::env::temp_dir().join(format!("abstore-bench-{}", harness::unique_suffix()));
+    std::fs::create_dir_all(&work_dir)?;
+    let ctx = Ctx {
+        server_bin: server_bin.canonicalize()?,
+        pg_base: (!cli.no_postgres).then(|| cli.postgres.trim_end_matches('/').to_owned()),
+        seconds: cli.seconds,
+        warmup: cli.warmup,
+        work_dir: work_dir.clone(),
+        clk_tck: clk_tck(),
+    };
+    if let Some(base) = &ctx.pg_base {
+        use sqlx::Connection as _;
+        sqlx::PgConnection::connect(&format!("{base}/postgres"))
+            .await
+            .with_context(|| format!("PostgreSQL at {base} is not reachable (pass --no-postgres to skip it)"))?
+            .close()
+            .await?;
+    }
+    let started = Instant::now();
+    let load_before = harness::loadavg();
+    eprintln!("abstore-load: server {}, scratch {}, load average {load_before}", ctx.server_bin.display(), work_dir.display());
+    let scenarios: Vec<Scenario> = match cli.scenario {
+        Scenario::All => vec![Scenario::Append, Scenario::Read, Scenario::Deposit, Scenario::Wake, Scenario::Memory],
+        one => vec![one],
+    };
+    let mut tables: Vec<Table> = Vec::new();
+    let mut failure = None;
+    for scenario in scenarios {
+        let result = match scenario {
+            Scenario::Append => throughput::append(&ctx).await,
+            Scenario::Read => throughput::read(&ctx).await,
+            Scenario::Deposit => throughput::deposit(&ctx).await,
+            Scenario::Wake => wake::wake(&ctx).await,
+            Scenario::Memory => memory::memory(&ctx).await,
+            Scenario::All => unreachable!(),
+        };
+        match result {
+            Ok(table) => {
+                println!("{}", table.render());
+                tables.push(table);
+            }
+            Err(err) => {
+                eprintln!("scenario failed: {err:#}");
+                failure.get_or_insert(err);
+            }
+        }
+    }
+    let summary = format!(
+        "run: {:.0} s on {} CPUs; load average before {load_before}, after {}; {} s phases after {} s warm-up; server CPU from /proc/<pid>/stat at {} ticks/s\n",
+        started.elapsed().as_secs_f64(),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        harness::loadavg(),
+        ctx.seconds,
+        ctx.warmup,
+        ctx.clk_tck,
+    );
+    println!("{summary}");
+    if let Some(path) = &cli.out {
+        let mut text = summary;
+        for table in &tables {
+            text.push('\n');
+            text.push_str(&table.render());
+        }
+        std::fs::write(path, text)?;
+    }
+    let _ = std::fs::remove_dir_all(&work_dir);
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
