@@ -8,6 +8,7 @@
 mod harness;
 mod memory;
 mod raw;
+mod streams;
 mod throughput;
 mod wake;
 
@@ -58,6 +59,7 @@ enum Scenario {
     Deposit,
     Wake,
     Memory,
+    Streams,
     All,
 }
 
@@ -105,7 +107,7 @@ async fn main() -> Result<()> {
     let load_before = harness::loadavg();
     eprintln!("abstore-load: server {}, scratch {}, load average {load_before}", ctx.server_bin.display(), work_dir.display());
     let scenarios: Vec<Scenario> = match cli.scenario {
-        Scenario::All => vec![Scenario::Append, Scenario::Read, Scenario::Deposit, Scenario::Wake, Scenario::Memory],
+        Scenario::All => vec![Scenario::Append, Scenario::Read, Scenario::Deposit, Scenario::Wake, Scenario::Memory, Scenario::Streams],
         one => vec![one],
     };
     let mut tables: Vec<Table> = Vec::new();
@@ -117,6 +119,7 @@ async fn main() -> Result<()> {
             Scenario::Deposit => throughput::deposit(&ctx).await,
             Scenario::Wake => wake::wake(&ctx).await,
             Scenario::Memory => memory::memory(&ctx).await,
+            Scenario::Streams => streams::streams(&ctx).await,
             Scenario::All => unreachable!(),
         };
         match result {
