@@ -42,7 +42,12 @@ where
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let current = fetch().await?;
+        // One append can wake thousands of held reads at once; their queries
+        // share half the pool so the writes behind them still find connections.
+        let current = {
+            let _turn = state.held_requeries.acquire().await.map_err(|_| StoreError::Corrupt("held-read limiter closed".into()))?;
+            fetch().await?
+        };
         if ready(&current) || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             return Ok(current);
         }

@@ -99,6 +99,9 @@ pub struct AppState {
     pub held_reads: HeldReads,
     /// Permits for `Limits::max_concurrent_requests`.
     pub in_flight: tokio::sync::Semaphore,
+    /// Held reads' queries after subscribing run at most this many at once
+    /// (half the database pool), so a wake storm cannot starve writes.
+    pub held_requeries: tokio::sync::Semaphore,
 }
 
 pub type SharedState = Arc<AppState>;

@@ -31,8 +31,11 @@ const STREAM_TAILS: &str = "SELECT 'stream' AS kind, s.id, \
 /// The channel every replica listens on; payloads name a resource, never content.
 pub const CHANNEL: &str = "abstore_events";
 
-/// Sent inside each append transaction, so delivery happens on commit.
-const NOTIFY_EVENT: Option<&str> = Some("SELECT pg_notify('abstore_events', $1)");
+/// One statement notifying a batch of resources (payloads `kind:id`).
+const PUBLISH: &str = "SELECT pg_notify('abstore_events', p) FROM unnest($1::text[]) AS p";
+
+/// Payloads per NOTIFY statement.
+const PUBLISH_BATCH: usize = 512;
 
 /// How long a request waits for a pooled connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,6 +44,7 @@ pub struct PgStore {
     pool: PgPool,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
+    published: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl PgStore {
@@ -59,7 +63,19 @@ impl PgStore {
             sqlx::migrate!("migrations/postgres").run(&pool).await?;
         }
         tokio::spawn(listen(url.to_owned(), notifier.clone()));
-        Ok(PgStore { pool, clock, notifier })
+        let (published, pending) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(publish_batches(pool.clone(), pending));
+        Ok(PgStore { pool, clock, notifier, published })
+    }
+
+    /// Queue a NOTIFY for `resource` (after its transaction committed).
+    /// NOTIFY takes a database-wide lock at commit, so it is kept out of the
+    /// append transactions and sent in batches by one task; a notification
+    /// lost to a crash or a dropped connection is covered by the sweep.
+    fn publish(&self, resource: &crate::protocol::ResourceRef) {
+        if let Some(payload) = crate::store::notify_payload(resource) {
+            let _ = self.published.send(payload);
+        }
     }
 
     fn reader(&self) -> &PgPool {
@@ -68,6 +84,24 @@ impl PgStore {
 
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         self.pool.begin().await
+    }
+}
+
+/// Send queued notifications, as many per statement as are waiting.
+async fn publish_batches(pool: PgPool, mut pending: tokio::sync::mpsc::UnboundedReceiver<String>) {
+    while let Some(first) = pending.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < PUBLISH_BATCH {
+            match pending.try_recv() {
+                Ok(payload) => batch.push(payload),
+                Err(_) => break,
+            }
+        }
+        batch.sort_unstable();
+        batch.dedup();
+        if let Err(err) = crate::store::counted::<sqlx::Postgres>(PUBLISH).bind(&batch).execute(&pool).await {
+            tracing::warn!(error = %err, count = batch.len(), "NOTIFY failed; the sweep will wake those readers");
+        }
     }
 }
 

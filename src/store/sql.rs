@@ -4,10 +4,11 @@
 //! `RETURNING`, so every statement except the row lock is written once here.
 //! `impl_store!` expands the one implementation of [`Store`](super::Store)
 //! for a backend type, which supplies `reader()`, `begin_write()`, `clock`,
-//! `notifier` and three dialect statements: `LOCK_RESOURCE` (PostgreSQL adds
-//! `FOR UPDATE`; SQLite's single writer connection with `BEGIN IMMEDIATE`
-//! already serialises), `TAILS` (a JSON array parameter expanded by
-//! `json_to_recordset` or `json_each`) and `NOTIFY_EVENT` (PostgreSQL only).
+//! `notifier`, `publish()` (telling other replicas about a commit; PostgreSQL
+//! only) and the dialect statements `LOCK_RESOURCE`/`LOCK_STREAM` (PostgreSQL
+//! adds `FOR UPDATE`; SQLite's single writer connection with `BEGIN IMMEDIATE`
+//! already serialises) and `TAILS`/`STREAM_TAILS` (a JSON array parameter
+//! expanded by `json_to_recordset` or `json_each`).
 //! A macro rather than generics because sqlx's generic-over-database bounds
 //! would have to be restated on every function.
 
@@ -272,10 +273,6 @@ macro_rules! impl_store {
                     .bind(&envelope)
                     .execute(&mut **tx)
                     .await?;
-                if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(r)) {
-                    // Delivered to every replica's LISTEN connection on commit.
-                    crate::store::counted::<$db>(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut **tx).await?;
-                }
                 crate::store::counted::<$db>(sql::BUMP_SEQ)
                     .bind(r.kind.tag())
                     .bind(&r.id)
@@ -302,6 +299,13 @@ macro_rules! impl_store {
             async fn lock_stream(tx: &mut sqlx::Transaction<'static, $db>, id: &str) -> StoreResult<crate::store::StreamRecord> {
                 let row = crate::store::counted::<$db>(LOCK_STREAM).bind(id).fetch_optional(&mut **tx).await?.ok_or(StoreError::NotFound)?;
                 stream_row(&row)
+            }
+
+            /// After a commit that readers may wait for: wake this process's
+            /// held reads, and tell the other replicas (PostgreSQL).
+            fn written(&self, r: &ResourceRef) {
+                self.notifier.notify(r);
+                self.publish(r);
             }
 
             /// A time for this write that never precedes the resource's last
@@ -384,7 +388,7 @@ macro_rules! impl_store {
                 let now = self.write_time(&row);
                 let envelope = Self::insert_event(&mut tx, r, row.last_seq, now, &event).await?;
                 tx.commit().await?;
-                self.notifier.notify(r);
+                self.written(r);
                 Ok(Some(envelope))
             }
 
@@ -428,7 +432,7 @@ macro_rules! impl_store {
                 let event = make_event(&metas)?;
                 let envelope = Self::insert_event(&mut tx, r, row.last_seq, now, &event).await?;
                 tx.commit().await?;
-                self.notifier.notify(r);
+                self.written(r);
                 Ok((envelope, metas))
             }
 
@@ -609,11 +613,8 @@ macro_rules! impl_store {
                 crate::store::counted::<$db>(sql::INSERT_CHUNK).bind(id).bind(seq).bind(&chunk).execute(&mut *tx).await?;
                 crate::store::counted::<$db>(sql::BUMP_CHUNK_SEQ).bind(id).bind(seq).execute(&mut *tx).await?;
                 let stream_ref = ResourceRef::new(ResourceKind::Stream, id);
-                if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(&stream_ref)) {
-                    crate::store::counted::<$db>(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut *tx).await?;
-                }
                 tx.commit().await?;
-                self.notifier.notify(&stream_ref);
+                self.written(&stream_ref);
                 Ok(chunk)
             }
 
@@ -660,11 +661,8 @@ macro_rules! impl_store {
                     .await?;
                 crate::store::counted::<$db>(sql::TOUCH).bind(scope.kind.tag()).bind(&scope.id).bind(now).execute(&mut *tx).await?;
                 let stream_ref = ResourceRef::new(ResourceKind::Stream, id);
-                if let Some(payload) = NOTIFY_EVENT.and(crate::store::notify_payload(&stream_ref)) {
-                    crate::store::counted::<$db>(NOTIFY_EVENT.unwrap_or_default()).bind(payload).execute(&mut *tx).await?;
-                }
                 tx.commit().await?;
-                self.notifier.notify(&stream_ref);
+                self.written(&stream_ref);
                 Ok(crate::store::CloseOutcome::Closed(crate::store::StreamRecord {
                     closed: true,
                     closed_at: Some(now),

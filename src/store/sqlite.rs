@@ -32,9 +32,6 @@ const STREAM_TAILS: &str = "SELECT 'stream' AS kind, s.id, \
      CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END AS last_seq \
      FROM streams s JOIN json_each($1) j ON s.id = json_extract(j.value, '$.id')";
 
-/// One process owns a SQLite file; its own appends wake its readers directly.
-const NOTIFY_EVENT: Option<&str> = None;
-
 /// How long a statement waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -70,6 +67,9 @@ impl SqliteStore {
         }
         Ok(SqliteStore { writer, readers, clock, notifier })
     }
+
+    /// One process owns a SQLite file: there is nobody else to tell.
+    fn publish(&self, _resource: &crate::protocol::ResourceRef) {}
 
     fn reader(&self) -> &SqlitePool {
         &self.readers
