@@ -80,6 +80,8 @@ impl App {
             autobuild_version: args.autobuild_version.clone(),
             shutdown: CancellationToken::new(),
             held_reads: Default::default(),
+            event_flights: Default::default(),
+            chunk_flights: Default::default(),
             held_requeries: tokio::sync::Semaphore::new((args.db.db_pool_size as usize / 2).max(1)),
             in_flight: tokio::sync::Semaphore::new(
                 usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX).min(tokio::sync::Semaphore::MAX_PERMITS),

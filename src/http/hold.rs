@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::SharedState;
+use super::flights::Flights;
 use crate::protocol::ResourceRef;
 use crate::store::StoreError;
 
@@ -18,6 +19,7 @@ use crate::store::StoreError;
 /// wakes it once the resource's tail passes it).
 pub async fn hold<T, F, Fut>(
     state: &SharedState,
+    flights: &Flights<T>,
     resource: &ResourceRef,
     since: i64,
     wait: Duration,
@@ -25,6 +27,7 @@ pub async fn hold<T, F, Fut>(
     ready: impl Fn(&T) -> bool,
 ) -> Result<T, StoreError>
 where
+    T: Clone,
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
@@ -42,12 +45,17 @@ where
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        // One append can wake thousands of held reads at once; their queries
-        // share half the pool so the writes behind them still find connections.
-        let current = {
-            let _turn = state.held_requeries.acquire().await.map_err(|_| StoreError::Corrupt("held-read limiter closed".into()))?;
-            fetch().await?
-        };
+        let subscribed = flights.now();
+        // One append can wake thousands of held reads at once: readers of the
+        // same resource and `since` share one query started after they
+        // subscribed, and those queries share half the pool so the writes
+        // behind them still find connections.
+        let current = flights
+            .fetch(resource, since, subscribed, || async {
+                let _turn = state.held_requeries.acquire().await.map_err(|_| StoreError::Corrupt("held-read limiter closed".into()))?;
+                fetch().await
+            })
+            .await?;
         if ready(&current) || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             return Ok(current);
         }

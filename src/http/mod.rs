@@ -9,6 +9,7 @@ mod auth;
 mod builds;
 mod error;
 mod extract;
+mod flights;
 mod health;
 mod identity;
 mod ops;
@@ -102,6 +103,9 @@ pub struct AppState {
     /// Held reads' queries after subscribing run at most this many at once
     /// (half the database pool), so a wake storm cannot starve writes.
     pub held_requeries: tokio::sync::Semaphore,
+    /// Shared re-queries of woken event reads and chunk reads.
+    pub event_flights: flights::Flights<Vec<String>>,
+    pub chunk_flights: flights::Flights<(crate::store::StreamRecord, Vec<String>)>,
 }
 
 pub type SharedState = Arc<AppState>;

@@ -169,7 +169,7 @@ pub async fn append_conditional<F: Family>(
 pub async fn read_events<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let (since, wait) = prepare(&state, &r, read_params(&uri, state.limits.max_wait)).await?;
-    let events = super::hold::hold(&state, &r, since, wait, || state.store.events_since(&r, since), |events: &Vec<String>| !events.is_empty())
+    let events = super::hold::hold(&state, &state.event_flights, &r, since, wait, || state.store.events_since(&r, since), |events: &Vec<String>| !events.is_empty())
         .await
         .map_err(|err| ApiError::from_store(err, &r))?;
     Ok(json_response(StatusCode::OK, format!("[{}]", events.join(","))))

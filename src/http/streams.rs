@@ -175,6 +175,7 @@ async fn read_chunks<R: Resolve>(State(state): State<SharedState>, uri: Uri) -> 
     let r = stream_ref(&stream.id);
     let (stream, chunks) = super::hold::hold(
         &state,
+        &state.chunk_flights,
         &r,
         since,
         wait,
