@@ -122,8 +122,9 @@ fn every_flag_and_variable_is_documented() {
 }
 
 /// A request refused before its body is read (here an unknown stream, which
-/// the spec resolves before the body) says `Connection: close`, so a
-/// keep-alive client does not reuse a connection the server then closes.
+/// the spec resolves before the body) is answered after the rest of the body
+/// is drained and says `Connection: close`, so a keep-alive client neither
+/// loses the answer nor reuses a connection the server then closes.
 #[tokio::test]
 async fn responses_before_the_body_close_the_connection_explicitly() {
     let server = conformance::Server::start(
@@ -144,6 +145,21 @@ async fn responses_before_the_body_close_the_connection_explicitly() {
         .unwrap();
     assert_eq!(refused.status(), 404);
     assert_eq!(refused.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"));
+    // The unread body is drained before the close, so the client never loses
+    // the answer to a connection reset while it is still sending.
+    for attempt in 0..10 {
+        let answer = client
+            .post(format!("{}/streams/st_unknown/chunks", server.url()))
+            .header("x-autobuild-version", "0.8.0")
+            .header("x-autobuild-protocol-version", "2")
+            .json(&big)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("attempt {attempt}: the 404 was lost: {e}"));
+        assert_eq!(answer.status(), 404);
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(body["error"], "unknown stream \"st_unknown\"");
+    }
     // The same client goes on working (on a new connection).
     for _ in 0..3 {
         assert_eq!(client.get(format!("{}/health", server.url())).send().await.unwrap().status(), 200);

@@ -125,7 +125,7 @@ pub fn router(state: SharedState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
         .layer(axum::middleware::from_fn(crate::metrics::track))
         .layer(axum::middleware::from_fn_with_state(state.clone(), ops::bound))
-        .layer(axum::middleware::from_fn(ops::close_unread))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), ops::close_unread))
         .with_state(state);
     ops::layer(routes)
 }

@@ -59,32 +59,45 @@ pub async fn bound(
 }
 
 /// Requests answered without reading their body to the end (a 401, 403, 404
-/// or 409 comes before the body by the spec's order; a 413 stops reading)
-/// leave bytes on the connection, so hyper closes it after the response.
-/// Say so with `Connection: close`, or keep-alive clients and proxies (nginx
-/// upstream pools) reuse a connection that is about to go away.
-pub async fn close_unread(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+/// or 409 comes before the body by the spec's order) would leave the client
+/// still sending when the server closes: the kernel then resets the
+/// connection and the client can lose the response. So the unread rest of
+/// the body is drained first (a lingering close, bounded by the body limit
+/// and a few seconds), and the response says `Connection: close`, so
+/// keep-alive clients and proxy upstream pools do not reuse the connection.
+pub async fn close_unread(
+    axum::extract::State(state): axum::extract::State<SharedState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+    /// Longest a refused request's body is drained before the connection closes.
+    const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
     let headers = request.headers();
     let has_body = headers.contains_key(TRANSFER_ENCODING)
         || headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()).is_some_and(|n| n > 0);
     if !has_body {
         return next.run(request).await;
     }
-    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let unread = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (parts, body) = request.into_parts();
-    let body = axum::body::Body::new(Tracked { inner: body, finished: finished.clone() });
+    let body = axum::body::Body::new(Tracked { inner: Some(body), finished: false, unread: unread.clone() });
     let mut response = next.run(axum::extract::Request::from_parts(parts, body)).await;
-    if !finished.load(std::sync::atomic::Ordering::SeqCst) {
+    let rest = unread.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    if let Some(rest) = rest {
+        // Errors and overlong bodies just end the drain; the connection closes anyway.
+        let _ = tokio::time::timeout(LINGER, axum::body::to_bytes(rest, state.limits.max_body_bytes)).await;
         response.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     response
 }
 
-/// A request body that records whether it was read to its end.
+/// A request body that, when dropped before its end, hands what is left
+/// back to [`close_unread`] to drain.
 struct Tracked {
-    inner: axum::body::Body,
-    finished: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    inner: Option<axum::body::Body>,
+    finished: bool,
+    unread: std::sync::Arc<std::sync::Mutex<Option<axum::body::Body>>>,
 }
 
 impl http_body::Body for Tracked {
@@ -95,22 +108,30 @@ impl http_body::Body for Tracked {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        let Some(inner) = self.inner.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let polled = std::pin::Pin::new(inner).poll_frame(cx);
         if matches!(polled, std::task::Poll::Ready(None)) {
-            self.finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.finished = true;
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        let end = self.inner.is_end_stream();
-        if end {
-            self.finished.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        end
+        self.finished || self.inner.as_ref().is_none_or(http_body::Body::is_end_stream)
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        self.inner.as_ref().map(http_body::Body::size_hint).unwrap_or_default()
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let inner = self.inner.take();
+        if let Some(inner) = inner.filter(|body| !self.finished && !http_body::Body::is_end_stream(body)) {
+            *self.unread.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(inner);
+        }
     }
 }
