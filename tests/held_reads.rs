@@ -253,11 +253,11 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
         assert_eq!(status, 200);
         assert_eq!(events.as_array().map(Vec::len), Some(1));
     }
-    if let Some((db, base)) = pg {
-        if let Ok(mut admin) = PgConnection::connect(&base).await {
-            let name = db.rsplit('/').next().unwrap_or_default().to_owned();
-            let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
-        }
+    if let Some((db, base)) = pg
+        && let Ok(mut admin) = PgConnection::connect(&base).await
+    {
+        let name = db.rsplit('/').next().unwrap_or_default().to_owned();
+        let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
     }
 }
 

@@ -105,10 +105,11 @@ pub async fn append(ctx: &Ctx) -> Result<Table> {
                     .await?;
                     let raw = raw_rates.get(&(backend, phase.clients, phase.shared)).copied();
                     let mut note = result.note();
-                    if backend == Backend::SqliteFile && phase.clients == 16 {
-                        if let Some(raw1) = raw_rates.get(&(Backend::SqliteFile, 1, false)) {
-                            note = format!("{:.2}× the raw 1-client loop {note}", result.rate() / raw1);
-                        }
+                    if backend == Backend::SqliteFile
+                        && phase.clients == 16
+                        && let Some(raw1) = raw_rates.get(&(Backend::SqliteFile, 1, false))
+                    {
+                        note = format!("{:.2}× the raw 1-client loop {note}", result.rate() / raw1);
                     }
                     rows.push(vec![
                         format!("abstore, {}", backend.label()),

@@ -14,11 +14,9 @@ pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
     /// 401 auth: missing, malformed, badly signed or expired token.
-    #[allow(dead_code)] // used once authenticated mode lands
     #[error("{0}")]
     Unauthenticated(String),
     /// 403 auth: valid token, wrong scope or attribution.
-    #[allow(dead_code)]
     #[error("{0}")]
     Forbidden(String),
     /// 404 not-found: unknown route, method or resource.

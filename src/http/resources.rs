@@ -108,10 +108,6 @@ fn validated_event<F: Family>(state: &SharedState, write: &EventWrite) -> Result
     })
 }
 
-fn envelope_response(status: StatusCode, envelope: String) -> Response {
-    json_response(status, envelope)
-}
-
 /// `append` / `appendRepo`: `POST …/events`.
 pub async fn append_event<F: Family>(
     State(state): State<SharedState>,
@@ -129,7 +125,7 @@ pub async fn append_event<F: Family>(
     match state.store.append(&r, event, None).await {
         Ok(Some(envelope)) => {
             metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
-            Ok(envelope_response(StatusCode::CREATED, envelope))
+            Ok(json_response(StatusCode::CREATED, envelope))
         }
         Ok(None) => Err(ApiError::Internal("unconditional append reported stale".into())),
         Err(err) => Err(ApiError::from_store(err, &r)),
@@ -157,7 +153,7 @@ pub async fn append_conditional<F: Family>(
     match state.store.append(&r, event, Some(expected)).await {
         Ok(Some(envelope)) => {
             metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
-            Ok(envelope_response(StatusCode::CREATED, envelope))
+            Ok(json_response(StatusCode::CREATED, envelope))
         }
         Ok(None) => Ok(json_response(StatusCode::OK, "null".into())),
         Err(err) => Err(ApiError::from_store(err, &r)),

@@ -17,7 +17,7 @@ pub enum DecodeError {
 
 /// Decode `text`, refusing anything that would decode past `ceiling` bytes.
 pub fn decode(text: &str, ceiling: usize) -> Result<Vec<u8>, DecodeError> {
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return Err(DecodeError::Malformed);
     }
     let padding = text.bytes().rev().take_while(|&b| b == b'=').count();

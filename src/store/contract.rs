@@ -64,10 +64,10 @@ impl Harness {
     async fn finish(self) {
         let Harness { store, pg_database, .. } = self;
         drop(store);
-        if let Some((base, name)) = pg_database {
-            if let Ok(mut admin) = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
-            }
+        if let Some((base, name)) = pg_database
+            && let Ok(mut admin) = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await
+        {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
         }
     }
 }

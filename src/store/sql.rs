@@ -77,7 +77,7 @@ pub const LIST_STREAMS: &str = "SELECT id, scope_kind, scope_id, label, status, 
      outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams \
      WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order";
 
-pub const NEXT_STREAM_ORDER: &str =
+pub const NEXT_CHILD_ORDER: &str =
     "UPDATE resources SET stream_counter = stream_counter + 1 WHERE kind = $1 AND id = $2 RETURNING stream_counter";
 
 /// Chunk retention (spec section 6): at a create, drop the chunks of every
@@ -287,7 +287,7 @@ macro_rules! impl_store {
             /// streams and sessions it creates (and stream closes) within one
             /// millisecond.
             async fn next_child_order(tx: &mut sqlx::Transaction<'static, $db>, parent: &ResourceRef) -> StoreResult<i64> {
-                Ok(crate::store::counted::<$db>(sql::NEXT_STREAM_ORDER)
+                Ok(crate::store::counted::<$db>(sql::NEXT_CHILD_ORDER)
                     .bind(parent.kind.tag())
                     .bind(&parent.id)
                     .fetch_one(&mut **tx)
