@@ -20,7 +20,10 @@ fn free_port() -> u16 {
 fn nginx_conf(dir: &std::path::Path, listen: u16, upstream: &str) -> String {
     let d = dir.display();
     format!(
-        r#"worker_processes 1;
+        r#"# One process (no master): killing it at the end of the test leaves no
+# orphaned workers behind. The proxy configuration below is the documented one.
+master_process off;
+worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 events {{ worker_connections 4096; }}
