@@ -194,7 +194,7 @@ fn q(kind: &str, id: &str) -> String {
 /// token is allowed (`0`: anything but `401`/`403`, for routes that may not
 /// exist yet or whose outcome after authorization does not matter here).
 #[derive(Clone, Debug)]
-struct Op {
+pub(super) struct Op {
     method: &'static str,
     path: String,
     body: Option<Value>,
@@ -202,7 +202,7 @@ struct Op {
 }
 
 impl Op {
-    fn new(method: &'static str, path: String, body: Option<Value>, ok: u16) -> Op {
+    pub(super) fn new(method: &'static str, path: String, body: Option<Value>, ok: u16) -> Op {
         Op {
             method,
             path,
@@ -219,7 +219,7 @@ impl Op {
         call.send().await
     }
 
-    async fn allowed(&self, c: &Ctx, token: &str) -> Result<(), String> {
+    pub(super) async fn allowed(&self, c: &Ctx, token: &str) -> Result<(), String> {
         let r = self.send(c, Some(&format!("Bearer {token}"))).await?;
         if self.ok == 0 {
             ensure!(
@@ -233,7 +233,7 @@ impl Op {
         }
     }
 
-    async fn refused(&self, c: &Ctx, token: &str, message: &str) -> Result<(), String> {
+    pub(super) async fn refused(&self, c: &Ctx, token: &str, message: &str) -> Result<(), String> {
         let r = self.send(c, Some(&format!("Bearer {token}"))).await?;
         r.error_msg(403, "auth", message)
     }
