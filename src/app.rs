@@ -29,8 +29,12 @@ impl App {
     pub async fn build(args: &ServeArgs) -> anyhow::Result<App> {
         let test_clock = match &args.test_clock {
             Some(text) => {
-                let now = parse_iso(text).with_context(|| format!("--test-clock {text:?} is not an ISO-8601 UTC time"))?;
-                tracing::warn!("TEST CLOCK ENABLED: time is frozen at {text} and POST /_test/clock can change it; never use this in production");
+                let now = parse_iso(text).with_context(|| {
+                    format!("--test-clock {text:?} is not an ISO-8601 UTC time")
+                })?;
+                tracing::warn!(
+                    "TEST CLOCK ENABLED: time is frozen at {text} and POST /_test/clock can change it; never use this in production"
+                );
                 Some(Arc::new(TestClock::new(now)))
             }
             None => None,
@@ -40,8 +44,11 @@ impl App {
             None => Arc::new(SystemClock),
         };
         let catalogs = match &args.catalog {
-            Some(dir) => abstore_catalog::Catalogs::from_dir(dir).with_context(|| format!("loading catalogs from {}", dir.display()))?,
-            None => abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?,
+            Some(dir) => abstore_catalog::Catalogs::from_dir(dir)
+                .with_context(|| format!("loading catalogs from {}", dir.display()))?,
+            None => {
+                abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?
+            }
         };
         anyhow::ensure!(
             args.request_timeout_seconds >= args.max_wait_seconds + 5,
@@ -51,15 +58,23 @@ impl App {
         );
         let secret = args.secret.resolve()?;
         if secret.is_none() {
-            tracing::warn!("no token secret: open mode, every route is unauthenticated (local development only)");
+            tracing::warn!(
+                "no token secret: open mode, every route is unauthenticated (local development only)"
+            );
         }
         let notifier = Arc::new(Notifier::new());
-        let options = StoreOptions { pool_size: args.db.db_pool_size, migrate: !args.no_migrate };
+        let options = StoreOptions {
+            pool_size: args.db.db_pool_size,
+            migrate: !args.no_migrate,
+        };
         let store = store::open(&args.db.database, &options, clock.clone(), notifier.clone())
             .await
             .with_context(|| format!("opening the database ({})", redact(&args.db.database)))?;
-        let blobs = Blobs::open(&args.blobs).with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
-        let listener = TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+        let blobs = Blobs::open(&args.blobs)
+            .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
         let state = Arc::new(AppState {
             store,
             clock,
@@ -75,7 +90,8 @@ impl App {
                 max_wait: Duration::from_secs(args.max_wait_seconds),
                 max_held_reads: args.max_held_reads,
                 request_timeout: Duration::from_secs(args.request_timeout_seconds),
-                max_concurrent_requests: usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX),
+                max_concurrent_requests: usize::try_from(args.max_concurrent_requests)
+                    .unwrap_or(usize::MAX),
             },
             autobuild_version: args.autobuild_version.clone(),
             shutdown: CancellationToken::new(),
@@ -84,7 +100,9 @@ impl App {
             chunk_flights: Default::default(),
             held_requeries: tokio::sync::Semaphore::new((args.db.db_pool_size as usize / 2).max(1)),
             in_flight: tokio::sync::Semaphore::new(
-                usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX).min(tokio::sync::Semaphore::MAX_PERMITS),
+                usize::try_from(args.max_concurrent_requests)
+                    .unwrap_or(usize::MAX)
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
             ),
         });
         let metrics = match args.metrics_listen {
@@ -92,7 +110,12 @@ impl App {
             None => None,
         };
         log_configuration(args, &catalog_source(args));
-        Ok(App { listener, state, metrics, grace: Duration::from_secs(args.shutdown_grace_seconds) })
+        Ok(App {
+            listener,
+            state,
+            metrics,
+            grace: Duration::from_secs(args.shutdown_grace_seconds),
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -101,7 +124,9 @@ impl App {
 
     /// The metrics listener's address, when `--metrics-listen` is set.
     pub fn metrics_addr(&self) -> Option<std::io::Result<std::net::SocketAddr>> {
-        self.metrics.as_ref().map(crate::metrics::MetricsServer::local_addr)
+        self.metrics
+            .as_ref()
+            .map(crate::metrics::MetricsServer::local_addr)
     }
 
     /// Serve until `shutdown` is cancelled; held reads answer at once and
@@ -147,7 +172,12 @@ async fn sweep(state: SharedState, every: Duration) {
             _ = ticker.tick() => {}
             _ = state.shutdown.cancelled() => return,
         }
-        let awaited: Vec<_> = state.notifier.awaited().into_iter().map(|(r, _)| r).collect();
+        let awaited: Vec<_> = state
+            .notifier
+            .awaited()
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
         for batch in awaited.chunks(BATCH) {
             match state.store.tails(batch).await {
                 Ok(tails) => {
@@ -160,7 +190,9 @@ async fn sweep(state: SharedState, every: Duration) {
 }
 
 fn catalog_source(args: &ServeArgs) -> String {
-    args.catalog.as_ref().map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string())
+    args.catalog
+        .as_ref()
+        .map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string())
 }
 
 /// One line with the effective settings, passwords and secrets redacted.
@@ -203,7 +235,10 @@ pub fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn redacts_passwords() {
-        assert_eq!(super::redact("postgres://u:secret@h/db"), "postgres://u:REDACTED@h/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u:REDACTED@h/db"
+        );
         assert_eq!(super::redact("sqlite://./x.db"), "sqlite://./x.db");
     }
 }

@@ -49,7 +49,10 @@ impl Blobs {
 
     /// Store `bytes` under `blob_ref` (idempotent: identical bytes, same key).
     pub async fn put(&self, blob_ref: &str, bytes: Vec<u8>) -> object_store::Result<()> {
-        self.store.put(&key(blob_ref), PutPayload::from(bytes)).await.map(|_| ())
+        self.store
+            .put(&key(blob_ref), PutPayload::from(bytes))
+            .await
+            .map(|_| ())
     }
 
     /// Reachability: look up a key that never exists; "not found" is healthy.
@@ -72,19 +75,29 @@ mod tests {
     #[tokio::test]
     async fn round_trips_by_content_address() {
         let dir = tempfile::tempdir().unwrap();
-        for location in ["memory://".to_string(), dir.path().display().to_string(), format!("file://{}", dir.path().join("u").display())] {
+        for location in [
+            "memory://".to_string(),
+            dir.path().display().to_string(),
+            format!("file://{}", dir.path().join("u").display()),
+        ] {
             let blobs = Blobs::open(&location).unwrap();
             let bytes = b"# Plan\n".to_vec();
             let address = blob_ref(&bytes);
             blobs.put(&address, bytes.clone()).await.unwrap();
             blobs.put(&address, bytes.clone()).await.unwrap();
-            assert_eq!(blobs.get(&address).await.unwrap().as_ref(), bytes.as_slice());
+            assert_eq!(
+                blobs.get(&address).await.unwrap().as_ref(),
+                bytes.as_slice()
+            );
             assert!(blobs.get(&blob_ref(b"other")).await.is_err());
         }
     }
 
     #[test]
     fn blob_ref_is_lowercase_hex_sha256() {
-        assert_eq!(blob_ref(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(
+            blob_ref(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 }

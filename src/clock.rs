@@ -15,7 +15,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
     }
 }
@@ -27,7 +29,9 @@ pub struct TestClock {
 
 impl TestClock {
     pub fn new(now_ms: i64) -> Self {
-        TestClock { now: AtomicI64::new(now_ms) }
+        TestClock {
+            now: AtomicI64::new(now_ms),
+        }
     }
 
     pub fn set(&self, now_ms: i64) {

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "abstore", version, about = "A server for Autobuild's Remote BuildStore protocol")]
+#[command(
+    name = "abstore",
+    version,
+    about = "A server for Autobuild's Remote BuildStore protocol"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -52,7 +56,11 @@ pub enum CatalogCommand {
 #[derive(Debug, Args, Clone)]
 pub struct DatabaseArgs {
     /// Database URL: `sqlite://PATH`, `sqlite::memory:` or `postgres://…`.
-    #[arg(long, env = "ABSTORE_DATABASE", default_value = "sqlite://./abstore-data/abstore.db")]
+    #[arg(
+        long,
+        env = "ABSTORE_DATABASE",
+        default_value = "sqlite://./abstore-data/abstore.db"
+    )]
     pub database: String,
 
     /// Maximum database connections (PostgreSQL pool; SQLite readers).
@@ -90,7 +98,11 @@ pub struct ServeArgs {
     pub max_body_bytes: usize,
 
     /// Largest serialised stream batch (`parts`) in bytes; larger ones are 413.
-    #[arg(long, env = "ABSTORE_MAX_STREAM_BATCH_BYTES", default_value_t = 1_048_576)]
+    #[arg(
+        long,
+        env = "ABSTORE_MAX_STREAM_BATCH_BYTES",
+        default_value_t = 1_048_576
+    )]
     pub max_stream_batch_bytes: usize,
 
     /// Ceiling for held reads (`wait=`), in seconds; larger waits are clamped.
@@ -151,7 +163,11 @@ pub struct SecretArgs {
 
 impl SecretArgs {
     pub fn resolve(&self) -> anyhow::Result<Option<crate::secret::Secret>> {
-        crate::secret::Secret::resolve(self.secret.as_deref(), self.secret_file.as_deref(), self.allow_weak_secret)
+        crate::secret::Secret::resolve(
+            self.secret.as_deref(),
+            self.secret_file.as_deref(),
+            self.allow_weak_secret,
+        )
     }
 }
 
@@ -189,7 +205,12 @@ pub struct MintArgs {
     #[arg(long)]
     pub deployment: bool,
     /// Agent session the token's event writes must be attributed to (`*` = any actor).
-    #[arg(long, value_name = "S", default_value = "*", conflicts_with = "deployment")]
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "*",
+        conflicts_with = "deployment"
+    )]
     pub agent_session: String,
     /// Stamp `via: {kind: session, id}` onto human actors of writes.
     #[arg(long, value_name = "ID", conflicts_with_all = ["via_mcp", "admin"])]

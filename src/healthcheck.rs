@@ -15,14 +15,21 @@ use tokio::net::TcpStream;
 /// Probe `addr` (a wildcard listen address is probed on loopback).
 pub async fn probe(addr: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
     let target = if addr.ip().is_unspecified() {
-        let loopback = if addr.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() };
+        let loopback = if addr.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        };
         SocketAddr::new(loopback, addr.port())
     } else {
         addr
     };
     tokio::time::timeout(timeout, async {
-        let mut stream = TcpStream::connect(target).await.with_context(|| format!("connecting to {target}"))?;
-        let request = format!("GET /readyz HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
+        let mut stream = TcpStream::connect(target)
+            .await
+            .with_context(|| format!("connecting to {target}"))?;
+        let request =
+            format!("GET /readyz HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await?;

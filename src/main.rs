@@ -48,7 +48,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             app.serve(shutdown).await
         }
         Command::Migrate(db) => {
-            let options = abstore::store::StoreOptions { pool_size: 1, migrate: true };
+            let options = abstore::store::StoreOptions {
+                pool_size: 1,
+                migrate: true,
+            };
             let clock = std::sync::Arc::new(abstore::clock::SystemClock);
             let notifier = std::sync::Arc::new(abstore::notify::Notifier::new());
             abstore::store::open(&db.database, &options, clock, notifier)
@@ -65,15 +68,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", abstore::token_cli::inspect(&token, &secret)?);
             Ok(())
         }
-        Command::Healthcheck { listen, timeout_seconds } => {
-            abstore::healthcheck::probe(listen, std::time::Duration::from_secs(timeout_seconds)).await?;
+        Command::Healthcheck {
+            listen,
+            timeout_seconds,
+        } => {
+            abstore::healthcheck::probe(listen, std::time::Duration::from_secs(timeout_seconds))
+                .await?;
             println!("ready");
             Ok(())
         }
         Command::Catalog(CatalogCommand::Check { dir }) => {
-            let catalogs = abstore_catalog::Catalogs::from_dir(&dir).with_context(|| format!("catalog {} is not usable", dir.display()))?;
+            let catalogs = abstore_catalog::Catalogs::from_dir(&dir)
+                .with_context(|| format!("catalog {} is not usable", dir.display()))?;
             for family in abstore_catalog::Family::ALL {
-                println!("{}: {} event types", family.file_name(), catalogs.event_types(family).len());
+                println!(
+                    "{}: {} event types",
+                    family.file_name(),
+                    catalogs.event_types(family).len()
+                );
             }
             println!("catalog {} is valid", dir.display());
             Ok(())
@@ -84,7 +96,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// `RUST_LOG` filters; `ABSTORE_LOG_FORMAT=json` switches to JSON lines.
 fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("ABSTORE_LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().init();
     } else {

@@ -53,14 +53,25 @@ impl Notifier {
         let mut map = self.lock();
         let entry = map.entry(resource.clone()).or_default();
         *entry.sinces.entry(since).or_default() += 1;
-        Subscription { notifier: self, resource: resource.clone(), since, notify: entry.notify.clone() }
+        Subscription {
+            notifier: self,
+            resource: resource.clone(),
+            since,
+            notify: entry.notify.clone(),
+        }
     }
 
     /// Every awaited resource with the smallest `since` among its waiters.
     pub fn awaited(&self) -> Vec<(ResourceRef, i64)> {
         self.lock()
             .iter()
-            .filter_map(|(resource, entry)| entry.sinces.keys().next().map(|since| (resource.clone(), *since)))
+            .filter_map(|(resource, entry)| {
+                entry
+                    .sinces
+                    .keys()
+                    .next()
+                    .map(|since| (resource.clone(), *since))
+            })
             .collect()
     }
 
@@ -68,7 +79,11 @@ impl Notifier {
     pub fn wake_past(&self, tails: &[(ResourceRef, i64)]) -> usize {
         let mut woken = 0;
         for (resource, tail) in tails {
-            let notify = self.lock().get(resource).filter(|e| e.sinces.keys().next().is_some_and(|s| tail > s)).map(|e| e.notify.clone());
+            let notify = self
+                .lock()
+                .get(resource)
+                .filter(|e| e.sinces.keys().next().is_some_and(|s| tail > s))
+                .map(|e| e.notify.clone());
             if let Some(notify) = notify {
                 notify.notify_waiters();
                 woken += 1;
@@ -79,7 +94,9 @@ impl Notifier {
 
     fn lock(&self) -> MutexGuard<'_, HashMap<ResourceRef, Entry>> {
         // A panic while holding this lock cannot leave the map inconsistent.
-        self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.waiters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -141,12 +158,25 @@ mod tests {
             tokio::pin!(a, b);
             a.as_mut().enable();
             b.as_mut().enable();
-            assert_eq!(notifier.wake_past(&[(r("a"), 3), (r("b"), 5), (r("gone"), 100)]), 1);
+            assert_eq!(
+                notifier.wake_past(&[(r("a"), 3), (r("b"), 5), (r("gone"), 100)]),
+                1
+            );
             a.await;
-            assert!(futures_poll_once(b.as_mut()).is_none(), "b's tail has not passed 5");
+            assert!(
+                futures_poll_once(b.as_mut()).is_none(),
+                "b's tail has not passed 5"
+            );
         }
         drop(low);
-        assert_eq!(notifier.awaited().iter().find(|(res, _)| *res == r("a")).map(|(_, s)| *s), Some(9));
+        assert_eq!(
+            notifier
+                .awaited()
+                .iter()
+                .find(|(res, _)| *res == r("a"))
+                .map(|(_, s)| *s),
+            Some(9)
+        );
     }
 
     fn futures_poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {

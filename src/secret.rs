@@ -18,12 +18,19 @@ impl Secret {
     /// Resolve `--secret` / `--secret-file`; `None` means open mode.
     /// A secret shorter than [`crate::auth::MIN_SECRET_LEN`] bytes is refused
     /// unless `allow_weak`.
-    pub fn resolve(value: Option<&str>, file: Option<&Path>, allow_weak: bool) -> anyhow::Result<Option<Secret>> {
+    pub fn resolve(
+        value: Option<&str>,
+        file: Option<&Path>,
+        allow_weak: bool,
+    ) -> anyhow::Result<Option<Secret>> {
         let bytes = match (value, file) {
-            (Some(_), Some(_)) => bail!("give the secret once: --secret (ABSTORE_SECRET) or --secret-file (ABSTORE_SECRET_FILE)"),
+            (Some(_), Some(_)) => bail!(
+                "give the secret once: --secret (ABSTORE_SECRET) or --secret-file (ABSTORE_SECRET_FILE)"
+            ),
             (Some(value), None) => value.as_bytes().to_vec(),
             (None, Some(path)) => {
-                let mut bytes = std::fs::read(path).with_context(|| format!("reading --secret-file {}", path.display()))?;
+                let mut bytes = std::fs::read(path)
+                    .with_context(|| format!("reading --secret-file {}", path.display()))?;
                 // Files written by `echo` end in a newline that is not part of the secret.
                 while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                     bytes.pop();
@@ -58,14 +65,36 @@ mod tests {
     fn resolves_and_checks_length() {
         assert!(Secret::resolve(None, None, false).unwrap().is_none());
         assert!(Secret::resolve(Some("short"), None, false).is_err());
-        assert!(Secret::resolve(Some("short"), None, true).unwrap().is_some());
+        assert!(
+            Secret::resolve(Some("short"), None, true)
+                .unwrap()
+                .is_some()
+        );
         let long = "x".repeat(32);
-        assert_eq!(Secret::resolve(Some(&long), None, false).unwrap().unwrap().expose(), long.as_bytes());
+        assert_eq!(
+            Secret::resolve(Some(&long), None, false)
+                .unwrap()
+                .unwrap()
+                .expose(),
+            long.as_bytes()
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("secret");
         std::fs::write(&path, format!("{long}\n")).unwrap();
-        assert_eq!(Secret::resolve(None, Some(&path), false).unwrap().unwrap().expose(), long.as_bytes());
+        assert_eq!(
+            Secret::resolve(None, Some(&path), false)
+                .unwrap()
+                .unwrap()
+                .expose(),
+            long.as_bytes()
+        );
         assert!(Secret::resolve(Some(&long), Some(&path), false).is_err());
-        assert_eq!(format!("{:?}", Secret::resolve(Some(&long), None, false).unwrap().unwrap()), "Secret(REDACTED)");
+        assert_eq!(
+            format!(
+                "{:?}",
+                Secret::resolve(Some(&long), None, false).unwrap().unwrap()
+            ),
+            "Secret(REDACTED)"
+        );
     }
 }

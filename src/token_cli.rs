@@ -12,21 +12,39 @@ use crate::protocol::time::{format_iso, parse_iso};
 
 /// Build the scope `args` describe and sign it.
 pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
-    let secret = args.secret.resolve()?.context("token mint needs the secret: --secret, --secret-file or ABSTORE_SECRET")?;
+    let secret = args
+        .secret
+        .resolve()?
+        .context("token mint needs the secret: --secret, --secret-file or ABSTORE_SECRET")?;
     let now = match &args.now {
-        Some(text) => parse_iso(text).with_context(|| format!("--now {text:?} is not an ISO-8601 UTC time"))?,
+        Some(text) => parse_iso(text)
+            .with_context(|| format!("--now {text:?} is not an ISO-8601 UTC time"))?,
         None => SystemClock.now_ms(),
     };
-    let exp = now.checked_add(parse_ttl(&args.ttl)?).context("--ttl is too large")?;
+    let exp = now
+        .checked_add(parse_ttl(&args.ttl)?)
+        .context("--ttl is too large")?;
     let via = match (&args.via_session, &args.via_mcp) {
         (Some(id), None) => Some(Via::Session { id: id.clone() }),
-        (None, Some(client)) => Some(Via::Mcp { client: client.clone() }),
+        (None, Some(client)) => Some(Via::Mcp {
+            client: client.clone(),
+        }),
         _ => None,
     };
     let session = args.agent_session.clone();
-    let resource = |kind, id: &String| Scope::Resource { kind, id: id.clone(), session: session.clone(), via: via.clone(), exp };
+    let resource = |kind, id: &String| Scope::Resource {
+        kind,
+        id: id.clone(),
+        session: session.clone(),
+        via: via.clone(),
+        exp,
+    };
     let scope = if args.admin {
-        Scope::Legacy { build: auth::WILDCARD.into(), session: session.clone(), exp }
+        Scope::Legacy {
+            build: auth::WILDCARD.into(),
+            session: session.clone(),
+            exp,
+        }
     } else if let Some(slug) = &args.build {
         resource(ResourceKind::Build, slug)
     } else if let Some(repo) = &args.repo {
@@ -34,7 +52,11 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
     } else if let Some(id) = &args.session {
         resource(ResourceKind::Session, id)
     } else if args.deployment {
-        Scope::Deployment { session: auth::WILDCARD.into(), via: via.clone(), exp }
+        Scope::Deployment {
+            session: auth::WILDCARD.into(),
+            via: via.clone(),
+            exp,
+        }
     } else {
         bail!("choose a scope: --admin, --build, --repo, --session or --deployment");
     };
@@ -44,16 +66,27 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
 /// Describe a token; verify it when a secret is given.
 pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
     let payload = token.split('.').next().unwrap_or_default();
-    let bytes = URL_SAFE_NO_PAD.decode(payload).context("the token's first segment is not base64url")?;
-    let scope: serde_json::Value = serde_json::from_slice(&bytes).context("the token's scope is not JSON")?;
+    let bytes = URL_SAFE_NO_PAD
+        .decode(payload)
+        .context("the token's first segment is not base64url")?;
+    let scope: serde_json::Value =
+        serde_json::from_slice(&bytes).context("the token's scope is not JSON")?;
     let mut out = format!("scope: {scope}\n");
     if let Some(exp) = scope.get("exp").and_then(serde_json::Value::as_i64) {
-        let state = if exp <= SystemClock.now_ms() { "expired" } else { "not expired" };
+        let state = if exp <= SystemClock.now_ms() {
+            "expired"
+        } else {
+            "not expired"
+        };
         out.push_str(&format!("expires: {} ({state})\n", format_iso(exp)));
     }
     if let Some(secret) = secret.resolve()? {
         // Judge the signature and shape apart from expiry: verify as of the epoch.
-        let verdict = if auth::verify(secret.expose(), token, i64::MIN).is_ok() { "valid" } else { "INVALID" };
+        let verdict = if auth::verify(secret.expose(), token, i64::MIN).is_ok() {
+            "valid"
+        } else {
+            "INVALID"
+        };
         out.push_str(&format!("signature and scope: {verdict}\n"));
     }
     Ok(out)
@@ -61,9 +94,13 @@ pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
 
 /// `30s`, `15m`, `1h`, `7d`, `500ms` → milliseconds.
 fn parse_ttl(text: &str) -> anyhow::Result<i64> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
-    let n: i64 = digits.parse().with_context(|| format!("--ttl {text:?}: expected a number with a unit such as 1h"))?;
+    let n: i64 = digits
+        .parse()
+        .with_context(|| format!("--ttl {text:?}: expected a number with a unit such as 1h"))?;
     let factor = match unit {
         "ms" => 1,
         "s" => 1000,
@@ -72,7 +109,8 @@ fn parse_ttl(text: &str) -> anyhow::Result<i64> {
         "d" => 86_400_000,
         _ => bail!("--ttl {text:?}: the unit must be ms, s, m, h or d"),
     };
-    n.checked_mul(factor).with_context(|| format!("--ttl {text:?} is too large"))
+    n.checked_mul(factor)
+        .with_context(|| format!("--ttl {text:?} is too large"))
 }
 
 #[cfg(test)]

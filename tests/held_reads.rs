@@ -20,7 +20,10 @@ fn client() -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("x-autobuild-version", VERSION.parse().unwrap());
     headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
-    reqwest::Client::builder().default_headers(headers).build().unwrap()
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 async fn post(c: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
@@ -43,19 +46,27 @@ fn observation() -> Value {
 async fn start(args: &[&str]) -> Server {
     let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
     all.extend_from_slice(args);
-    Server::start(env!("CARGO_BIN_EXE_abstore"), &all).await.unwrap_or_else(|e| panic!("starting abstore: {e:#}"))
+    Server::start(env!("CARGO_BIN_EXE_abstore"), &all)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"))
 }
 
 /// A fresh PostgreSQL database URL, or `None` outside CI without PostgreSQL.
 async fn fresh_postgres() -> Option<(String, String)> {
     let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI requires ABSTORE_TEST_POSTGRES_URL");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI requires ABSTORE_TEST_POSTGRES_URL"
+        );
         eprintln!("*** PostgreSQL held-read tests SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***");
         return None;
     };
     let name = format!("abstore_held_{}", rand::random::<u64>());
     let mut admin = PgConnection::connect(&base).await.expect("connect");
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await.expect("create database");
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
     let mut url = url::Url::parse(&base).unwrap();
     url.set_path(&name);
     Some((url.to_string(), base))
@@ -63,14 +74,28 @@ async fn fresh_postgres() -> Option<(String, String)> {
 
 #[tokio::test]
 async fn a_read_held_on_one_process_wakes_on_an_append_through_another() {
-    let Some((db, base)) = fresh_postgres().await else { return };
+    let Some((db, base)) = fresh_postgres().await else {
+        return;
+    };
     let a = start(&["--database", &db, "--blobs", "memory://"]).await;
     let b = start(&["--database", &db, "--blobs", "memory://"]).await;
     let c = client();
-    assert_eq!(post(&c, format!("{}/builds", a.url()), json!({"slug": "held", "repo": "acme/w"})).await.0, 201);
+    assert_eq!(
+        post(
+            &c,
+            format!("{}/builds", a.url()),
+            json!({"slug": "held", "repo": "acme/w"})
+        )
+        .await
+        .0,
+        201
+    );
 
     let reader = {
-        let (c, url) = (c.clone(), format!("{}/builds/held/events?since=0&wait=25", a.url()));
+        let (c, url) = (
+            c.clone(),
+            format!("{}/builds/held/events?since=0&wait=25", a.url()),
+        );
         tokio::spawn(async move {
             let started = Instant::now();
             let answer = get(&c, url).await;
@@ -78,16 +103,32 @@ async fn a_read_held_on_one_process_wakes_on_an_append_through_another() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(post(&c, format!("{}/builds/held/events", b.url()), observation()).await.0, 201);
+    assert_eq!(
+        post(&c, format!("{}/builds/held/events", b.url()), observation())
+            .await
+            .0,
+        201
+    );
     let ((status, events), elapsed) = reader.await.unwrap();
     assert_eq!(status, 200);
-    assert_eq!(events.as_array().map(Vec::len), Some(1), "the held read answered {events}");
-    assert!(elapsed < Duration::from_secs(20), "woken only at the bound: {elapsed:?}");
+    assert_eq!(
+        events.as_array().map(Vec::len),
+        Some(1),
+        "the held read answered {events}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(20),
+        "woken only at the bound: {elapsed:?}"
+    );
 
     drop((a, b));
     if let Ok(mut admin) = PgConnection::connect(&base).await {
         let name = db.rsplit('/').next().unwrap_or_default().to_owned();
-        let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
+        let _ = sqlx::query(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut admin)
+        .await;
     }
 }
 
@@ -100,10 +141,16 @@ async fn a_local_append_wakes_a_held_read_and_the_bound_answers_empty() {
     let started = Instant::now();
     let (status, events) = get(&c, format!("{}/repos/acme%2Fw/events?wait=1", s.url())).await;
     assert_eq!((status, events), (200, json!([])));
-    assert!(started.elapsed() >= Duration::from_millis(900), "wait=1 answered before its bound");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "wait=1 answered before its bound"
+    );
 
     let reader = {
-        let (c, url) = (c.clone(), format!("{}/repos/acme%2Fw/events?since=0&wait=1000", s.url()));
+        let (c, url) = (
+            c.clone(),
+            format!("{}/repos/acme%2Fw/events?since=0&wait=1000", s.url()),
+        );
         tokio::spawn(async move { get(&c, url).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -114,7 +161,10 @@ async fn a_local_append_wakes_a_held_read_and_the_bound_answers_empty() {
         // simple event it accepts so this test is about waking, not catalogs.
         panic!("repository append failed: {code} {body}");
     }
-    let (status, events) = tokio::time::timeout(Duration::from_secs(10), reader).await.expect("clamped wait woke").unwrap();
+    let (status, events) = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("clamped wait woke")
+        .unwrap();
     assert_eq!(status, 200);
     assert_eq!(events.as_array().map(Vec::len), Some(1));
 }
@@ -126,17 +176,30 @@ async fn the_held_read_cap_and_a_zero_ceiling_answer_at_once() {
         args.extend_from_slice(&flags);
         let s = start(&args).await;
         let c = client();
-        post(&c, format!("{}/builds", s.url()), json!({"slug": "cap", "repo": "r"})).await;
+        post(
+            &c,
+            format!("{}/builds", s.url()),
+            json!({"slug": "cap", "repo": "r"}),
+        )
+        .await;
         let started = Instant::now();
         let (status, events) = get(&c, format!("{}/builds/cap/events?wait=20", s.url())).await;
         assert_eq!((status, events), (200, json!([])));
-        assert!(started.elapsed() < Duration::from_secs(10), "{flags:?} still held the read");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{flags:?} still held the read"
+        );
     }
 }
 
 /// Spawn `abstore serve` on a free port with `extra` flags; returns the
 /// child and its stdout lines positioned after the metrics line, if any.
-async fn spawn_serve(extra: &[&str]) -> (tokio::process::Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
+async fn spawn_serve(
+    extra: &[&str],
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
         .args(["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"])
         .args(extra)
@@ -150,9 +213,13 @@ async fn spawn_serve(extra: &[&str]) -> (tokio::process::Child, tokio::io::Lines
 }
 
 /// The address in the `abstore listening on http://ADDR` line.
-async fn listening_addr(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+async fn listening_addr(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> String {
     let line = lines.next_line().await.unwrap().unwrap();
-    line.strip_prefix("abstore listening on http://").unwrap().to_owned()
+    line.strip_prefix("abstore listening on http://")
+        .unwrap()
+        .to_owned()
 }
 
 /// SIGTERM: held reads answer `[]` at once and the process exits 0.
@@ -161,7 +228,12 @@ async fn shutdown_answers_held_reads_and_exits_cleanly() {
     let (mut child, mut lines) = spawn_serve(&["--database", "sqlite::memory:"]).await;
     let url = format!("http://{}", listening_addr(&mut lines).await);
     let c = client();
-    post(&c, format!("{url}/builds"), json!({"slug": "bye", "repo": "r"})).await;
+    post(
+        &c,
+        format!("{url}/builds"),
+        json!({"slug": "bye", "repo": "r"}),
+    )
+    .await;
     let reader = {
         let (c, url) = (c.clone(), format!("{url}/builds/bye/events?wait=30"));
         tokio::spawn(async move {
@@ -171,17 +243,37 @@ async fn shutdown_answers_held_reads_and_exits_cleanly() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = child.id().unwrap().to_string();
-    assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
+    assert!(
+        tokio::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap()
+            .success()
+    );
     let ((status, events), elapsed) = reader.await.unwrap();
     assert_eq!((status, events), (200, json!([])));
-    assert!(elapsed < Duration::from_secs(15), "the held read waited for its bound: {elapsed:?}");
-    let exit = tokio::time::timeout(Duration::from_secs(15), child.wait()).await.expect("exited").unwrap();
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "the held read waited for its bound: {elapsed:?}"
+    );
+    let exit = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("exited")
+        .unwrap();
     assert!(exit.success(), "exit status {exit:?}");
 }
 
 /// Read one counter or gauge (summed over its label sets) from `/metrics`.
 async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> f64 {
-    let text = c.get(metrics_url).send().await.unwrap().text().await.unwrap();
+    let text = c
+        .get(metrics_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     text.lines()
         .filter(|line| line.split(['{', ' ']).next() == Some(name))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
@@ -190,8 +282,16 @@ async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> f64 {
 
 /// Start abstore with metrics; returns (child, base URL, metrics URL).
 async fn start_with_metrics(database: &str) -> (tokio::process::Child, String, String) {
-    let (child, mut lines) = spawn_serve(&["--metrics-listen", "127.0.0.1:0", "--database", database]).await;
-    let metrics = lines.next_line().await.unwrap().unwrap().strip_prefix("abstore metrics on ").unwrap().to_owned();
+    let (child, mut lines) =
+        spawn_serve(&["--metrics-listen", "127.0.0.1:0", "--database", database]).await;
+    let metrics = lines
+        .next_line()
+        .await
+        .unwrap()
+        .unwrap()
+        .strip_prefix("abstore metrics on ")
+        .unwrap()
+        .to_owned();
     let url = format!("http://{}", listening_addr(&mut lines).await);
     (child, url, metrics)
 }
@@ -201,7 +301,9 @@ async fn start_with_metrics(database: &str) -> (tokio::process::Child, String, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
     let pg = fresh_postgres().await;
-    let database = pg.as_ref().map_or_else(|| "sqlite::memory:".to_owned(), |(db, _)| db.clone());
+    let database = pg
+        .as_ref()
+        .map_or_else(|| "sqlite::memory:".to_owned(), |(db, _)| db.clone());
     let (_child, url, metrics_url) = start_with_metrics(&database).await;
     let c = reqwest::Client::builder()
         .default_headers({
@@ -216,11 +318,23 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
     const BUILDS: usize = 100;
     const READS: usize = 1000;
     for b in 0..BUILDS {
-        assert_eq!(post(&c, format!("{url}/builds"), json!({"slug": format!("b{b}"), "repo": "r"})).await.0, 201);
+        assert_eq!(
+            post(
+                &c,
+                format!("{url}/builds"),
+                json!({"slug": format!("b{b}"), "repo": "r"})
+            )
+            .await
+            .0,
+            201
+        );
     }
     let readers: Vec<_> = (0..READS)
         .map(|i| {
-            let (c, url) = (c.clone(), format!("{url}/builds/b{}/events?wait=25", i % BUILDS));
+            let (c, url) = (
+                c.clone(),
+                format!("{url}/builds/b{}/events?wait=25", i % BUILDS),
+            );
             tokio::spawn(async move { get(&c, url).await })
         })
         .collect();
@@ -233,7 +347,9 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), held).await.expect("all reads held");
+    tokio::time::timeout(Duration::from_secs(20), held)
+        .await
+        .expect("all reads held");
     // A read counts as held just before its second query; let those finish.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = metric(&c, &metrics_url, "abstore_db_queries_total").await;
@@ -246,10 +362,18 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
 
     // One append per build wakes all of its readers.
     for b in 0..BUILDS {
-        assert_eq!(post(&c, format!("{url}/builds/b{b}/events"), observation()).await.0, 201);
+        assert_eq!(
+            post(&c, format!("{url}/builds/b{b}/events"), observation())
+                .await
+                .0,
+            201
+        );
     }
     for reader in readers {
-        let (status, events) = tokio::time::timeout(Duration::from_secs(15), reader).await.expect("woken").unwrap();
+        let (status, events) = tokio::time::timeout(Duration::from_secs(15), reader)
+            .await
+            .expect("woken")
+            .unwrap();
         assert_eq!(status, 200);
         assert_eq!(events.as_array().map(Vec::len), Some(1));
     }
@@ -257,7 +381,11 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
         && let Ok(mut admin) = PgConnection::connect(&base).await
     {
         let name = db.rsplit('/').next().unwrap_or_default().to_owned();
-        let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
+        let _ = sqlx::query(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut admin)
+        .await;
     }
 }
 
@@ -267,18 +395,51 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
 async fn metrics_are_served_separately_without_ids_in_labels() {
     let (_child, url, metrics_url) = start_with_metrics("sqlite::memory:").await;
     let c = client();
-    post(&c, format!("{url}/builds"), json!({"slug": "secret-slug-123", "repo": "r"})).await;
-    post(&c, format!("{url}/builds/secret-slug-123/events"), observation()).await;
+    post(
+        &c,
+        format!("{url}/builds"),
+        json!({"slug": "secret-slug-123", "repo": "r"}),
+    )
+    .await;
+    post(
+        &c,
+        format!("{url}/builds/secret-slug-123/events"),
+        observation(),
+    )
+    .await;
     get(&c, format!("{url}/builds/secret-slug-123/events")).await;
     // The protocol port has no /metrics.
-    assert_eq!(c.get(format!("{url}/metrics")).send().await.unwrap().status(), 404);
-    let text = c.get(&metrics_url).send().await.unwrap().text().await.unwrap();
-    for series in ["abstore_http_requests_total", "abstore_http_request_duration_seconds", "abstore_appends_total",
-        "abstore_db_queries_total", "abstore_held_reads_in_flight", "abstore_db_pool_connections"] {
+    assert_eq!(
+        c.get(format!("{url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let text = c
+        .get(&metrics_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "abstore_http_requests_total",
+        "abstore_http_request_duration_seconds",
+        "abstore_appends_total",
+        "abstore_db_queries_total",
+        "abstore_held_reads_in_flight",
+        "abstore_db_pool_connections",
+    ] {
         assert!(text.contains(series), "{series} missing from:\n{text}");
     }
     assert!(text.contains("route=\"/builds/{id}/events\""), "{text}");
-    assert!(!text.contains("secret-slug-123"), "an id leaked into labels:\n{text}");
+    assert!(
+        !text.contains("secret-slug-123"),
+        "an id leaked into labels:\n{text}"
+    );
 }
 
 /// A request that never finishes (its body stalls) cannot hold the process
@@ -286,7 +447,13 @@ async fn metrics_are_served_separately_without_ids_in_labels() {
 #[tokio::test]
 async fn shutdown_grace_bounds_stalled_requests() {
     use tokio::io::AsyncWriteExt as _;
-    let (mut child, mut lines) = spawn_serve(&["--database", "sqlite::memory:", "--shutdown-grace-seconds", "1"]).await;
+    let (mut child, mut lines) = spawn_serve(&[
+        "--database",
+        "sqlite::memory:",
+        "--shutdown-grace-seconds",
+        "1",
+    ])
+    .await;
     let addr = listening_addr(&mut lines).await;
     let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = "POST /builds HTTP/1.1\r\nHost: x\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"slug\":";
@@ -294,9 +461,23 @@ async fn shutdown_grace_bounds_stalled_requests() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let pid = child.id().unwrap().to_string();
-    assert!(tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await.unwrap().success());
-    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("exited").unwrap();
+    assert!(
+        tokio::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap()
+            .success()
+    );
+    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exited")
+        .unwrap();
     assert!(exit.success(), "exit status {exit:?}");
-    assert!(started.elapsed() < Duration::from_secs(8), "the stalled request held shutdown for {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the stalled request held shutdown for {:?}",
+        started.elapsed()
+    );
     drop(stalled);
 }

@@ -9,11 +9,18 @@ use std::time::Duration;
 use conformance::{Ctx, Server, all_checks, run_checks};
 
 fn nginx_binary() -> Option<String> {
-    ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"].iter().find(|p| std::path::Path::new(p).exists()).map(|p| p.to_string())
+    ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .map(|p| p.to_string())
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The documented configuration, on loopback, with its files in `dir`.
@@ -71,22 +78,46 @@ http {{
 #[tokio::test]
 async fn conformance_through_nginx() {
     let Some(nginx) = nginx_binary() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI requires nginx (apt-get install nginx-light)");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI requires nginx (apt-get install nginx-light)"
+        );
         eprintln!("*** nginx proxy test SKIPPED: install Debian's nginx-light ***");
         return;
     };
     let server = Server::start(
         env!("CARGO_BIN_EXE_abstore"),
-        &["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", "memory://", "--test-clock", "2026-07-15T12:00:00.000Z"],
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            "sqlite::memory:",
+            "--blobs",
+            "memory://",
+            "--test-clock",
+            "2026-07-15T12:00:00.000Z",
+        ],
     )
     .await
     .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let upstream = server.url().trim_start_matches("http://").to_owned();
-    std::fs::write(dir.path().join("nginx.conf"), nginx_conf(dir.path(), port, &upstream)).unwrap();
+    std::fs::write(
+        dir.path().join("nginx.conf"),
+        nginx_conf(dir.path(), port, &upstream),
+    )
+    .unwrap();
     let mut proxy = tokio::process::Command::new(&nginx)
-        .args(["-p", &dir.path().display().to_string(), "-c", "nginx.conf", "-g", "daemon off;"])
+        .args([
+            "-p",
+            &dir.path().display().to_string(),
+            "-c",
+            "nginx.conf",
+            "-g",
+            "daemon off;",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -94,13 +125,22 @@ async fn conformance_through_nginx() {
         .expect("start nginx");
     let url = format!("http://127.0.0.1:{port}");
     let up = async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    if tokio::time::timeout(Duration::from_secs(10), up).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(10), up)
+        .await
+        .is_err()
+    {
         let _ = proxy.kill().await;
-        panic!("nginx did not start: {}", std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default());
+        panic!(
+            "nginx did not start: {}",
+            std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
+        );
     }
 
     let ctx = Ctx::new(&url, "0.8.0").expect("http client");

@@ -15,7 +15,9 @@ use tokio::net::{TcpListener, TcpStream};
 async fn balance(listener: TcpListener, upstreams: Vec<String>) {
     let next = Arc::new(AtomicUsize::new(0));
     loop {
-        let Ok((mut inbound, _)) = listener.accept().await else { return };
+        let Ok((mut inbound, _)) = listener.accept().await else {
+            return;
+        };
         let target = upstreams[next.fetch_add(1, Ordering::Relaxed) % upstreams.len()].clone();
         tokio::spawn(async move {
             if let Ok(mut outbound) = TcpStream::connect(&target).await {
@@ -28,27 +30,48 @@ async fn balance(listener: TcpListener, upstreams: Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_across_two_replicas() {
     let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI requires ABSTORE_TEST_POSTGRES_URL");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI requires ABSTORE_TEST_POSTGRES_URL"
+        );
         eprintln!("*** two-replica conformance SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***");
         return;
     };
     let name = format!("abstore_replicas_{}", rand::random::<u64>());
     let mut admin = PgConnection::connect(&base).await.expect("connect");
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await.expect("create database");
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create database");
     let mut url = url::Url::parse(&base).unwrap();
     url.set_path(&name);
     let blobs = tempfile::tempdir().unwrap();
     let blob_dir = blobs.path().display().to_string();
-    let args = ["serve", "--listen", "127.0.0.1:0", "--database", url.as_str(), "--blobs", &blob_dir];
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        url.as_str(),
+        "--blobs",
+        &blob_dir,
+    ];
     // Migrations run once, by the first replica; the second finds them applied.
-    let a = Server::start(env!("CARGO_BIN_EXE_abstore"), &args).await.unwrap_or_else(|e| panic!("replica A: {e:#}"));
+    let a = Server::start(env!("CARGO_BIN_EXE_abstore"), &args)
+        .await
+        .unwrap_or_else(|e| panic!("replica A: {e:#}"));
     let mut args_b = args.to_vec();
     args_b.push("--no-migrate");
-    let b = Server::start(env!("CARGO_BIN_EXE_abstore"), &args_b).await.unwrap_or_else(|e| panic!("replica B: {e:#}"));
+    let b = Server::start(env!("CARGO_BIN_EXE_abstore"), &args_b)
+        .await
+        .unwrap_or_else(|e| panic!("replica B: {e:#}"));
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let front = format!("http://{}", listener.local_addr().unwrap());
-    let upstreams = [a.url(), b.url()].iter().map(|u| u.trim_start_matches("http://").to_owned()).collect();
+    let upstreams = [a.url(), b.url()]
+        .iter()
+        .map(|u| u.trim_start_matches("http://").to_owned())
+        .collect();
     let balancer = tokio::spawn(balance(listener, upstreams));
 
     let ctx = Ctx::new(&front, "0.8.0").expect("http client");
@@ -56,9 +79,22 @@ async fn conformance_across_two_replicas() {
     eprintln!("conformance [two replicas]: {}", report.summary());
     balancer.abort();
     let failures = report.failures();
-    let ran = report.results.iter().filter(|(_, o)| !matches!(o, Outcome::Skip(_))).count();
+    let ran = report
+        .results
+        .iter()
+        .filter(|(_, o)| !matches!(o, Outcome::Skip(_)))
+        .count();
     drop((a, b));
-    let _ = sqlx::query(AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
-    assert!(failures.is_empty(), "{} checks failed across two replicas:\n{}", failures.len(), failures.join("\n"));
+    let _ = sqlx::query(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await;
+    assert!(
+        failures.is_empty(),
+        "{} checks failed across two replicas:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(ran > 400, "only {ran} checks ran");
 }

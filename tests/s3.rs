@@ -13,16 +13,27 @@ use conformance::{Ctx, Server, all_checks, run_checks};
 /// A fresh prefix in the test bucket, or `None` when S3 is not configured.
 fn s3_location() -> Option<String> {
     let Ok(base) = std::env::var("ABSTORE_TEST_S3_URL") else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI requires ABSTORE_TEST_S3_URL (see scripts/s3-test-server)");
-        eprintln!("*** S3 blob tests SKIPPED: run `eval \"$(scripts/s3-test-server)\"` to enable them ***");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI requires ABSTORE_TEST_S3_URL (see scripts/s3-test-server)"
+        );
+        eprintln!(
+            "*** S3 blob tests SKIPPED: run `eval \"$(scripts/s3-test-server)\"` to enable them ***"
+        );
         return None;
     };
-    Some(format!("{}/run-{:016x}", base.trim_end_matches('/'), rand::random::<u64>()))
+    Some(format!(
+        "{}/run-{:016x}",
+        base.trim_end_matches('/'),
+        rand::random::<u64>()
+    ))
 }
 
 #[tokio::test]
 async fn blob_contract_on_s3() {
-    let Some(location) = s3_location() else { return };
+    let Some(location) = s3_location() else {
+        return;
+    };
     let blobs = Blobs::open(&location).expect("open the S3 location");
     blobs.check().await.expect("the bucket is reachable");
     let bytes = b"# Plan\n".to_vec();
@@ -31,7 +42,10 @@ async fn blob_contract_on_s3() {
     // create-only semantics (some S3 servers ignore them).
     blobs.put(&address, bytes.clone()).await.unwrap();
     blobs.put(&address, bytes.clone()).await.unwrap();
-    assert_eq!(blobs.get(&address).await.unwrap().as_ref(), bytes.as_slice());
+    assert_eq!(
+        blobs.get(&address).await.unwrap().as_ref(),
+        bytes.as_slice()
+    );
     let big = vec![7u8; 1_048_576];
     blobs.put(&blob_ref(&big), big.clone()).await.unwrap();
     assert_eq!(blobs.get(&blob_ref(&big)).await.unwrap().len(), big.len());
@@ -40,12 +54,32 @@ async fn blob_contract_on_s3() {
 
 #[tokio::test]
 async fn conformance_with_s3_blobs() {
-    let Some(location) = s3_location() else { return };
-    let args = ["serve", "--listen", "127.0.0.1:0", "--database", "sqlite::memory:", "--blobs", &location, "--test-clock", "2026-07-15T12:00:00.000Z"];
-    let server = Server::start(env!("CARGO_BIN_EXE_abstore"), &args).await.unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let Some(location) = s3_location() else {
+        return;
+    };
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        "sqlite::memory:",
+        "--blobs",
+        &location,
+        "--test-clock",
+        "2026-07-15T12:00:00.000Z",
+    ];
+    let server = Server::start(env!("CARGO_BIN_EXE_abstore"), &args)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
     let ctx = Ctx::new(server.url(), "0.8.0").expect("http client");
     let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
     eprintln!("conformance [s3 blobs]: {}", report.summary());
     let failures = report.failures();
-    assert!(failures.is_empty(), "{} checks failed with S3 blobs:\n{}\n{}", failures.len(), failures.join("\n"), server.stderr());
+    assert!(
+        failures.is_empty(),
+        "{} checks failed with S3 blobs:\n{}\n{}",
+        failures.len(),
+        failures.join("\n"),
+        server.stderr()
+    );
 }

@@ -51,7 +51,10 @@ impl Ctx {
 }
 
 pub fn unique_suffix() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("{:x}_{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
 }
 
@@ -84,22 +87,44 @@ pub struct Db {
 impl Db {
     pub async fn create(ctx: &Ctx, backend: Backend) -> Result<Db> {
         match backend {
-            Backend::Memory => Ok(Db { backend, url: "sqlite::memory:".into(), path: None, pg: None }),
+            Backend::Memory => Ok(Db {
+                backend,
+                url: "sqlite::memory:".into(),
+                path: None,
+                pg: None,
+            }),
             Backend::SqliteFile => {
                 let dir = ctx.work_dir.join(format!("sqlite-{}", unique_suffix()));
                 std::fs::create_dir_all(&dir)?;
                 let path = dir.join("abstore.db");
-                Ok(Db { backend, url: format!("sqlite://{}", path.display()), path: Some(path), pg: None })
+                Ok(Db {
+                    backend,
+                    url: format!("sqlite://{}", path.display()),
+                    path: Some(path),
+                    pg: None,
+                })
             }
             Backend::Postgres => {
-                let base = ctx.pg_base.clone().ok_or_else(|| anyhow!("PostgreSQL is not configured"))?;
+                let base = ctx
+                    .pg_base
+                    .clone()
+                    .ok_or_else(|| anyhow!("PostgreSQL is not configured"))?;
                 let name = format!("abstore_bench_{}", unique_suffix());
                 let admin = format!("{base}/postgres");
                 use sqlx::Connection as _;
-                let mut conn = sqlx::PgConnection::connect(&admin).await.with_context(|| format!("connecting to {admin}"))?;
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+                let mut conn = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .with_context(|| format!("connecting to {admin}"))?;
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut conn)
+                    .await?;
                 conn.close().await?;
-                Ok(Db { backend, url: format!("{base}/{name}"), path: None, pg: Some((admin, name)) })
+                Ok(Db {
+                    backend,
+                    url: format!("{base}/{name}"),
+                    path: None,
+                    pg: Some((admin, name)),
+                })
             }
         }
     }
@@ -109,7 +134,11 @@ impl Db {
         if let Some((admin, name)) = &self.pg {
             use sqlx::Connection as _;
             let mut conn = sqlx::PgConnection::connect(admin).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut conn).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
+            .execute(&mut conn)
+            .await?;
             conn.close().await?;
         }
         if let Some(dir) = self.path.as_ref().and_then(|p| p.parent()) {
@@ -130,7 +159,10 @@ where
     match Arc::try_unwrap(db) {
         Ok(db) => {
             if let Err(err) = db.drop_db().await {
-                eprintln!("warning: could not drop the {} database: {err:#}", backend.label());
+                eprintln!(
+                    "warning: could not drop the {} database: {err:#}",
+                    backend.label()
+                );
             }
         }
         Err(_) => eprintln!("warning: database still referenced; not dropped"),
@@ -158,7 +190,13 @@ pub struct ServerOpts<'a> {
 
 impl<'a> ServerOpts<'a> {
     pub fn new(db: &'a Db, name: impl Into<String>) -> Self {
-        ServerOpts { db_url: &db.url, blobs: "memory://".into(), metrics: false, extra: Vec::new(), name: name.into() }
+        ServerOpts {
+            db_url: &db.url,
+            blobs: "memory://".into(),
+            metrics: false,
+            extra: Vec::new(),
+            name: name.into(),
+        }
     }
 }
 
@@ -168,7 +206,14 @@ impl Server {
         let log = std::fs::File::create(&log_path)?;
         let mut cmd = Command::new(&ctx.server_bin);
         cmd.arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--database", opts.db_url, "--blobs", &opts.blobs])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--database",
+                opts.db_url,
+                "--blobs",
+                &opts.blobs,
+            ])
             .args(&opts.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -176,7 +221,9 @@ impl Server {
         if opts.metrics {
             cmd.args(["--metrics-listen", "127.0.0.1:0"]);
         }
-        let mut child = cmd.spawn().with_context(|| format!("starting {}", ctx.server_bin.display()))?;
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", ctx.server_bin.display()))?;
         let pid = child.id();
         let stdout = child.stdout.take().context("no stdout")?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -187,13 +234,22 @@ impl Server {
                 let _ = tx.send(line);
             }
         });
-        let mut server = Server { child, pid, base: String::new(), metrics: None, clk_tck: ctx.clk_tck };
+        let mut server = Server {
+            child,
+            pid,
+            base: String::new(),
+            metrics: None,
+            clk_tck: ctx.clk_tck,
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let line = match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(line)) => line,
                 Ok(None) => bail!("server exited before listening; see {}", log_path.display()),
-                Err(_) => bail!("server did not announce its address within 60 s; see {}", log_path.display()),
+                Err(_) => bail!(
+                    "server did not announce its address within 60 s; see {}",
+                    log_path.display()
+                ),
             };
             if let Some(rest) = line.strip_prefix("abstore metrics on ") {
                 server.metrics = Some(rest.trim().to_owned());
@@ -212,43 +268,74 @@ impl Server {
     /// User + system CPU time consumed so far, from /proc/<pid>/stat.
     pub fn cpu(&self) -> Result<Duration> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).context("malformed stat")?;
+        let after = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .context("malformed stat")?;
         let fields: Vec<&str> = after.split_whitespace().collect();
         // Fields 14 and 15 of stat(5); `after` starts at field 3.
         let utime: u64 = fields.get(11).context("no utime")?.parse()?;
         let stime: u64 = fields.get(12).context("no stime")?.parse()?;
-        Ok(Duration::from_secs_f64((utime + stime) as f64 / self.clk_tck as f64))
+        Ok(Duration::from_secs_f64(
+            (utime + stime) as f64 / self.clk_tck as f64,
+        ))
     }
 
     /// Resident set size in bytes (VmRSS of /proc/<pid>/status).
     pub fn rss(&self) -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).context("no VmRSS")?;
-        let kib: u64 = line.split_whitespace().nth(1).context("malformed VmRSS")?.parse()?;
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .context("no VmRSS")?;
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .context("malformed VmRSS")?
+            .parse()?;
         Ok(kib * 1024)
     }
 
     /// Threads of the process (for the notes).
     pub fn threads(&self) -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
-        let line = status.lines().find(|l| l.starts_with("Threads:")).context("no Threads")?;
-        Ok(line.split_whitespace().nth(1).context("malformed Threads")?.parse()?)
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("Threads:"))
+            .context("no Threads")?;
+        Ok(line
+            .split_whitespace()
+            .nth(1)
+            .context("malformed Threads")?
+            .parse()?)
     }
 
     /// `abstore_held_reads_in_flight` from the metrics listener.
     pub async fn held_reads(&self, http: &reqwest::Client) -> Result<u64> {
-        let url = self.metrics.as_ref().context("server started without --metrics-listen")?;
+        let url = self
+            .metrics
+            .as_ref()
+            .context("server started without --metrics-listen")?;
         let text = http.get(url).send().await?.text().await?;
         let line = text
             .lines()
             .find(|l| l.starts_with("abstore_held_reads_in_flight"))
             .context("no abstore_held_reads_in_flight gauge")?;
-        let value: f64 = line.split_whitespace().last().context("malformed gauge")?.parse()?;
+        let value: f64 = line
+            .split_whitespace()
+            .last()
+            .context("malformed gauge")?
+            .parse()?;
         Ok(value as u64)
     }
 
     /// Wait until exactly `n` reads are held (or `timeout` passes); returns the last count.
-    pub async fn wait_held(&self, http: &reqwest::Client, n: u64, timeout: Duration) -> Result<u64> {
+    pub async fn wait_held(
+        &self,
+        http: &reqwest::Client,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<u64> {
         let deadline = Instant::now() + timeout;
         loop {
             let held = self.held_reads(http).await?;
@@ -261,7 +348,9 @@ impl Server {
 
     /// SIGTERM, then SIGKILL after 10 s.
     pub async fn stop(mut self) -> Result<()> {
-        let _ = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self.child.try_wait()?.is_some() {
@@ -292,7 +381,10 @@ pub fn client() -> reqwest::Client {
 pub fn client_with_timeout(timeout: Duration) -> reqwest::Client {
     let mut headers = HeaderMap::new();
     headers.insert("x-autobuild-version", HeaderValue::from_static("0.8.0"));
-    headers.insert("x-autobuild-protocol-version", HeaderValue::from_static("2"));
+    headers.insert(
+        "x-autobuild-protocol-version",
+        HeaderValue::from_static("2"),
+    );
     reqwest::Client::builder()
         .default_headers(headers)
         .pool_max_idle_per_host(usize::MAX)
@@ -304,11 +396,19 @@ pub fn client_with_timeout(timeout: Duration) -> reqwest::Client {
 
 /// POST a JSON body; fail unless the status is `expect`. Returns the response body.
 pub async fn post(http: &reqwest::Client, url: &str, body: Bytes, expect: u16) -> Result<Bytes> {
-    let response = http.post(url).header("content-type", "application/json").body(body).send().await?;
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await?;
     let status = response.status();
     let body = response.bytes().await?;
     if status.as_u16() != expect {
-        bail!("POST {url}: {status}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+        bail!(
+            "POST {url}: {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        );
     }
     Ok(body)
 }
@@ -318,7 +418,10 @@ pub async fn get(http: &reqwest::Client, url: &str) -> Result<Bytes> {
     let status = response.status();
     let body = response.bytes().await?;
     if status.as_u16() != 200 {
-        bail!("GET {url}: {status}: {}", String::from_utf8_lossy(&body[..body.len().min(300)]));
+        bail!(
+            "GET {url}: {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        );
     }
     Ok(body)
 }
@@ -356,7 +459,11 @@ impl LoadResult {
 
     pub fn note(&self) -> String {
         match &self.first_error {
-            Some(err) => format!("{} errors, first: {}", self.errors, err.chars().take(160).collect::<String>()),
+            Some(err) => format!(
+                "{} errors, first: {}",
+                self.errors,
+                err.chars().take(160).collect::<String>()
+            ),
             None => String::new(),
         }
     }
@@ -405,7 +512,13 @@ where
             (latencies, errors, first_error)
         }));
     }
-    let mut result = LoadResult { ok: 0, errors: 0, first_error: None, elapsed: Duration::ZERO, latencies: Vec::new() };
+    let mut result = LoadResult {
+        ok: 0,
+        errors: 0,
+        first_error: None,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+    };
     for worker in workers {
         match worker.await {
             Ok((latencies, errors, first_error)) => {
@@ -418,7 +531,9 @@ where
             }
             Err(err) => {
                 result.errors += 1;
-                result.first_error.get_or_insert_with(|| format!("worker panicked: {err}"));
+                result
+                    .first_error
+                    .get_or_insert_with(|| format!("worker panicked: {err}"));
             }
         }
     }
@@ -429,7 +544,12 @@ where
 
 /// A warm-up phase (discarded) and a measured phase, with the server's CPU
 /// time over the measured one. Returns the result and CPU µs per request.
-pub async fn measure<F, Fut>(ctx: &Ctx, server: Option<&Server>, clients: usize, op: F) -> Result<(LoadResult, Option<f64>)>
+pub async fn measure<F, Fut>(
+    ctx: &Ctx,
+    server: Option<&Server>,
+    clients: usize,
+    op: F,
+) -> Result<(LoadResult, Option<f64>)>
 where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<()>> + Send + 'static,
@@ -451,7 +571,11 @@ where
 
 pub fn ms(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1000.0;
-    if ms < 10.0 { format!("{ms:.2}") } else { format!("{ms:.1}") }
+    if ms < 10.0 {
+        format!("{ms:.2}")
+    } else {
+        format!("{ms:.1}")
+    }
 }
 
 pub fn rate(r: f64) -> String {
@@ -475,7 +599,11 @@ pub struct Table {
 
 impl Table {
     pub fn new(title: &str, header: &[&str]) -> Table {
-        Table { title: title.into(), header: header.iter().map(|s| (*s).to_owned()).collect(), rows: Vec::new() }
+        Table {
+            title: title.into(),
+            header: header.iter().map(|s| (*s).to_owned()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     /// Add a row and print it at once (so a long run shows progress).
@@ -485,7 +613,12 @@ impl Table {
     }
 
     pub fn render(&self) -> String {
-        let mut out = format!("### {}\n\n| {} |\n|{}\n", self.title, self.header.join(" | "), "---|".repeat(self.header.len()));
+        let mut out = format!(
+            "### {}\n\n| {} |\n|{}\n",
+            self.title,
+            self.header.join(" | "),
+            "---|".repeat(self.header.len())
+        );
         for row in &self.rows {
             out.push_str(&format!("| {} |\n", row.join(" | ")));
         }
@@ -495,5 +628,7 @@ impl Table {
 
 /// The 1-minute load average (the machine is shared; reported with results).
 pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }

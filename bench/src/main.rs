@@ -21,7 +21,10 @@ use clap::{Parser, ValueEnum};
 use harness::{Ctx, Table};
 
 #[derive(Parser)]
-#[command(name = "abstore-load", about = "Load scenarios for abstore (see docs/benchmarks.md)")]
+#[command(
+    name = "abstore-load",
+    about = "Load scenarios for abstore (see docs/benchmarks.md)"
+)]
 struct Cli {
     /// Scenario to run.
     #[arg(value_enum)]
@@ -32,7 +35,11 @@ struct Cli {
     server: Option<PathBuf>,
 
     /// PostgreSQL base URL without a database; fresh databases are created under it.
-    #[arg(long, env = "ABSTORE_BENCH_POSTGRES", default_value = "postgres://postgres@127.0.0.1:5432")]
+    #[arg(
+        long,
+        env = "ABSTORE_BENCH_POSTGRES",
+        default_value = "postgres://postgres@127.0.0.1:5432"
+    )]
     postgres: String,
 
     /// Skip every PostgreSQL measurement.
@@ -83,7 +90,10 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     let server_bin = cli.server.clone().unwrap_or_else(default_server);
     if !server_bin.is_file() {
-        bail!("no server binary at {}; run `cargo build --release --bin abstore` or pass --server", server_bin.display());
+        bail!(
+            "no server binary at {}; run `cargo build --release --bin abstore` or pass --server",
+            server_bin.display()
+        );
     }
     let work_dir = std::env::temp_dir().join(format!("abstore-bench-{}", harness::unique_suffix()));
     std::fs::create_dir_all(&work_dir)?;
@@ -99,15 +109,28 @@ async fn main() -> Result<()> {
         use sqlx::Connection as _;
         sqlx::PgConnection::connect(&format!("{base}/postgres"))
             .await
-            .with_context(|| format!("PostgreSQL at {base} is not reachable (pass --no-postgres to skip it)"))?
+            .with_context(|| {
+                format!("PostgreSQL at {base} is not reachable (pass --no-postgres to skip it)")
+            })?
             .close()
             .await?;
     }
     let started = Instant::now();
     let load_before = harness::loadavg();
-    eprintln!("abstore-load: server {}, scratch {}, load average {load_before}", ctx.server_bin.display(), work_dir.display());
+    eprintln!(
+        "abstore-load: server {}, scratch {}, load average {load_before}",
+        ctx.server_bin.display(),
+        work_dir.display()
+    );
     let scenarios: Vec<Scenario> = match cli.scenario {
-        Scenario::All => vec![Scenario::Append, Scenario::Read, Scenario::Deposit, Scenario::Wake, Scenario::Memory, Scenario::Streams],
+        Scenario::All => vec![
+            Scenario::Append,
+            Scenario::Read,
+            Scenario::Deposit,
+            Scenario::Wake,
+            Scenario::Memory,
+            Scenario::Streams,
+        ],
         one => vec![one],
     };
     let mut tables: Vec<Table> = Vec::new();
@@ -136,7 +159,9 @@ async fn main() -> Result<()> {
     let summary = format!(
         "run: {:.0} s on {} CPUs; load average before {load_before}, after {}; {} s phases after {} s warm-up; server CPU from /proc/<pid>/stat at {} ticks/s\n",
         started.elapsed().as_secs_f64(),
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         harness::loadavg(),
         ctx.seconds,
         ctx.warmup,

@@ -8,7 +8,10 @@ use anyhow::Result;
 use base64::Engine as _;
 use bytes::Bytes;
 
-use crate::harness::{Backend, Ctx, Server, ServerOpts, Table, client, client_with_timeout, create_build, mib, post, with_db};
+use crate::harness::{
+    Backend, Ctx, Server, ServerOpts, Table, client, client_with_timeout, create_build, mib, post,
+    with_db,
+};
 
 const HELD: usize = 10_000;
 const BUILDS: usize = 1_000;
@@ -16,29 +19,50 @@ const BUILDS: usize = 1_000;
 const PER_POOL: usize = 1_000;
 
 pub async fn memory(ctx: &Ctx) -> Result<Table> {
-    let mut table = Table::new("memory (server VmRSS)", &["backend", "state", "RSS MiB", "threads", "notes"]);
+    let mut table = Table::new(
+        "memory (server VmRSS)",
+        &["backend", "state", "RSS MiB", "threads", "notes"],
+    );
     // Idle, with the default configuration (no metrics listener).
     for backend in ctx.backends(true) {
         eprintln!("memory: idle {}", backend.label());
         let row = with_db(ctx, backend, |db| async move {
-            let server = Server::start(ctx, ServerOpts::new(&db, format!("memory-idle-{backend:?}"))).await?;
+            let server = Server::start(
+                ctx,
+                ServerOpts::new(&db, format!("memory-idle-{backend:?}")),
+            )
+            .await?;
             tokio::time::sleep(Duration::from_secs(1)).await;
             let (rss, threads) = (server.rss()?, server.threads()?);
             server.stop().await?;
-            Ok(vec![backend.label().into(), "idle after start".into(), mib(rss), threads.to_string(), String::new()])
+            Ok(vec![
+                backend.label().into(),
+                "idle after start".into(),
+                mib(rss),
+                threads.to_string(),
+                String::new(),
+            ])
         })
         .await?;
         table.push(row);
     }
     for backend in ctx.backends(false) {
         eprintln!("memory: {HELD} held reads on {}", backend.label());
-        let rows = with_db(ctx, backend, |db| async move { held(ctx, &db, backend).await }).await?;
+        let rows = with_db(
+            ctx,
+            backend,
+            |db| async move { held(ctx, &db, backend).await },
+        )
+        .await?;
         for row in rows {
             table.push(row);
         }
     }
     eprintln!("memory: large deposits to file blobs");
-    let rows = with_db(ctx, Backend::SqliteFile, |db| async move { deposits(ctx, &db).await }).await?;
+    let rows = with_db(ctx, Backend::SqliteFile, |db| async move {
+        deposits(ctx, &db).await
+    })
+    .await?;
     for row in rows {
         table.push(row);
     }
@@ -77,18 +101,27 @@ async fn held(ctx: &Ctx, db: &crate::harness::Db, backend: Backend) -> Result<Ve
         String::new(),
     ]];
     // Open the reads in batches across several connection pools.
-    let pools: Vec<reqwest::Client> = (0..HELD.div_ceil(PER_POOL)).map(|_| client_with_timeout(Duration::from_secs(60))).collect();
+    let pools: Vec<reqwest::Client> = (0..HELD.div_ceil(PER_POOL))
+        .map(|_| client_with_timeout(Duration::from_secs(60)))
+        .collect();
     let mut tasks = Vec::with_capacity(HELD);
     let opened = Instant::now();
     for read in 0..HELD {
         let http = pools[read / PER_POOL].clone();
-        let url = server.url(&format!("/builds/{}/events?since=0&wait=30", slugs[read % BUILDS]));
-        tasks.push(tokio::spawn(async move { http.get(&url).send().await.map(|r| r.status().as_u16()) }));
+        let url = server.url(&format!(
+            "/builds/{}/events?since=0&wait=30",
+            slugs[read % BUILDS]
+        ));
+        tasks.push(tokio::spawn(async move {
+            http.get(&url).send().await.map(|r| r.status().as_u16())
+        }));
         if read % 500 == 499 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    let held = server.wait_held(&control, HELD as u64, Duration::from_secs(22)).await?;
+    let held = server
+        .wait_held(&control, HELD as u64, Duration::from_secs(22))
+        .await?;
     let ramp = opened.elapsed();
     let during = server.rss()?;
     let threads = server.threads()?;
@@ -130,7 +163,12 @@ async fn held(ctx: &Ctx, db: &crate::harness::Db, backend: Backend) -> Result<Ve
 async fn deposits(ctx: &Ctx, db: &crate::harness::Db) -> Result<Vec<Vec<String>>> {
     const COUNT: usize = 64;
     const SIZE: usize = 1024 * 1024;
-    let blobs = db.path.as_ref().and_then(|p| p.parent()).map(|d| d.join("blobs")).expect("a SQLite file database");
+    let blobs = db
+        .path
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(|d| d.join("blobs"))
+        .expect("a SQLite file database");
     std::fs::create_dir_all(&blobs)?;
     let mut opts = ServerOpts::new(db, "memory-deposits");
     opts.blobs = format!("file://{}", blobs.display());
@@ -163,7 +201,9 @@ async fn deposits(ctx: &Ctx, db: &crate::harness::Db) -> Result<Vec<Vec<String>>
                 }
             });
             let (http, url) = (http.clone(), url.clone());
-            batch.push(tokio::spawn(async move { post(&http, &url, Bytes::from(body.to_string()), 201).await }));
+            batch.push(tokio::spawn(async move {
+                post(&http, &url, Bytes::from(body.to_string()), 201).await
+            }));
         }
         for task in batch {
             task.await??;
@@ -175,13 +215,23 @@ async fn deposits(ctx: &Ctx, db: &crate::harness::Db) -> Result<Vec<Vec<String>>
     let threads = server.threads()?;
     server.stop().await?;
     Ok(vec![
-        vec!["SQLite file + file:// blobs".into(), "before large deposits".into(), mib(before), String::new(), String::new()],
+        vec![
+            "SQLite file + file:// blobs".into(),
+            "before large deposits".into(),
+            mib(before),
+            String::new(),
+            String::new(),
+        ],
         vec![
             "SQLite file + file:// blobs".into(),
             format!("after {COUNT} deposits of 1 MiB (4 concurrent)"),
             mib(after),
             threads.to_string(),
-            format!("peak seen between batches {} MiB; {} MiB of blobs written", mib(peak), COUNT * SIZE / (1024 * 1024)),
+            format!(
+                "peak seen between batches {} MiB; {} MiB of blobs written",
+                mib(peak),
+                COUNT * SIZE / (1024 * 1024)
+            ),
         ],
     ])
 }

@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
-use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::Row as _;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::harness::{Ctx, Db, LoadResult, measure};
 
@@ -34,7 +36,10 @@ fn sqlite_options(db: &Db) -> Result<SqliteConnectOptions> {
 /// connection, exactly as abstore's writer does (16 connections would only
 /// add busy-handler sleeps).
 pub async fn sqlite_insert(ctx: &Ctx, db: &Db, clients: usize) -> Result<LoadResult> {
-    let pool = SqlitePoolOptions::new().max_connections(1).connect_with(sqlite_options(db)?).await?;
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(sqlite_options(db)?)
+        .await?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS events (kind TEXT NOT NULL, resource_id TEXT NOT NULL, seq INTEGER NOT NULL, \
          envelope TEXT NOT NULL, PRIMARY KEY (kind, resource_id, seq)) WITHOUT ROWID",
@@ -48,13 +53,15 @@ pub async fn sqlite_insert(ctx: &Ctx, db: &Db, clients: usize) -> Result<LoadRes
             let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
             let slug = format!("b-{worker}");
             let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-            sqlx::query("INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)")
-                .bind("build")
-                .bind(&slug)
-                .bind(seq)
-                .bind(envelope(&slug, seq))
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)",
+            )
+            .bind("build")
+            .bind(&slug)
+            .bind(seq)
+            .bind(envelope(&slug, seq))
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
             Ok(())
         }
@@ -64,7 +71,10 @@ pub async fn sqlite_insert(ctx: &Ctx, db: &Db, clients: usize) -> Result<LoadRes
 }
 
 pub async fn pg_pool(db: &Db, size: u32) -> Result<PgPool> {
-    Ok(PgPoolOptions::new().max_connections(size).connect(&db.url).await?)
+    Ok(PgPoolOptions::new()
+        .max_connections(size)
+        .connect(&db.url)
+        .await?)
 }
 
 /// "Lock counter row, insert, update counter" transactions on PostgreSQL, on
@@ -84,9 +94,17 @@ pub async fn pg_counter(ctx: &Ctx, db: &Db, clients: usize, shared: bool) -> Res
     )
     .execute(&pool)
     .await?;
-    let prefix = if shared { "shared".to_owned() } else { format!("c{clients}-") };
+    let prefix = if shared {
+        "shared".to_owned()
+    } else {
+        format!("c{clients}-")
+    };
     for worker in 0..clients {
-        let id = if shared { prefix.clone() } else { format!("{prefix}{worker}") };
+        let id = if shared {
+            prefix.clone()
+        } else {
+            format!("{prefix}{worker}")
+        };
         sqlx::query("INSERT INTO counters (kind, id, last_seq, updated_at) VALUES ('build', $1, 0, 0) ON CONFLICT DO NOTHING")
             .bind(id)
             .execute(&pool)
@@ -94,30 +112,39 @@ pub async fn pg_counter(ctx: &Ctx, db: &Db, clients: usize, shared: bool) -> Res
     }
     let (result, _) = measure(ctx, None, clients, move |worker, _| {
         let pool = pool.clone();
-        let id = if shared { prefix.clone() } else { format!("{prefix}{worker}") };
+        let id = if shared {
+            prefix.clone()
+        } else {
+            format!("{prefix}{worker}")
+        };
         async move {
             let mut tx = pool.begin().await?;
-            let last: i64 = sqlx::query("SELECT last_seq FROM counters WHERE kind = $1 AND id = $2 FOR UPDATE")
-                .bind("build")
-                .bind(&id)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("last_seq")?;
+            let last: i64 =
+                sqlx::query("SELECT last_seq FROM counters WHERE kind = $1 AND id = $2 FOR UPDATE")
+                    .bind("build")
+                    .bind(&id)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("last_seq")?;
             let seq = last + 1;
-            sqlx::query("INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)")
-                .bind("build")
-                .bind(&id)
-                .bind(seq)
-                .bind(envelope(&id, seq))
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("UPDATE counters SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2")
-                .bind("build")
-                .bind(&id)
-                .bind(seq)
-                .bind(seq)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)",
+            )
+            .bind("build")
+            .bind(&id)
+            .bind(seq)
+            .bind(envelope(&id, seq))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "UPDATE counters SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2",
+            )
+            .bind("build")
+            .bind(&id)
+            .bind(seq)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
             Ok(())
         }
@@ -126,11 +153,18 @@ pub async fn pg_counter(ctx: &Ctx, db: &Db, clients: usize, shared: bool) -> Res
     Ok(result)
 }
 
-const SELECT_EVENTS: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
+const SELECT_EVENTS: &str =
+    "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
 
 /// abstore's read query against the database a server wrote, on a pool like
 /// the server's readers (SQLite: read-only WAL connections).
-pub async fn select_events(ctx: &Ctx, db: &Db, clients: usize, slug: &str, expect: usize) -> Result<LoadResult> {
+pub async fn select_events(
+    ctx: &Ctx,
+    db: &Db,
+    clients: usize,
+    slug: &str,
+    expect: usize,
+) -> Result<LoadResult> {
     let slug = slug.to_owned();
     match db.backend {
         crate::harness::Backend::Postgres => {
@@ -138,8 +172,16 @@ pub async fn select_events(ctx: &Ctx, db: &Db, clients: usize, slug: &str, expec
             let (result, _) = measure(ctx, None, clients, move |_, _| {
                 let (pool, slug) = (pool.clone(), slug.clone());
                 async move {
-                    let rows = sqlx::query(SELECT_EVENTS).bind("build").bind(&slug).bind(0i64).fetch_all(&pool).await?;
-                    let envelopes = rows.iter().map(|r| r.try_get::<String, _>("envelope")).collect::<Result<Vec<_>, _>>()?;
+                    let rows = sqlx::query(SELECT_EVENTS)
+                        .bind("build")
+                        .bind(&slug)
+                        .bind(0i64)
+                        .fetch_all(&pool)
+                        .await?;
+                    let envelopes = rows
+                        .iter()
+                        .map(|r| r.try_get::<String, _>("envelope"))
+                        .collect::<Result<Vec<_>, _>>()?;
                     anyhow::ensure!(envelopes.len() == expect, "{} rows", envelopes.len());
                     Ok(())
                 }
@@ -155,8 +197,16 @@ pub async fn select_events(ctx: &Ctx, db: &Db, clients: usize, slug: &str, expec
             let (result, _) = measure(ctx, None, clients, move |_, _| {
                 let (pool, slug) = (pool.clone(), slug.clone());
                 async move {
-                    let rows = sqlx::query(SELECT_EVENTS).bind("build").bind(&slug).bind(0i64).fetch_all(&pool).await?;
-                    let envelopes = rows.iter().map(|r| r.try_get::<String, _>("envelope")).collect::<Result<Vec<_>, _>>()?;
+                    let rows = sqlx::query(SELECT_EVENTS)
+                        .bind("build")
+                        .bind(&slug)
+                        .bind(0i64)
+                        .fetch_all(&pool)
+                        .await?;
+                    let envelopes = rows
+                        .iter()
+                        .map(|r| r.try_get::<String, _>("envelope"))
+                        .collect::<Result<Vec<_>, _>>()?;
                     anyhow::ensure!(envelopes.len() == expect, "{} rows", envelopes.len());
                     Ok(())
                 }

@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
 
-use crate::harness::{Ctx, Server, ServerOpts, Table, client, create_build, ms, opt, post, rate, with_db};
+use crate::harness::{
+    Ctx, Server, ServerOpts, Table, client, create_build, ms, opt, post, rate, with_db,
+};
 
 /// A batch of about 1 KiB: one text delta.
 fn kib_batch() -> Bytes {
@@ -17,7 +19,10 @@ fn kib_batch() -> Bytes {
 /// A stream's id from its create response.
 fn stream_id(body: &[u8]) -> Result<String> {
     let record: serde_json::Value = serde_json::from_slice(body)?;
-    record["id"].as_str().map(str::to_owned).context("no stream id")
+    record["id"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no stream id")
 }
 
 /// 10,000 parts in 100 batches: one assistant turn with 9,996 text deltas.
@@ -27,22 +32,37 @@ fn ten_thousand_parts() -> Vec<Bytes> {
         serde_json::json!({"type": "text-start", "id": "t1"}),
     ];
     for i in 0..9_996 {
-        parts.push(serde_json::json!({"type": "text-delta", "id": "t1", "delta": format!("word{i} ")}));
+        parts.push(
+            serde_json::json!({"type": "text-delta", "id": "t1", "delta": format!("word{i} ")}),
+        );
     }
     parts.push(serde_json::json!({"type": "text-end", "id": "t1"}));
     parts.push(serde_json::json!({"type": "finish"}));
-    parts.chunks(100).map(|batch| Bytes::from(serde_json::json!({ "parts": batch }).to_string())).collect()
+    parts
+        .chunks(100)
+        .map(|batch| Bytes::from(serde_json::json!({ "parts": batch }).to_string()))
+        .collect()
 }
 
 pub async fn streams(ctx: &Ctx) -> Result<Table> {
     let mut table = Table::new(
         "streams (1 KiB batch appends; close of a 10,000-part stream)",
-        &["backend", "measurement", "requests", "req/s", "p50 ms", "p99 ms", "server CPU", "notes"],
+        &[
+            "backend",
+            "measurement",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "server CPU",
+            "notes",
+        ],
     );
     for backend in ctx.backends(true) {
         eprintln!("streams: {}", backend.label());
         let rows = with_db(ctx, backend, |db| async move {
-            let server = Server::start(ctx, ServerOpts::new(&db, format!("streams-{backend:?}"))).await?;
+            let server =
+                Server::start(ctx, ServerOpts::new(&db, format!("streams-{backend:?}"))).await?;
             let http = client();
             create_build(&http, &server, "sb").await?;
             let create = server.url("/builds/sb/streams");
@@ -50,18 +70,25 @@ pub async fn streams(ctx: &Ctx) -> Result<Table> {
             for clients in [1, 16] {
                 let mut urls = Vec::new();
                 for _ in 0..clients {
-                    let body = post(&http, &create, Bytes::from_static(br#"{"label":"bench"}"#), 201).await?;
+                    let body = post(
+                        &http,
+                        &create,
+                        Bytes::from_static(br#"{"label":"bench"}"#),
+                        201,
+                    )
+                    .await?;
                     urls.push(server.url(&format!("/streams/{}/chunks", stream_id(&body)?)));
                 }
                 let (urls, http, batch) = (Arc::new(urls), http.clone(), kib_batch());
-                let (result, cpu) = crate::harness::measure(ctx, Some(&server), clients, move |worker, _| {
-                    let (http, urls, batch) = (http.clone(), urls.clone(), batch.clone());
-                    async move {
-                        post(&http, &urls[worker], batch, 201).await?;
-                        Ok(())
-                    }
-                })
-                .await?;
+                let (result, cpu) =
+                    crate::harness::measure(ctx, Some(&server), clients, move |worker, _| {
+                        let (http, urls, batch) = (http.clone(), urls.clone(), batch.clone());
+                        async move {
+                            post(&http, &urls[worker], batch, 201).await?;
+                            Ok(())
+                        }
+                    })
+                    .await?;
                 rows.push(vec![
                     format!("abstore, {}", backend.label()),
                     format!("append 1 KiB batch, {clients} client(s), own stream each"),
@@ -73,7 +100,13 @@ pub async fn streams(ctx: &Ctx) -> Result<Table> {
                     result.note(),
                 ]);
             }
-            let body = post(&http, &create, Bytes::from_static(br#"{"label":"ten thousand"}"#), 201).await?;
+            let body = post(
+                &http,
+                &create,
+                Bytes::from_static(br#"{"label":"ten thousand"}"#),
+                201,
+            )
+            .await?;
             let id = stream_id(&body)?;
             let chunks = server.url(&format!("/streams/{id}/chunks"));
             for batch in ten_thousand_parts() {
@@ -81,7 +114,13 @@ pub async fn streams(ctx: &Ctx) -> Result<Table> {
             }
             let cpu0 = server.cpu()?;
             let started = Instant::now();
-            let closed = post(&http, &server.url(&format!("/streams/{id}/close")), Bytes::from_static(br#"{"outcome":"completed"}"#), 200).await?;
+            let closed = post(
+                &http,
+                &server.url(&format!("/streams/{id}/close")),
+                Bytes::from_static(br#"{"outcome":"completed"}"#),
+                200,
+            )
+            .await?;
             let wall = started.elapsed();
             let cpu = server.cpu()? - cpu0;
             let record: serde_json::Value = serde_json::from_slice(&closed)?;

@@ -8,7 +8,8 @@ use base64::Engine as _;
 use bytes::Bytes;
 
 use crate::harness::{
-    Backend, Ctx, Server, ServerOpts, Table, client, create_build, event_body, get, ms, opt, post, rate, with_db,
+    Backend, Ctx, Server, ServerOpts, Table, client, create_build, event_body, get, ms, opt, post,
+    rate, with_db,
 };
 use crate::raw;
 
@@ -19,8 +20,20 @@ struct Phase {
     shared: bool,
 }
 
-const APPEND_PHASES: [Phase; 3] =
-    [Phase { clients: 1, shared: false }, Phase { clients: 16, shared: false }, Phase { clients: 16, shared: true }];
+const APPEND_PHASES: [Phase; 3] = [
+    Phase {
+        clients: 1,
+        shared: false,
+    },
+    Phase {
+        clients: 16,
+        shared: false,
+    },
+    Phase {
+        clients: 16,
+        shared: true,
+    },
+];
 
 fn phase_label(p: Phase) -> String {
     match (p.clients, p.shared) {
@@ -34,16 +47,34 @@ fn phase_label(p: Phase) -> String {
 pub async fn append(ctx: &Ctx) -> Result<Table> {
     let mut table = Table::new(
         "append (POST /builds/{slug}/events)",
-        &["backend", "clients", "requests", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "raw req/s", "abstore/raw", "notes"],
+        &[
+            "backend",
+            "clients",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "server CPU µs/req",
+            "raw req/s",
+            "abstore/raw",
+            "notes",
+        ],
     );
     // Raw baselines first, each on its own fresh database.
     let mut raw_rates: HashMap<(Backend, usize, bool), f64> = HashMap::new();
     eprintln!("append: raw SQLite insert+fsync loop");
     for clients in [1, 16] {
-        let result = with_db(ctx, Backend::SqliteFile, |db| async move { raw::sqlite_insert(ctx, &db, clients).await }).await?;
+        let result = with_db(ctx, Backend::SqliteFile, |db| async move {
+            raw::sqlite_insert(ctx, &db, clients).await
+        })
+        .await?;
         table.push(vec![
             "raw SQLite file: insert 1 row + commit".into(),
-            if clients == 1 { "1".into() } else { format!("{clients} (one connection)") },
+            if clients == 1 {
+                "1".into()
+            } else {
+                format!("{clients} (one connection)")
+            },
             result.ok.to_string(),
             rate(result.rate()),
             ms(result.p(0.5)),
@@ -59,8 +90,10 @@ pub async fn append(ctx: &Ctx) -> Result<Table> {
     if ctx.pg_base.is_some() {
         eprintln!("append: raw PostgreSQL counter transactions");
         for phase in APPEND_PHASES {
-            let result =
-                with_db(ctx, Backend::Postgres, |db| async move { raw::pg_counter(ctx, &db, phase.clients, phase.shared).await }).await?;
+            let result = with_db(ctx, Backend::Postgres, |db| async move {
+                raw::pg_counter(ctx, &db, phase.clients, phase.shared).await
+            })
+            .await?;
             table.push(vec![
                 "raw PostgreSQL: lock counter, insert, update".into(),
                 phase_label(phase),
@@ -73,7 +106,10 @@ pub async fn append(ctx: &Ctx) -> Result<Table> {
                 "".into(),
                 result.note(),
             ]);
-            raw_rates.insert((Backend::Postgres, phase.clients, phase.shared), result.rate());
+            raw_rates.insert(
+                (Backend::Postgres, phase.clients, phase.shared),
+                result.rate(),
+            );
         }
     }
     for backend in ctx.backends(true) {
@@ -81,7 +117,8 @@ pub async fn append(ctx: &Ctx) -> Result<Table> {
         let rows = with_db(ctx, backend, |db| {
             let raw_rates = &raw_rates;
             async move {
-                let server = Server::start(ctx, ServerOpts::new(&db, format!("append-{backend:?}"))).await?;
+                let server =
+                    Server::start(ctx, ServerOpts::new(&db, format!("append-{backend:?}"))).await?;
                 let http = client();
                 for i in 0..16 {
                     create_build(&http, &server, &format!("b-{i}")).await?;
@@ -91,19 +128,35 @@ pub async fn append(ctx: &Ctx) -> Result<Table> {
                 for phase in APPEND_PHASES {
                     let urls: Arc<Vec<String>> = Arc::new(
                         (0..phase.clients)
-                            .map(|i| server.url(&format!("/builds/{}/events", if phase.shared { "shared".into() } else { format!("b-{i}") })))
+                            .map(|i| {
+                                server.url(&format!(
+                                    "/builds/{}/events",
+                                    if phase.shared {
+                                        "shared".into()
+                                    } else {
+                                        format!("b-{i}")
+                                    }
+                                ))
+                            })
                             .collect(),
                     );
                     let http = http.clone();
-                    let (result, cpu) = crate::harness::measure(ctx, Some(&server), phase.clients, move |worker, _| {
-                        let (http, urls) = (http.clone(), urls.clone());
-                        async move {
-                            post(&http, &urls[worker], event_body(), 201).await?;
-                            Ok(())
-                        }
-                    })
+                    let (result, cpu) = crate::harness::measure(
+                        ctx,
+                        Some(&server),
+                        phase.clients,
+                        move |worker, _| {
+                            let (http, urls) = (http.clone(), urls.clone());
+                            async move {
+                                post(&http, &urls[worker], event_body(), 201).await?;
+                                Ok(())
+                            }
+                        },
+                    )
                     .await?;
-                    let raw = raw_rates.get(&(backend, phase.clients, phase.shared)).copied();
+                    let raw = raw_rates
+                        .get(&(backend, phase.clients, phase.shared))
+                        .copied();
                     let mut note = result.note();
                     if backend == Backend::SqliteFile
                         && phase.clients == 16
@@ -141,39 +194,59 @@ pub async fn read(ctx: &Ctx) -> Result<Table> {
     const EVENTS: usize = 100;
     let mut table = Table::new(
         "read 100 events (GET /builds/{slug}/events)",
-        &["backend", "clients", "requests", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "raw query/s", "abstore/raw", "notes"],
+        &[
+            "backend",
+            "clients",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "server CPU µs/req",
+            "raw query/s",
+            "abstore/raw",
+            "notes",
+        ],
     );
     for backend in ctx.backends(true) {
         eprintln!("read: {}", backend.label());
         let rows = with_db(ctx, backend, |db| async move {
-            let server = Server::start(ctx, ServerOpts::new(&db, format!("read-{backend:?}"))).await?;
+            let server =
+                Server::start(ctx, ServerOpts::new(&db, format!("read-{backend:?}"))).await?;
             let http = client();
             create_build(&http, &server, "r").await?;
             let events_url = server.url("/builds/r/events");
             for _ in 0..EVENTS {
                 post(&http, &events_url, event_body(), 201).await?;
             }
-            let first: Vec<serde_json::Value> = serde_json::from_slice(&get(&http, &events_url).await?)?;
+            let first: Vec<serde_json::Value> =
+                serde_json::from_slice(&get(&http, &events_url).await?)?;
             anyhow::ensure!(first.len() == EVENTS, "read {} events", first.len());
             let mut rows = Vec::new();
             for clients in [1, 16] {
                 let (http, url) = (http.clone(), Arc::new(events_url.clone()));
-                let (result, cpu) = crate::harness::measure(ctx, Some(&server), clients, move |_, _| {
-                    let (http, url) = (http.clone(), url.clone());
-                    async move {
-                        let body = get(&http, &url).await?;
-                        anyhow::ensure!(body.len() > 100, "short body");
-                        Ok(())
-                    }
-                })
-                .await?;
+                let (result, cpu) =
+                    crate::harness::measure(ctx, Some(&server), clients, move |_, _| {
+                        let (http, url) = (http.clone(), url.clone());
+                        async move {
+                            let body = get(&http, &url).await?;
+                            anyhow::ensure!(body.len() > 100, "short body");
+                            Ok(())
+                        }
+                    })
+                    .await?;
                 let raw = if backend == Backend::Memory {
                     None
                 } else {
                     Some(raw::select_events(ctx, &db, clients, "r", EVENTS).await?)
                 };
                 let raw_rate = raw.as_ref().map(|r| r.rate());
-                let note = [result.note(), raw.as_ref().map(|r| r.note()).unwrap_or_default()].join(" ").trim().to_owned();
+                let note = [
+                    result.note(),
+                    raw.as_ref().map(|r| r.note()).unwrap_or_default(),
+                ]
+                .join(" ")
+                .trim()
+                .to_owned();
                 rows.push(vec![
                     format!("abstore, {}", backend.label()),
                     clients.to_string(),
@@ -228,31 +301,46 @@ fn deposit_bodies(count: usize, size: usize) -> Vec<Bytes> {
 pub async fn deposit(ctx: &Ctx) -> Result<Table> {
     let mut table = Table::new(
         "deposit 16 KiB + event (POST /builds/{slug}/deposits, blobs memory://)",
-        &["backend", "clients", "requests", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "notes"],
+        &[
+            "backend",
+            "clients",
+            "requests",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "server CPU µs/req",
+            "notes",
+        ],
     );
     let bodies = Arc::new(deposit_bodies(64, 16 * 1024));
     for backend in ctx.backends(true) {
         eprintln!("deposit: {}", backend.label());
         let bodies = bodies.clone();
         let rows = with_db(ctx, backend, |db| async move {
-            let server = Server::start(ctx, ServerOpts::new(&db, format!("deposit-{backend:?}"))).await?;
+            let server =
+                Server::start(ctx, ServerOpts::new(&db, format!("deposit-{backend:?}"))).await?;
             let http = client();
             for i in 0..16 {
                 create_build(&http, &server, &format!("d-{i}")).await?;
             }
             let mut rows = Vec::new();
             for clients in [1, 16] {
-                let urls: Arc<Vec<String>> = Arc::new((0..clients).map(|i| server.url(&format!("/builds/d-{i}/deposits"))).collect());
+                let urls: Arc<Vec<String>> = Arc::new(
+                    (0..clients)
+                        .map(|i| server.url(&format!("/builds/d-{i}/deposits")))
+                        .collect(),
+                );
                 let (http, bodies) = (http.clone(), bodies.clone());
-                let (result, cpu) = crate::harness::measure(ctx, Some(&server), clients, move |worker, i| {
-                    let (http, urls, bodies) = (http.clone(), urls.clone(), bodies.clone());
-                    async move {
-                        let body = bodies[(worker * 7 + i as usize) % bodies.len()].clone();
-                        post(&http, &urls[worker], body, 201).await?;
-                        Ok(())
-                    }
-                })
-                .await?;
+                let (result, cpu) =
+                    crate::harness::measure(ctx, Some(&server), clients, move |worker, i| {
+                        let (http, urls, bodies) = (http.clone(), urls.clone(), bodies.clone());
+                        async move {
+                            let body = bodies[(worker * 7 + i as usize) % bodies.len()].clone();
+                            post(&http, &urls[worker], body, 201).await?;
+                            Ok(())
+                        }
+                    })
+                    .await?;
                 rows.push(vec![
                     format!("abstore, {}", backend.label()),
                     clients.to_string(),

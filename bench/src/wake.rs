@@ -12,8 +12,8 @@ use anyhow::{Context as _, Result, bail};
 use tokio::sync::mpsc;
 
 use crate::harness::{
-    Backend, Ctx, Server, ServerOpts, Table, client, client_with_timeout, create_build, event_body, ms, percentile, post,
-    with_db,
+    Backend, Ctx, Server, ServerOpts, Table, client, client_with_timeout, create_build, event_body,
+    ms, percentile, post, with_db,
 };
 
 const READER_COUNTS: [usize; 3] = [1, 100, 1000];
@@ -36,7 +36,17 @@ enum Topology {
 pub async fn wake(ctx: &Ctx) -> Result<Table> {
     let mut table = Table::new(
         "held-read wake (append → held GET …/events?since=N&wait=25 answered)",
-        &["backend", "topology", "readers", "appends", "wake p50 ms", "wake p99 ms", "wake max ms", "append p50 ms", "notes"],
+        &[
+            "backend",
+            "topology",
+            "readers",
+            "appends",
+            "wake p50 ms",
+            "wake p99 ms",
+            "wake max ms",
+            "append p50 ms",
+            "notes",
+        ],
     );
     let mut configs = vec![(Backend::SqliteFile, Topology::OneProcess)];
     if ctx.pg_base.is_some() {
@@ -55,7 +65,9 @@ pub async fn wake(ctx: &Ctx) -> Result<Table> {
             let reader_server = Server::start(ctx, a).await?;
             let writer_server = match topology {
                 Topology::OneProcess => None,
-                Topology::TwoProcesses => Some(Server::start(ctx, ServerOpts::new(&db, format!("wake-{backend:?}-b"))).await?),
+                Topology::TwoProcesses => Some(
+                    Server::start(ctx, ServerOpts::new(&db, format!("wake-{backend:?}-b"))).await?,
+                ),
             };
             let mut rows = Vec::new();
             for readers in READER_COUNTS {
@@ -94,7 +106,12 @@ struct Measured {
     note: String,
 }
 
-async fn run(reader_server: &Server, writer: &Server, readers: usize, appends: usize) -> Result<Measured> {
+async fn run(
+    reader_server: &Server,
+    writer: &Server,
+    readers: usize,
+    appends: usize,
+) -> Result<Measured> {
     let slug = format!("w-{readers}");
     let control = client();
     create_build(&control, writer, &slug).await?;
@@ -102,7 +119,9 @@ async fn run(reader_server: &Server, writer: &Server, readers: usize, appends: u
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, i64, Instant)>();
     let mut tasks = Vec::new();
     // Several connection pools of at most 250 connections each.
-    let pools: Vec<reqwest::Client> = (0..readers.div_ceil(250)).map(|_| client_with_timeout(Duration::from_secs(40))).collect();
+    let pools: Vec<reqwest::Client> = (0..readers.div_ceil(250))
+        .map(|_| client_with_timeout(Duration::from_secs(40)))
+        .collect();
     for reader in 0..readers {
         let http = pools[reader / 250].clone();
         let base = reader_server.url(&format!("/builds/{slug}/events"));
@@ -111,10 +130,16 @@ async fn run(reader_server: &Server, writer: &Server, readers: usize, appends: u
             let mut since = 0i64;
             loop {
                 let url = format!("{base}?since={since}&wait=25");
-                let Ok(response) = http.get(&url).send().await else { break };
-                let Ok(body) = response.bytes().await else { break };
+                let Ok(response) = http.get(&url).send().await else {
+                    break;
+                };
+                let Ok(body) = response.bytes().await else {
+                    break;
+                };
                 let at = Instant::now();
-                let Ok(events) = serde_json::from_slice::<Vec<serde_json::Value>>(&body) else { break };
+                let Ok(events) = serde_json::from_slice::<Vec<serde_json::Value>>(&body) else {
+                    break;
+                };
                 if let Some(seq) = events.last().and_then(|e| e["seq"].as_i64()) {
                     since = seq;
                     if tx.send((reader, seq, at)).is_err() {
@@ -135,14 +160,18 @@ async fn run(reader_server: &Server, writer: &Server, readers: usize, appends: u
         if started.elapsed() > Duration::from_secs(60) {
             break;
         }
-        let held = reader_server.wait_held(&control, readers as u64, Duration::from_secs(20)).await?;
+        let held = reader_server
+            .wait_held(&control, readers as u64, Duration::from_secs(20))
+            .await?;
         if held < readers as u64 {
             not_held += 1;
         }
         let t0 = Instant::now();
         let body = post(&control, &events_url, event_body(), 201).await?;
         append_latencies.push(t0.elapsed());
-        let seq = serde_json::from_slice::<serde_json::Value>(&body)?["seq"].as_i64().context("no seq")?;
+        let seq = serde_json::from_slice::<serde_json::Value>(&body)?["seq"]
+            .as_i64()
+            .context("no seq")?;
         if seq != expected_seq {
             bail!("append got seq {seq}, expected {expected_seq}");
         }
@@ -155,7 +184,10 @@ async fn run(reader_server: &Server, writer: &Server, readers: usize, appends: u
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => bail!("readers stopped"),
-                Err(_) => bail!("{} of {readers} readers not woken within 30 s", readers - answered),
+                Err(_) => bail!(
+                    "{} of {readers} readers not woken within 30 s",
+                    readers - answered
+                ),
             }
         }
         done += 1;
@@ -165,6 +197,15 @@ async fn run(reader_server: &Server, writer: &Server, readers: usize, appends: u
     }
     wakes.sort_unstable();
     append_latencies.sort_unstable();
-    let note = if not_held > 0 { format!("{not_held} appends sent before all {readers} reads were held") } else { String::new() };
-    Ok(Measured { appends: done, wakes, append_latencies, note })
+    let note = if not_held > 0 {
+        format!("{not_held} appends sent before all {readers} reads were held")
+    } else {
+        String::new()
+    };
+    Ok(Measured {
+        appends: done,
+        wakes,
+        append_latencies,
+        note,
+    })
 }

@@ -33,7 +33,10 @@ use super::scope::{Scope, Via, WILDCARD};
 /// store write (authorization refuses them first); they are refused here too.
 pub fn attribute(scope: &Scope, actor: &mut Value, family_allows_via: bool) -> Result<(), Denied> {
     let Some(session) = scope.session() else {
-        return Err(forbidden(format!("token scoped to {} may not write store events", scope.describe())));
+        return Err(forbidden(format!(
+            "token scoped to {} may not write store events",
+            scope.describe()
+        )));
     };
     if session != WILDCARD {
         check_agent(session, actor)?;
@@ -67,7 +70,8 @@ pub fn attribute(scope: &Scope, actor: &mut Value, family_allows_via: bool) -> R
 
 /// A non-wildcard token session admits only its own agent.
 fn check_agent(session: &str, actor: &Value) -> Result<(), Denied> {
-    let prefix = format!("token scoped to session \"{session}\" may not write events attributed to");
+    let prefix =
+        format!("token scoped to session \"{session}\" may not write events attributed to");
     if actor.get("kind").and_then(Value::as_str) != Some("agent") {
         return Err(forbidden(format!("{prefix} a non-agent actor")));
     }
@@ -89,10 +93,18 @@ mod tests {
     use serde_json::json;
 
     fn scope(session: &str, via: Option<Via>) -> Scope {
-        Scope::Resource { kind: ResourceKind::Build, id: "b".into(), session: session.into(), via, exp: 1 }
+        Scope::Resource {
+            kind: ResourceKind::Build,
+            id: "b".into(),
+            session: session.into(),
+            via,
+            exp: 1,
+        }
     }
     fn mcp() -> Via {
-        Via::Mcp { client: "claude-code".into() }
+        Via::Mcp {
+            client: "claude-code".into(),
+        }
     }
     fn os(id: &str) -> Via {
         Via::Session { id: id.into() }
@@ -103,8 +115,16 @@ mod tests {
 
     #[test]
     fn wildcard_session_admits_any_actor_unchanged() {
-        let admin = Scope::Legacy { build: "*".into(), session: "*".into(), exp: 1 };
-        let deployment = Scope::Deployment { session: "*".into(), via: None, exp: 1 };
+        let admin = Scope::Legacy {
+            build: "*".into(),
+            session: "*".into(),
+            exp: 1,
+        };
+        let deployment = Scope::Deployment {
+            session: "*".into(),
+            via: None,
+            exp: 1,
+        };
         for token in [admin, deployment, scope("*", None)] {
             for actor in [
                 json!({"kind": "kernel"}),
@@ -125,12 +145,20 @@ mod tests {
 
     #[test]
     fn specific_session_admits_only_its_agent() {
-        let token = Scope::Legacy { build: "b".into(), session: "s_1".into(), exp: 1 };
+        let token = Scope::Legacy {
+            build: "b".into(),
+            session: "s_1".into(),
+            exp: 1,
+        };
         let mut own = json!({"kind": "agent", "role": "implement", "session": "s_1"});
         assert_eq!(attribute(&token, &mut own, true), Ok(()));
-        assert_eq!(own, json!({"kind": "agent", "role": "implement", "session": "s_1"}));
+        assert_eq!(
+            own,
+            json!({"kind": "agent", "role": "implement", "session": "s_1"})
+        );
 
-        let non_agent = r#"token scoped to session "s_1" may not write events attributed to a non-agent actor"#;
+        let non_agent =
+            r#"token scoped to session "s_1" may not write events attributed to a non-agent actor"#;
         for actor in [
             json!({"kind": "kernel"}),
             json!({"kind": "human", "user": "alice"}),
@@ -140,18 +168,34 @@ mod tests {
             json!({"session": "s_1"}),
             json!("agent"),
         ] {
-            assert_eq!(message(attribute(&token, &mut actor.clone(), true)), non_agent, "{actor}");
+            assert_eq!(
+                message(attribute(&token, &mut actor.clone(), true)),
+                non_agent,
+                "{actor}"
+            );
         }
         assert_eq!(
-            message(attribute(&token, &mut json!({"kind": "agent", "role": "r", "session": "s_2"}), true)),
+            message(attribute(
+                &token,
+                &mut json!({"kind": "agent", "role": "r", "session": "s_2"}),
+                true
+            )),
             r#"token scoped to session "s_1" may not write events attributed to session "s_2""#
         );
         assert_eq!(
-            message(attribute(&token, &mut json!({"kind": "agent", "role": "r", "session": "S_1"}), true)),
+            message(attribute(
+                &token,
+                &mut json!({"kind": "agent", "role": "r", "session": "S_1"}),
+                true
+            )),
             r#"token scoped to session "s_1" may not write events attributed to session "S_1""#
         );
         assert_eq!(
-            message(attribute(&token, &mut json!({"kind": "agent", "role": "r"}), false)),
+            message(attribute(
+                &token,
+                &mut json!({"kind": "agent", "role": "r"}),
+                false
+            )),
             r#"token scoped to session "s_1" may not write events attributed to an agent without a session"#
         );
     }
@@ -178,8 +222,7 @@ mod tests {
         );
 
         // Claims the token does not carry: other delegate, other kind, malformed.
-        let refused =
-            r#"token scoped to build "b" may not write events attributed via a delegate the token does not carry"#;
+        let refused = r#"token scoped to build "b" may not write events attributed via a delegate the token does not carry"#;
         for claim in [
             json!({"kind": "mcp", "client": "cursor"}),
             json!({"kind": "session", "id": "os_1"}),
@@ -188,28 +231,65 @@ mod tests {
             json!("mcp"),
             json!(null),
         ] {
-            assert_eq!(message(attribute(&token, &mut with(claim.clone()), true)), refused, "{claim}");
+            assert_eq!(
+                message(attribute(&token, &mut with(claim.clone()), true)),
+                refused,
+                "{claim}"
+            );
         }
 
         // Token carries no via: any claim is refused, no claim passes unchanged.
-        for token in [scope("*", None), Scope::Legacy { build: "*".into(), session: "*".into(), exp: 1 }] {
+        for token in [
+            scope("*", None),
+            Scope::Legacy {
+                build: "*".into(),
+                session: "*".into(),
+                exp: 1,
+            },
+        ] {
             let mut actor = human.clone();
             attribute(&token, &mut actor, true).unwrap();
             assert_eq!(actor, human);
-            assert!(attribute(&token, &mut with(json!({"kind": "session", "id": "os_1"})), true).is_err());
+            assert!(
+                attribute(
+                    &token,
+                    &mut with(json!({"kind": "session", "id": "os_1"})),
+                    true
+                )
+                .is_err()
+            );
         }
-        let admin = Scope::Legacy { build: "*".into(), session: "*".into(), exp: 1 };
+        let admin = Scope::Legacy {
+            build: "*".into(),
+            session: "*".into(),
+            exp: 1,
+        };
         assert_eq!(
-            message(attribute(&admin, &mut with(json!({"kind": "mcp", "client": "c"})), true)),
+            message(attribute(
+                &admin,
+                &mut with(json!({"kind": "mcp", "client": "c"})),
+                true
+            )),
             r#"token scoped to build "*" may not write events attributed via a delegate the token does not carry"#
         );
 
         // Deployment via stamps a session delegate.
-        let deployment = Scope::Deployment { session: "*".into(), via: Some(os("os_7")), exp: 1 };
+        let deployment = Scope::Deployment {
+            session: "*".into(),
+            via: Some(os("os_7")),
+            exp: 1,
+        };
         let mut actor = human.clone();
         attribute(&deployment, &mut actor, true).unwrap();
         assert_eq!(actor, with(json!({"kind": "session", "id": "os_7"})));
-        assert!(attribute(&deployment, &mut with(json!({"kind": "session", "id": "os_8"})), true).is_err());
+        assert!(
+            attribute(
+                &deployment,
+                &mut with(json!({"kind": "session", "id": "os_8"})),
+                true
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -254,16 +334,22 @@ mod tests {
         assert_eq!(attribute(&token, &mut written, false), Ok(()));
         assert_eq!(written, actor);
         // A via the token does not carry is refused on every family (section 7).
-        let other = json!({"kind": "human", "user": "alice", "via": {"kind": "mcp", "client": "other"}});
+        let other =
+            json!({"kind": "human", "user": "alice", "via": {"kind": "mcp", "client": "other"}});
         assert!(attribute(&token, &mut other.clone(), false).is_err());
         let no_via = scope("*", None);
-        let actor = json!({"kind": "human", "user": "alice", "via": {"kind": "session", "id": "os_1"}});
+        let actor =
+            json!({"kind": "human", "user": "alice", "via": {"kind": "session", "id": "os_1"}});
         assert!(attribute(&no_via, &mut actor.clone(), false).is_err());
     }
 
     #[test]
     fn operator_scopes_cannot_write() {
-        let operator = Scope::Operator { user: "alice".into(), via: Some(mcp()), exp: 1 };
+        let operator = Scope::Operator {
+            user: "alice".into(),
+            via: Some(mcp()),
+            exp: 1,
+        };
         let mut actor = json!({"kind": "human", "user": "alice"});
         assert_eq!(
             message(attribute(&operator, &mut actor, true)),

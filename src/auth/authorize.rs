@@ -84,9 +84,21 @@ fn holder(scope: &Scope) -> (Holder, &str) {
     match scope {
         Scope::Legacy { build, .. } if build == WILDCARD => (Holder::Admin, build),
         Scope::Legacy { build, .. } => (Holder::Build, build),
-        Scope::Resource { kind: ResourceKind::Build, id, .. } => (Holder::Build, id),
-        Scope::Resource { kind: ResourceKind::Repo, id, .. } => (Holder::Repo, id),
-        Scope::Resource { kind: ResourceKind::Session, id, .. } => (Holder::Session, id),
+        Scope::Resource {
+            kind: ResourceKind::Build,
+            id,
+            ..
+        } => (Holder::Build, id),
+        Scope::Resource {
+            kind: ResourceKind::Repo,
+            id,
+            ..
+        } => (Holder::Repo, id),
+        Scope::Resource {
+            kind: ResourceKind::Session,
+            id,
+            ..
+        } => (Holder::Session, id),
         Scope::Deployment { session, .. } => (Holder::Deployment, session),
         Scope::Operator { user, .. } => (Holder::Operator, user),
     }
@@ -109,7 +121,10 @@ fn column<'a>(target: &Target<'a>) -> (usize, Option<&'a str>, String) {
 pub fn authorize(scope: &Scope, target: &Target) -> Result<(), Denied> {
     let (holder, token_id) = holder(scope);
     let (index, target_id, target_text) = column(target);
-    let cell = MATRIX.iter().find(|(row, _)| *row == holder).map_or(No, |(_, cells)| cells[index]);
+    let cell = MATRIX
+        .iter()
+        .find(|(row, _)| *row == holder)
+        .map_or(No, |(_, cells)| cells[index]);
     let allowed = match cell {
         Any => true,
         Exact => target_id == Some(token_id),
@@ -118,7 +133,10 @@ pub fn authorize(scope: &Scope, target: &Target) -> Result<(), Denied> {
     if allowed {
         Ok(())
     } else {
-        Err(Denied::Forbidden(format!("token scoped to {} may not access {target_text}", scope.describe())))
+        Err(Denied::Forbidden(format!(
+            "token scoped to {} may not access {target_text}",
+            scope.describe()
+        )))
     }
 }
 
@@ -128,10 +146,20 @@ mod tests {
     use crate::auth::scope::Via;
 
     fn legacy(build: &str) -> Scope {
-        Scope::Legacy { build: build.into(), session: "*".into(), exp: 1 }
+        Scope::Legacy {
+            build: build.into(),
+            session: "*".into(),
+            exp: 1,
+        }
     }
     fn resource(kind: ResourceKind, id: &str) -> Scope {
-        Scope::Resource { kind, id: id.into(), session: "s_1".into(), via: None, exp: 1 }
+        Scope::Resource {
+            kind,
+            id: id.into(),
+            session: "s_1".into(),
+            via: None,
+            exp: 1,
+        }
     }
 
     /// Every target with the id `x`, then with `y`, then ids that are another
@@ -139,7 +167,12 @@ mod tests {
     fn targets() -> Vec<Target<'static>> {
         let mut all = vec![Target::BuildCollection, Target::RepoCollection];
         for id in ["x", "y", "*"] {
-            all.extend([Target::Build(id), Target::Repo(id), Target::RepoSessions(id), Target::Session(id)]);
+            all.extend([
+                Target::Build(id),
+                Target::Repo(id),
+                Target::RepoSessions(id),
+                Target::Session(id),
+            ]);
         }
         all
     }
@@ -164,10 +197,21 @@ mod tests {
     fn matrix_every_cell() {
         let scopes = [
             ("admin", legacy("*")),
-            ("deployment", Scope::Deployment { session: "*".into(), via: None, exp: 1 }),
+            (
+                "deployment",
+                Scope::Deployment {
+                    session: "*".into(),
+                    via: None,
+                    exp: 1,
+                },
+            ),
             (
                 "deployment+via",
-                Scope::Deployment { session: "*".into(), via: Some(Via::Mcp { client: "c".into() }), exp: 1 },
+                Scope::Deployment {
+                    session: "*".into(),
+                    via: Some(Via::Mcp { client: "c".into() }),
+                    exp: 1,
+                },
             ),
             ("legacy build x", legacy("x")),
             ("build x", resource(ResourceKind::Build, "x")),
@@ -176,14 +220,32 @@ mod tests {
             ("repo *", resource(ResourceKind::Repo, "*")),
             ("session x", resource(ResourceKind::Session, "x")),
             ("session *", resource(ResourceKind::Session, "*")),
-            ("operator", Scope::Operator { user: "x".into(), via: None, exp: 1 }),
-            ("operator+via", Scope::Operator { user: "*".into(), via: Some(Via::Session { id: "x".into() }), exp: 1 }),
+            (
+                "operator",
+                Scope::Operator {
+                    user: "x".into(),
+                    via: None,
+                    exp: 1,
+                },
+            ),
+            (
+                "operator+via",
+                Scope::Operator {
+                    user: "*".into(),
+                    via: Some(Via::Session { id: "x".into() }),
+                    exp: 1,
+                },
+            ),
         ];
         let mut cells = 0;
         for (name, scope) in &scopes {
             for target in targets() {
                 let outcome = authorize(scope, &target);
-                assert_eq!(outcome.is_ok(), expected(name, &target), "{name} → {target:?}: {outcome:?}");
+                assert_eq!(
+                    outcome.is_ok(),
+                    expected(name, &target),
+                    "{name} → {target:?}: {outcome:?}"
+                );
                 cells += 1;
             }
         }
@@ -193,7 +255,12 @@ mod tests {
     #[test]
     fn resource_star_is_not_admin_and_kinds_never_cross() {
         let star = resource(ResourceKind::Build, "*");
-        for target in [Target::BuildCollection, Target::RepoCollection, Target::Build("a"), Target::Repo("*")] {
+        for target in [
+            Target::BuildCollection,
+            Target::RepoCollection,
+            Target::Build("a"),
+            Target::Repo("*"),
+        ] {
             assert!(authorize(&star, &target).is_err(), "{target:?}");
         }
         // Same id string, different kinds.
@@ -215,8 +282,16 @@ mod tests {
     #[test]
     fn denial_messages() {
         let cases = [
-            (legacy("b"), Target::Build("c"), r#"token scoped to build "b" may not access build "c""#),
-            (legacy("b"), Target::BuildCollection, r#"token scoped to build "b" may not access admin operations"#),
+            (
+                legacy("b"),
+                Target::Build("c"),
+                r#"token scoped to build "b" may not access build "c""#,
+            ),
+            (
+                legacy("b"),
+                Target::BuildCollection,
+                r#"token scoped to build "b" may not access admin operations"#,
+            ),
             (
                 resource(ResourceKind::Repo, "acme/w"),
                 Target::RepoCollection,
@@ -243,13 +318,20 @@ mod tests {
                 r#"token scoped to build "*" may not access build "b""#,
             ),
             (
-                Scope::Operator { user: "alice".into(), via: None, exp: 1 },
+                Scope::Operator {
+                    user: "alice".into(),
+                    via: None,
+                    exp: 1,
+                },
                 Target::Build("b"),
                 r#"token scoped to operator "alice" may not access build "b""#,
             ),
         ];
         for (scope, target, message) in cases {
-            assert_eq!(authorize(&scope, &target), Err(Denied::Forbidden(message.into())));
+            assert_eq!(
+                authorize(&scope, &target),
+                Err(Denied::Forbidden(message.into()))
+            );
             assert_eq!(authorize(&scope, &target).unwrap_err().to_string(), message);
         }
     }

@@ -26,7 +26,11 @@ pub fn bearer(header: Option<&str>) -> Result<&str, Unauthenticated> {
         return Err(Unauthenticated);
     }
     let token = token.trim_end();
-    if token.is_empty() { Err(Unauthenticated) } else { Ok(token) }
+    if token.is_empty() {
+        Err(Unauthenticated)
+    } else {
+        Ok(token)
+    }
 }
 
 #[cfg(test)]

@@ -21,19 +21,37 @@ use serde_json::{Map, Value};
 pub enum Scope {
     /// `{"build": slug | "*", "session": s, "exp": ms}`. `build: "*"` is the
     /// admin scope — the only spelling that grants admin.
-    Legacy { build: String, session: String, exp: i64 },
+    Legacy {
+        build: String,
+        session: String,
+        exp: i64,
+    },
     /// `{"resource": {"kind": "build"|"repo"|"session", "id": id}, "session": s,
     /// "exp": ms, "via"?: Via}`. An `id` of `"*"` is an ordinary id, not admin.
-    Resource { kind: ResourceKind, id: String, session: String, via: Option<Via>, exp: i64 },
+    Resource {
+        kind: ResourceKind,
+        id: String,
+        session: String,
+        via: Option<Via>,
+        exp: i64,
+    },
     /// `{"operator": true, "session": "*", "exp": ms, "via"?: Via}`: the
     /// deployment scope. Covers raw store routes like admin. Only
     /// `session: "*"` parses, so `session` is always `"*"` on a verified token.
-    Deployment { session: String, via: Option<Via>, exp: i64 },
+    Deployment {
+        session: String,
+        via: Option<Via>,
+        exp: i64,
+    },
     /// `{"operator": {"user": nonblank}, "exp": ms, "via"?: Via}`: an attributed
     /// human operator. Accepted only by the operator API, refused on every raw
     /// store route. The spec lets "a resource or operator scope" carry `via`, so
     /// it parses here too (a signed token of this shape is then a 403, not a 401).
-    Operator { user: String, via: Option<Via>, exp: i64 },
+    Operator {
+        user: String,
+        via: Option<Via>,
+        exp: i64,
+    },
 }
 
 /// The resource kinds of an explicit resource scope.
@@ -85,15 +103,21 @@ impl ResourceKind {
 impl Via {
     /// Strictly parse a `via` marker: exactly `kind` plus its one id member.
     pub fn from_json(value: &Value) -> Result<Via, InvalidScope> {
-        let object = value.as_object().ok_or(InvalidScope("via must be an object"))?;
+        let object = value
+            .as_object()
+            .ok_or(InvalidScope("via must be an object"))?;
         match object.get("kind").and_then(Value::as_str) {
             Some("session") => {
                 only_keys(object, &["kind", "id"])?;
-                Ok(Via::Session { id: nonempty(object, "id")? })
+                Ok(Via::Session {
+                    id: nonempty(object, "id")?,
+                })
             }
             Some("mcp") => {
                 only_keys(object, &["kind", "client"])?;
-                Ok(Via::Mcp { client: nonempty(object, "client")? })
+                Ok(Via::Mcp {
+                    client: nonempty(object, "client")?,
+                })
             }
             _ => Err(InvalidScope("via kind must be \"session\" or \"mcp\"")),
         }
@@ -136,7 +160,9 @@ impl Serialize for Via {
 impl Scope {
     /// Strictly parse a decoded scope document.
     pub fn from_json(value: &Value) -> Result<Scope, InvalidScope> {
-        let object = value.as_object().ok_or(InvalidScope("scope must be a JSON object"))?;
+        let object = value
+            .as_object()
+            .ok_or(InvalidScope("scope must be a JSON object"))?;
         // The discriminating member decides the shape; each shape then checks
         // its exact key set, so a document can never match two shapes.
         if object.contains_key("build") {
@@ -149,13 +175,17 @@ impl Scope {
         }
         if let Some(resource) = object.get("resource") {
             only_keys(object, &["resource", "session", "exp", "via"])?;
-            let resource = resource.as_object().ok_or(InvalidScope("resource must be an object"))?;
+            let resource = resource
+                .as_object()
+                .ok_or(InvalidScope("resource must be an object"))?;
             only_keys(resource, &["kind", "id"])?;
             let kind = resource
                 .get("kind")
                 .and_then(Value::as_str)
                 .and_then(ResourceKind::parse)
-                .ok_or(InvalidScope("resource kind must be \"build\", \"repo\" or \"session\""))?;
+                .ok_or(InvalidScope(
+                    "resource kind must be \"build\", \"repo\" or \"session\"",
+                ))?;
             return Ok(Scope::Resource {
                 kind,
                 id: nonempty(resource, "id")?,
@@ -171,7 +201,11 @@ impl Scope {
                 if session != WILDCARD {
                     return Err(InvalidScope("a deployment scope's session must be \"*\""));
                 }
-                Ok(Scope::Deployment { session, via: via(object)?, exp: exp(object)? })
+                Ok(Scope::Deployment {
+                    session,
+                    via: via(object)?,
+                    exp: exp(object)?,
+                })
             }
             Some(Value::Object(operator)) => {
                 only_keys(object, &["operator", "exp", "via"])?;
@@ -180,7 +214,11 @@ impl Scope {
                 if user.trim().is_empty() {
                     return Err(InvalidScope("operator user must be nonblank"));
                 }
-                Ok(Scope::Operator { user, via: via(object)?, exp: exp(object)? })
+                Ok(Scope::Operator {
+                    user,
+                    via: via(object)?,
+                    exp: exp(object)?,
+                })
             }
             Some(_) => Err(InvalidScope("operator must be true or {\"user\": …}")),
             None => Err(InvalidScope("scope must have build, resource or operator")),
@@ -214,9 +252,9 @@ impl Scope {
     /// scopes have none.
     pub fn session(&self) -> Option<&str> {
         match self {
-            Scope::Legacy { session, .. } | Scope::Resource { session, .. } | Scope::Deployment { session, .. } => {
-                Some(session)
-            }
+            Scope::Legacy { session, .. }
+            | Scope::Resource { session, .. }
+            | Scope::Deployment { session, .. } => Some(session),
             Scope::Operator { .. } => None,
         }
     }
@@ -225,7 +263,9 @@ impl Scope {
     pub fn via(&self) -> Option<&Via> {
         match self {
             Scope::Legacy { .. } => None,
-            Scope::Resource { via, .. } | Scope::Deployment { via, .. } | Scope::Operator { via, .. } => via.as_ref(),
+            Scope::Resource { via, .. }
+            | Scope::Deployment { via, .. }
+            | Scope::Operator { via, .. } => via.as_ref(),
         }
     }
 
@@ -269,12 +309,22 @@ impl Serialize for Scope {
 
         let mut map = serializer.serialize_map(None)?;
         match self {
-            Scope::Legacy { build, session, exp } => {
+            Scope::Legacy {
+                build,
+                session,
+                exp,
+            } => {
                 map.serialize_entry("build", build)?;
                 map.serialize_entry("session", session)?;
                 map.serialize_entry("exp", exp)?;
             }
-            Scope::Resource { kind, id, session, via, exp } => {
+            Scope::Resource {
+                kind,
+                id,
+                session,
+                via,
+                exp,
+            } => {
                 map.serialize_entry("resource", &Resource(*kind, id))?;
                 map.serialize_entry("session", session)?;
                 map.serialize_entry("exp", exp)?;
@@ -303,20 +353,29 @@ impl Serialize for Scope {
 }
 
 fn only_keys(object: &Map<String, Value>, allowed: &[&str]) -> Result<(), InvalidScope> {
-    if object.keys().all(|key| allowed.contains(&key.as_str())) { Ok(()) } else { Err(InvalidScope("unknown key")) }
+    if object.keys().all(|key| allowed.contains(&key.as_str())) {
+        Ok(())
+    } else {
+        Err(InvalidScope("unknown key"))
+    }
 }
 
 fn nonempty(object: &Map<String, Value>, key: &str) -> Result<String, InvalidScope> {
     match object.get(key) {
         Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
-        _ => Err(InvalidScope("a required member is missing, not a string, or empty")),
+        _ => Err(InvalidScope(
+            "a required member is missing, not a string, or empty",
+        )),
     }
 }
 
 /// `exp` must be a JSON integer that fits `i64`: `1.0`, `1e3`, strings and
 /// out-of-range integers are invalid (Autobuild never emits them).
 fn exp(object: &Map<String, Value>) -> Result<i64, InvalidScope> {
-    object.get("exp").and_then(Value::as_i64).ok_or(InvalidScope("exp must be an integer of epoch milliseconds"))
+    object
+        .get("exp")
+        .and_then(Value::as_i64)
+        .ok_or(InvalidScope("exp must be an integer of epoch milliseconds"))
 }
 
 fn via(object: &Map<String, Value>) -> Result<Option<Via>, InvalidScope> {
@@ -336,10 +395,16 @@ mod tests {
     fn parses_every_shape() {
         assert_eq!(
             parse(json!({"build": "b", "session": "s", "exp": 5})),
-            Ok(Scope::Legacy { build: "b".into(), session: "s".into(), exp: 5 })
+            Ok(Scope::Legacy {
+                build: "b".into(),
+                session: "s".into(),
+                exp: 5
+            })
         );
         assert_eq!(
-            parse(json!({"resource": {"kind": "repo", "id": "acme/w"}, "session": "hs_1", "exp": 5})),
+            parse(
+                json!({"resource": {"kind": "repo", "id": "acme/w"}, "session": "hs_1", "exp": 5})
+            ),
             Ok(Scope::Resource {
                 kind: ResourceKind::Repo,
                 id: "acme/w".into(),
@@ -349,28 +414,46 @@ mod tests {
             })
         );
         assert_eq!(
-            parse(json!({"resource": {"kind": "session", "id": "os_1"}, "session": "*", "exp": 5,
-                         "via": {"kind": "mcp", "client": "claude-code"}})),
+            parse(
+                json!({"resource": {"kind": "session", "id": "os_1"}, "session": "*", "exp": 5,
+                         "via": {"kind": "mcp", "client": "claude-code"}})
+            ),
             Ok(Scope::Resource {
                 kind: ResourceKind::Session,
                 id: "os_1".into(),
                 session: "*".into(),
-                via: Some(Via::Mcp { client: "claude-code".into() }),
+                via: Some(Via::Mcp {
+                    client: "claude-code".into()
+                }),
                 exp: 5
             })
         );
         assert_eq!(
-            parse(json!({"operator": true, "session": "*", "exp": 5, "via": {"kind": "session", "id": "os_1"}})),
-            Ok(Scope::Deployment { session: "*".into(), via: Some(Via::Session { id: "os_1".into() }), exp: 5 })
+            parse(
+                json!({"operator": true, "session": "*", "exp": 5, "via": {"kind": "session", "id": "os_1"}})
+            ),
+            Ok(Scope::Deployment {
+                session: "*".into(),
+                via: Some(Via::Session { id: "os_1".into() }),
+                exp: 5
+            })
         );
         assert_eq!(
             parse(json!({"operator": {"user": "alice"}, "exp": 5})),
-            Ok(Scope::Operator { user: "alice".into(), via: None, exp: 5 })
+            Ok(Scope::Operator {
+                user: "alice".into(),
+                via: None,
+                exp: 5
+            })
         );
         // Key order is irrelevant on input.
         assert_eq!(
             parse(json!({"exp": -1, "session": "s", "build": "*"})),
-            Ok(Scope::Legacy { build: "*".into(), session: "s".into(), exp: -1 })
+            Ok(Scope::Legacy {
+                build: "*".into(),
+                session: "s".into(),
+                exp: -1
+            })
         );
     }
 
@@ -445,11 +528,21 @@ mod tests {
     fn serializes_in_wire_order() {
         let cases = [
             (
-                Scope::Legacy { build: "b".into(), session: "s".into(), exp: 7 },
+                Scope::Legacy {
+                    build: "b".into(),
+                    session: "s".into(),
+                    exp: 7,
+                },
                 r#"{"build":"b","session":"s","exp":7}"#,
             ),
             (
-                Scope::Resource { kind: ResourceKind::Build, id: "b".into(), session: "s".into(), via: None, exp: 7 },
+                Scope::Resource {
+                    kind: ResourceKind::Build,
+                    id: "b".into(),
+                    session: "s".into(),
+                    via: None,
+                    exp: 7,
+                },
                 r#"{"resource":{"kind":"build","id":"b"},"session":"s","exp":7}"#,
             ),
             (
@@ -463,10 +556,21 @@ mod tests {
                 r#"{"resource":{"kind":"session","id":"os_1"},"session":"*","exp":7,"via":{"kind":"mcp","client":"c"}}"#,
             ),
             (
-                Scope::Deployment { session: "*".into(), via: Some(Via::Session { id: "os_2".into() }), exp: 7 },
+                Scope::Deployment {
+                    session: "*".into(),
+                    via: Some(Via::Session { id: "os_2".into() }),
+                    exp: 7,
+                },
                 r#"{"operator":true,"session":"*","exp":7,"via":{"kind":"session","id":"os_2"}}"#,
             ),
-            (Scope::Operator { user: "alice".into(), via: None, exp: 7 }, r#"{"operator":{"user":"alice"},"exp":7}"#),
+            (
+                Scope::Operator {
+                    user: "alice".into(),
+                    via: None,
+                    exp: 7,
+                },
+                r#"{"operator":{"user":"alice"},"exp":7}"#,
+            ),
         ];
         for (scope, text) in cases {
             assert_eq!(scope.to_json_string(), text);
@@ -478,19 +582,39 @@ mod tests {
 
     #[test]
     fn accessors() {
-        let admin = Scope::Legacy { build: "*".into(), session: "*".into(), exp: 1 };
+        let admin = Scope::Legacy {
+            build: "*".into(),
+            session: "*".into(),
+            exp: 1,
+        };
         assert!(admin.is_admin());
         assert_eq!(admin.describe(), r#"build "*""#);
-        let star_resource =
-            Scope::Resource { kind: ResourceKind::Build, id: "*".into(), session: "*".into(), via: None, exp: 1 };
+        let star_resource = Scope::Resource {
+            kind: ResourceKind::Build,
+            id: "*".into(),
+            session: "*".into(),
+            via: None,
+            exp: 1,
+        };
         assert!(!star_resource.is_admin());
-        let operator = Scope::Operator { user: "alice".into(), via: None, exp: 3 };
+        let operator = Scope::Operator {
+            user: "alice".into(),
+            via: None,
+            exp: 3,
+        };
         assert_eq!(operator.session(), None);
         assert_eq!(operator.exp(), 3);
         assert_eq!(operator.describe(), r#"operator "alice""#);
-        let deployment = Scope::Deployment { session: "*".into(), via: None, exp: 1 };
+        let deployment = Scope::Deployment {
+            session: "*".into(),
+            via: None,
+            exp: 1,
+        };
         assert!(!deployment.is_admin());
         assert_eq!(deployment.describe(), r#"deployment "*""#);
-        assert_eq!(Via::Mcp { client: "c".into() }.to_json(), serde_json::json!({"kind": "mcp", "client": "c"}));
+        assert_eq!(
+            Via::Mcp { client: "c".into() }.to_json(),
+            serde_json::json!({"kind": "mcp", "client": "c"})
+        );
     }
 }

@@ -58,10 +58,14 @@ pub fn verify(secret: &[u8], token: &str, now_ms: i64) -> Result<Scope, InvalidT
     if payload.is_empty() || signature.is_empty() || signature.contains('.') {
         return Err(InvalidToken);
     }
-    let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| InvalidToken)?;
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| InvalidToken)?;
     // `verify_slice` compares in constant time (it is built on `subtle`); a
     // length mismatch is rejected up front, which reveals nothing secret.
-    signer(secret, payload).verify_slice(&signature).map_err(|_| InvalidToken)?;
+    signer(secret, payload)
+        .verify_slice(&signature)
+        .map_err(|_| InvalidToken)?;
 
     let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| InvalidToken)?;
     // `from_slice` rejects invalid UTF-8 as well as invalid JSON.
@@ -91,7 +95,11 @@ mod tests {
     const NOW: i64 = 1_784_116_800_000;
 
     fn legacy(exp: i64) -> Scope {
-        Scope::Legacy { build: "b-1".into(), session: "s_1".into(), exp }
+        Scope::Legacy {
+            build: "b-1".into(),
+            session: "s_1".into(),
+            exp,
+        }
     }
 
     /// A token over arbitrary payload text, correctly signed.
@@ -105,16 +113,30 @@ mod tests {
     fn round_trips_every_scope_shape() {
         let scopes = [
             legacy(NOW + 1),
-            Scope::Legacy { build: "*".into(), session: "*".into(), exp: NOW + 1 },
+            Scope::Legacy {
+                build: "*".into(),
+                session: "*".into(),
+                exp: NOW + 1,
+            },
             Scope::Resource {
                 kind: ResourceKind::Repo,
                 id: "acme/widgets".into(),
                 session: "hs_1".into(),
-                via: Some(Via::Mcp { client: "claude-code".into() }),
+                via: Some(Via::Mcp {
+                    client: "claude-code".into(),
+                }),
                 exp: NOW + 60_000,
             },
-            Scope::Deployment { session: "*".into(), via: None, exp: i64::MAX },
-            Scope::Operator { user: "alice".into(), via: Some(Via::Session { id: "os_1".into() }), exp: NOW + 1 },
+            Scope::Deployment {
+                session: "*".into(),
+                via: None,
+                exp: i64::MAX,
+            },
+            Scope::Operator {
+                user: "alice".into(),
+                via: Some(Via::Session { id: "os_1".into() }),
+                exp: NOW + 1,
+            },
         ];
         for scope in scopes {
             let token = mint(SECRET, &scope);
@@ -130,14 +152,23 @@ mod tests {
         // createHmac('sha256', secret).update(payload).digest('base64url').
         let token = mint(SECRET, &legacy(1_784_116_800_000));
         let (payload, signature) = token.split_once('.').unwrap();
-        assert_eq!(URL_SAFE_NO_PAD.decode(payload).unwrap(), br#"{"build":"b-1","session":"s_1","exp":1784116800000}"#);
+        assert_eq!(
+            URL_SAFE_NO_PAD.decode(payload).unwrap(),
+            br#"{"build":"b-1","session":"s_1","exp":1784116800000}"#
+        );
         assert_eq!(signature.len(), 43); // 32 bytes, unpadded
     }
 
     #[test]
     fn expiry_is_exclusive_of_now() {
-        assert_eq!(verify(SECRET, &mint(SECRET, &legacy(NOW)), NOW), Err(InvalidToken));
-        assert_eq!(verify(SECRET, &mint(SECRET, &legacy(NOW - 1)), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &mint(SECRET, &legacy(NOW)), NOW),
+            Err(InvalidToken)
+        );
+        assert_eq!(
+            verify(SECRET, &mint(SECRET, &legacy(NOW - 1)), NOW),
+            Err(InvalidToken)
+        );
         assert!(verify(SECRET, &mint(SECRET, &legacy(NOW + 1)), NOW).is_ok());
     }
 
@@ -148,57 +179,94 @@ mod tests {
 
         // Payload swapped for another scope, original signature kept.
         let other = URL_SAFE_NO_PAD.encode(br#"{"build":"*","session":"*","exp":1784116800001}"#);
-        assert_eq!(verify(SECRET, &format!("{other}.{signature}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{other}.{signature}"), NOW),
+            Err(InvalidToken)
+        );
 
         // One payload character changed.
         let mut bytes = payload.as_bytes().to_vec();
         bytes[3] = if bytes[3] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(bytes).unwrap();
-        assert_eq!(verify(SECRET, &format!("{tampered}.{signature}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{tampered}.{signature}"), NOW),
+            Err(InvalidToken)
+        );
 
         // Forged signatures: all zeros, truncated, extended, flipped bit.
         let zeros = URL_SAFE_NO_PAD.encode([0u8; 32]);
-        assert_eq!(verify(SECRET, &format!("{payload}.{zeros}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{zeros}"), NOW),
+            Err(InvalidToken)
+        );
         let mut raw = URL_SAFE_NO_PAD.decode(signature).unwrap();
         let short = URL_SAFE_NO_PAD.encode(&raw[..31]);
-        assert_eq!(verify(SECRET, &format!("{payload}.{short}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{short}"), NOW),
+            Err(InvalidToken)
+        );
         let mut long = raw.clone();
         long.push(0);
         let long = URL_SAFE_NO_PAD.encode(&long);
-        assert_eq!(verify(SECRET, &format!("{payload}.{long}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{long}"), NOW),
+            Err(InvalidToken)
+        );
         raw[0] ^= 1;
         let flipped = URL_SAFE_NO_PAD.encode(&raw);
-        assert_eq!(verify(SECRET, &format!("{payload}.{flipped}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{flipped}"), NOW),
+            Err(InvalidToken)
+        );
 
         // Signed with another secret; signed over the decoded JSON instead of the segment.
         assert_eq!(verify(b"another secret", &token, NOW), Err(InvalidToken));
-        assert_eq!(verify(SECRET, &mint(b"another secret", &legacy(NOW + 1)), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &mint(b"another secret", &legacy(NOW + 1)), NOW),
+            Err(InvalidToken)
+        );
         let json = URL_SAFE_NO_PAD.decode(payload).unwrap();
         let mut mac = HmacSha256::new_from_slice(SECRET).unwrap();
         mac.update(&json);
         let over_json = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-        assert_eq!(verify(SECRET, &format!("{payload}.{over_json}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{over_json}"), NOW),
+            Err(InvalidToken)
+        );
     }
 
     #[test]
     fn refuses_padded_segments() {
         // A 47-byte payload: padded base64 would end in one `=`; minted form has none.
-        let scope = Scope::Legacy { build: "b".into(), session: "s".into(), exp: NOW + 1 };
+        let scope = Scope::Legacy {
+            build: "b".into(),
+            session: "s".into(),
+            exp: NOW + 1,
+        };
         let token = mint(SECRET, &scope);
         let (payload, signature) = token.split_once('.').unwrap();
         // The signature (32 bytes) always needs one '=' when padded.
-        assert_eq!(verify(SECRET, &format!("{payload}.{signature}="), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{signature}="), NOW),
+            Err(InvalidToken)
+        );
         // A padded payload segment, correctly signed as padded, is still refused.
         let json = scope.to_json_string();
         let padded = base64::engine::general_purpose::URL_SAFE.encode(&json);
         assert!(padded.ends_with('='), "{padded}");
         let sig = URL_SAFE_NO_PAD.encode(signer(SECRET, &padded).finalize().into_bytes());
-        assert_eq!(verify(SECRET, &format!("{padded}.{sig}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{padded}.{sig}"), NOW),
+            Err(InvalidToken)
+        );
         // Standard-alphabet or non-canonical signature spellings are refused too.
-        let std_sig =
-            base64::engine::general_purpose::STANDARD_NO_PAD.encode(URL_SAFE_NO_PAD.decode(signature).unwrap());
+        let std_sig = base64::engine::general_purpose::STANDARD_NO_PAD
+            .encode(URL_SAFE_NO_PAD.decode(signature).unwrap());
         if std_sig != signature {
-            assert_eq!(verify(SECRET, &format!("{payload}.{std_sig}"), NOW), Err(InvalidToken));
+            assert_eq!(
+                verify(SECRET, &format!("{payload}.{std_sig}"), NOW),
+                Err(InvalidToken)
+            );
         }
         let last = signature.chars().last().unwrap();
         // 32 bytes leave 2 trailing bits in the final character; set one.
@@ -206,7 +274,10 @@ mod tests {
         let index = alphabet.find(last).unwrap();
         let non_canonical = alphabet.as_bytes()[index | 1] as char;
         if non_canonical != last {
-            let forged = format!("{payload}.{}{non_canonical}", &signature[..signature.len() - 1]);
+            let forged = format!(
+                "{payload}.{}{non_canonical}",
+                &signature[..signature.len() - 1]
+            );
             assert_eq!(verify(SECRET, &forged, NOW), Err(InvalidToken));
         }
     }
@@ -259,29 +330,63 @@ mod tests {
             r#"{"operator":{"user":" "},"exp":1784116800001}"#,
         ];
         for payload in cases {
-            assert_eq!(verify(SECRET, &signed(payload), NOW), Err(InvalidToken), "{payload}");
+            assert_eq!(
+                verify(SECRET, &signed(payload), NOW),
+                Err(InvalidToken),
+                "{payload}"
+            );
         }
         // Invalid UTF-8 inside a JSON string.
-        let payload = URL_SAFE_NO_PAD.encode(b"{\"build\":\"\xff\",\"session\":\"s\",\"exp\":1784116800001}");
+        let payload =
+            URL_SAFE_NO_PAD.encode(b"{\"build\":\"\xff\",\"session\":\"s\",\"exp\":1784116800001}");
         let sig = URL_SAFE_NO_PAD.encode(signer(SECRET, &payload).finalize().into_bytes());
-        assert_eq!(verify(SECRET, &format!("{payload}.{sig}"), NOW), Err(InvalidToken));
+        assert_eq!(
+            verify(SECRET, &format!("{payload}.{sig}"), NOW),
+            Err(InvalidToken)
+        );
         // Sanity: the helper does produce accepted tokens.
-        assert!(verify(SECRET, &signed(r#"{"build":"b","session":"s","exp":1784116800001}"#), NOW).is_ok());
+        assert!(
+            verify(
+                SECRET,
+                &signed(r#"{"build":"b","session":"s","exp":1784116800001}"#),
+                NOW
+            )
+            .is_ok()
+        );
         // Whitespace inside the JSON is fine: it is signed as sent.
-        assert!(verify(SECRET, &signed(r#"{ "exp" : 1784116800001, "build" : "b", "session" : "s" }"#), NOW).is_ok());
+        assert!(
+            verify(
+                SECRET,
+                &signed(r#"{ "exp" : 1784116800001, "build" : "b", "session" : "s" }"#),
+                NOW
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn bounds_token_length_before_work() {
         // A correctly signed token just over the bound is refused.
         let id = "x".repeat(MAX_TOKEN_LEN);
-        let big = Scope::Resource { kind: ResourceKind::Build, id, session: "s".into(), via: None, exp: NOW + 1 };
+        let big = Scope::Resource {
+            kind: ResourceKind::Build,
+            id,
+            session: "s".into(),
+            via: None,
+            exp: NOW + 1,
+        };
         let token = mint(SECRET, &big);
         assert!(token.len() > MAX_TOKEN_LEN);
         assert_eq!(verify(SECRET, &token, NOW), Err(InvalidToken));
         // And one comfortably under it is accepted.
         let id = "x".repeat(MAX_TOKEN_LEN / 2);
-        let fits = Scope::Resource { kind: ResourceKind::Build, id, session: "s".into(), via: None, exp: NOW + 1 };
+        let fits = Scope::Resource {
+            kind: ResourceKind::Build,
+            id,
+            session: "s".into(),
+            via: None,
+            exp: NOW + 1,
+        };
         let token = mint(SECRET, &fits);
         assert!(token.len() <= MAX_TOKEN_LEN);
         assert_eq!(verify(SECRET, &token, NOW), Ok(fits));

@@ -50,7 +50,9 @@ impl Addressed {
     /// A top-level stream route authorizes against the stream's own scope
     /// (spec section 6), so an unknown stream is 404 before scope is judged.
     async fn resolve(self, state: &SharedState) -> ApiResult<Addressed> {
-        let Addressed::Stream(id) = self else { return Ok(self) };
+        let Addressed::Stream(id) = self else {
+            return Ok(self);
+        };
         let stream = state
             .store
             .get_stream(&id)
@@ -61,7 +63,9 @@ impl Addressed {
             crate::protocol::ResourceKind::Build => Addressed::Build(stream.scope.id),
             crate::protocol::ResourceKind::Repo => Addressed::Repo(stream.scope.id),
             crate::protocol::ResourceKind::Session => Addressed::Session(stream.scope.id),
-            crate::protocol::ResourceKind::Stream => return Err(ApiError::Internal("a stream scoped to a stream".into())),
+            crate::protocol::ResourceKind::Stream => {
+                return Err(ApiError::Internal("a stream scoped to a stream".into()));
+            }
         })
     }
 
@@ -86,7 +90,10 @@ pub async fn check(State(state): State<SharedState>, mut request: Request, next:
     if !super::identity::is_machine_route(request.uri().path()) {
         return next.run(request).await;
     }
-    let header = request.headers().get(AUTHORIZATION).map(|v| v.to_str().unwrap_or_default());
+    let header = request
+        .headers()
+        .get(AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or_default());
     let Ok(token) = auth::bearer(header) else {
         return ApiError::Unauthenticated("missing bearer token".into()).into_response();
     };
@@ -110,9 +117,14 @@ pub async fn check(State(state): State<SharedState>, mut request: Request, next:
 
 /// Session and `via` attribution of an event-bearing write (section 7):
 /// after authorization, before catalog validation. Open mode: unchanged.
-pub fn attribute(caller: Option<&Caller>, actor: &mut serde_json::Value, family_allows_via: bool) -> ApiResult<()> {
+pub fn attribute(
+    caller: Option<&Caller>,
+    actor: &mut serde_json::Value,
+    family_allows_via: bool,
+) -> ApiResult<()> {
     match caller {
-        Some(Caller(scope)) => auth::attribute(scope, actor, family_allows_via).map_err(|d| ApiError::Forbidden(d.message().to_owned())),
+        Some(Caller(scope)) => auth::attribute(scope, actor, family_allows_via)
+            .map_err(|d| ApiError::Forbidden(d.message().to_owned())),
         None => Ok(()),
     }
 }

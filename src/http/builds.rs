@@ -18,7 +18,10 @@ use crate::protocol::{ResourceKind, ResourceRef};
 pub fn router() -> Router<SharedState> {
     Router::new()
         .route("/builds", post(create_build).get(list_builds))
-        .route("/builds/{id}/events/conditional", post(append_conditional::<Builds>))
+        .route(
+            "/builds/{id}/events/conditional",
+            post(append_conditional::<Builds>),
+        )
         .merge(family_routes::<Builds>("/builds"))
         .merge(super::streams::family_routes::<Builds>("/builds"))
 }
@@ -40,7 +43,11 @@ async fn create_build(State(state): State<SharedState>, body: Body) -> ApiResult
         attrs.insert("branch".into(), branch.into());
     }
     let resource = ResourceRef::new(ResourceKind::Build, slug);
-    let record = state.store.create_build(slug, attrs).await.map_err(|e| ApiError::from_store(e, &resource))?;
+    let record = state
+        .store
+        .create_build(slug, attrs)
+        .await
+        .map_err(|e| ApiError::from_store(e, &resource))?;
     Ok(json(StatusCode::CREATED, &record.to_json()))
 }
 
@@ -51,5 +58,8 @@ async fn list_builds(State(state): State<SharedState>) -> ApiResult<Response> {
         .list_builds()
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok(json(StatusCode::OK, &Value::Array(records.iter().map(|r| r.to_json()).collect())))
+    Ok(json(
+        StatusCode::OK,
+        &Value::Array(records.iter().map(|r| r.to_json()).collect()),
+    ))
 }

@@ -55,7 +55,9 @@ impl ApiError {
     /// The protocol's stable error kind.
     pub fn kind(&self) -> &'static str {
         match self {
-            ApiError::BadRequest(_) | ApiError::TooLarge(_) | ApiError::Unprocessable(_) => "validation",
+            ApiError::BadRequest(_) | ApiError::TooLarge(_) | ApiError::Unprocessable(_) => {
+                "validation"
+            }
             ApiError::Unauthenticated(_) | ApiError::Forbidden(_) => "auth",
             ApiError::NotFound(_) => "not-found",
             ApiError::Conflict(_) => "conflict",
@@ -65,7 +67,11 @@ impl ApiError {
 
     /// `unknown build "x"` / `unknown repo "x"`.
     pub fn unknown(resource: &ResourceRef) -> Self {
-        ApiError::NotFound(format!("unknown {} \"{}\"", resource.kind.noun(), resource.id))
+        ApiError::NotFound(format!(
+            "unknown {} \"{}\"",
+            resource.kind.noun(),
+            resource.id
+        ))
     }
 
     /// Map a store failure for an operation on `resource`.
@@ -75,9 +81,15 @@ impl ApiError {
             StoreError::Conflict if resource.kind == ResourceKind::Build => {
                 ApiError::Conflict(format!("build \"{}\" already exists", resource.id))
             }
-            StoreError::Conflict => ApiError::Conflict(format!("{} \"{}\" already exists", resource.kind.noun(), resource.id)),
+            StoreError::Conflict => ApiError::Conflict(format!(
+                "{} \"{}\" already exists",
+                resource.kind.noun(),
+                resource.id
+            )),
             StoreError::Rejected(message) => ApiError::Unprocessable(message),
-            StoreError::Closed => ApiError::Conflict(format!("stream \"{}\" is closed", resource.id)),
+            StoreError::Closed => {
+                ApiError::Conflict(format!("stream \"{}\" is closed", resource.id))
+            }
             other => ApiError::Internal(other.to_string()),
         }
     }

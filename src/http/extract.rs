@@ -15,10 +15,14 @@ use super::ApiError;
 pub fn decode_segment(raw: &str) -> Result<String, ApiError> {
     let bytes = raw.as_bytes();
     let malformed = bytes.iter().enumerate().any(|(i, &b)| {
-        b == b'%' && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+        b == b'%'
+            && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
     });
     if malformed {
-        return Err(ApiError::BadRequest(format!("malformed path segment encoding: {raw}")));
+        return Err(ApiError::BadRequest(format!(
+            "malformed path segment encoding: {raw}"
+        )));
     }
     percent_encoding::percent_decode_str(raw)
         .decode_utf8()
@@ -35,19 +39,24 @@ pub fn resource_id(uri: &Uri) -> Result<String, ApiError> {
 /// The first value of query parameter `name`, decoded as `URLSearchParams` does.
 pub fn query_param(uri: &Uri, name: &str) -> Option<String> {
     let query = uri.query()?;
-    url::form_urlencoded::parse(query.as_bytes()).find(|(key, _)| key == name).map(|(_, value)| value.into_owned())
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
 }
 
 /// Read a JSON body of at most `limit` bytes.
 pub async fn json_body(body: Body, limit: usize) -> Result<Value, ApiError> {
     let bytes = axum::body::to_bytes(body, limit).await.map_err(|err| {
-        if std::error::Error::source(&err).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+        if std::error::Error::source(&err)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+        {
             ApiError::TooLarge(format!("request body exceeds the {limit}-byte limit"))
         } else {
             ApiError::BadRequest("request body could not be read".into())
         }
     })?;
-    serde_json::from_slice(&bytes).map_err(|_| ApiError::BadRequest("request body is not valid JSON".into()))
+    serde_json::from_slice(&bytes)
+        .map_err(|_| ApiError::BadRequest("request body is not valid JSON".into()))
 }
 
 #[cfg(test)]
@@ -66,7 +75,9 @@ mod tests {
 
     #[test]
     fn query_values_decode_like_url_search_params() {
-        let uri: Uri = "/x?since=%201%20&kind=a+b&kind=second&rev=".parse().unwrap();
+        let uri: Uri = "/x?since=%201%20&kind=a+b&kind=second&rev="
+            .parse()
+            .unwrap();
         assert_eq!(query_param(&uri, "since").as_deref(), Some(" 1 "));
         assert_eq!(query_param(&uri, "kind").as_deref(), Some("a b"));
         assert_eq!(query_param(&uri, "rev").as_deref(), Some(""));

@@ -29,7 +29,10 @@ pub struct Flights<T> {
 
 impl<T: Clone> Default for Flights<T> {
     fn default() -> Self {
-        Flights { ticks: AtomicU64::new(0), flights: Mutex::new(HashMap::new()) }
+        Flights {
+            ticks: AtomicU64::new(0),
+            flights: Mutex::new(HashMap::new()),
+        }
     }
 }
 
@@ -41,7 +44,13 @@ impl<T: Clone> Flights<T> {
 
     /// The result of `fetch` for `(resource, since)`, shared with every
     /// caller whose `subscribed` tick precedes the flight's start.
-    pub async fn fetch<F, Fut>(&self, resource: &ResourceRef, since: i64, subscribed: u64, fetch: F) -> Result<T, StoreError>
+    pub async fn fetch<F, Fut>(
+        &self,
+        resource: &ResourceRef,
+        since: i64,
+        subscribed: u64,
+        fetch: F,
+    ) -> Result<T, StoreError>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
@@ -53,16 +62,28 @@ impl<T: Clone> Flights<T> {
                 Some(flight) if flight.started > subscribed => flight.result.clone(),
                 _ => {
                     let cell = Arc::new(OnceCell::new());
-                    flights.insert(key.clone(), Flight { started: self.now(), result: cell.clone() });
+                    flights.insert(
+                        key.clone(),
+                        Flight {
+                            started: self.now(),
+                            result: cell.clone(),
+                        },
+                    );
                     cell
                 }
             }
         };
-        let shared = cell.get_or_init(|| async { fetch().await.map_err(Arc::new) }).await.clone();
+        let shared = cell
+            .get_or_init(|| async { fetch().await.map_err(Arc::new) })
+            .await
+            .clone();
         {
             // The flight is done; later wakes start a new one.
             let mut flights = self.lock();
-            if flights.get(&key).is_some_and(|flight| Arc::ptr_eq(&flight.result, &cell)) {
+            if flights
+                .get(&key)
+                .is_some_and(|flight| Arc::ptr_eq(&flight.result, &cell))
+            {
                 flights.remove(&key);
             }
         }
@@ -73,7 +94,9 @@ impl<T: Clone> Flights<T> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(ResourceRef, i64), Flight<T>>> {
-        self.flights.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.flights
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -92,7 +115,8 @@ mod tests {
         let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
         let mut readers = Vec::new();
         for _ in 0..10 {
-            let (flights, r, calls, mut gate) = (flights.clone(), r.clone(), calls.clone(), gate_rx.clone());
+            let (flights, r, calls, mut gate) =
+                (flights.clone(), r.clone(), calls.clone(), gate_rx.clone());
             readers.push(tokio::spawn(async move {
                 flights
                     .fetch(&r, 0, subscribed, || async move {
@@ -108,7 +132,10 @@ mod tests {
         for reader in readers {
             reader.await.unwrap();
         }
-        assert!(calls.load(Ordering::SeqCst) < 10, "the readers shared flights");
+        assert!(
+            calls.load(Ordering::SeqCst) < 10,
+            "the readers shared flights"
+        );
     }
 
     #[tokio::test]
@@ -125,7 +152,13 @@ mod tests {
         assert!(futures_poll(first.as_mut()).is_none());
         // Subscribed after the first flight started: must run its own query.
         let late = flights.now();
-        assert_eq!(flights.fetch(&r, 0, late, || async { Ok(2) }).await.unwrap(), 2);
+        assert_eq!(
+            flights
+                .fetch(&r, 0, late, || async { Ok(2) })
+                .await
+                .unwrap(),
+            2
+        );
         release.send(()).unwrap();
         assert_eq!(first.await.unwrap(), 1);
     }

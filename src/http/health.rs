@@ -31,23 +31,36 @@ async fn health(State(state): State<SharedState>) -> Response {
 }
 
 fn clock_body(now: i64) -> Response {
-    json(StatusCode::OK, &serde_json::json!({ "now": format_iso(now) }))
+    json(
+        StatusCode::OK,
+        &serde_json::json!({ "now": format_iso(now) }),
+    )
 }
 
 async fn read_clock(State(state): State<SharedState>) -> ApiResult<Response> {
-    let clock = state.test_clock.as_ref().ok_or_else(|| ApiError::NotFound("no route: GET /_test/clock".into()))?;
+    let clock = state
+        .test_clock
+        .as_ref()
+        .ok_or_else(|| ApiError::NotFound("no route: GET /_test/clock".into()))?;
     Ok(clock_body(clock.now_ms()))
 }
 
 /// Set the frozen clock: `{"now": "<ISO>"}`.
 async fn set_clock(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
-    let clock = state.test_clock.as_ref().ok_or_else(|| ApiError::NotFound("no route: POST /_test/clock".into()))?;
+    let clock = state
+        .test_clock
+        .as_ref()
+        .ok_or_else(|| ApiError::NotFound("no route: POST /_test/clock".into()))?;
     let body = json_body(body, 4096).await?;
     let now = body
         .get("now")
         .and_then(|v| v.as_str())
         .and_then(parse_iso)
-        .ok_or_else(|| ApiError::BadRequest("invalid request body: \"now\" must be an ISO-8601 UTC time".into()))?;
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "invalid request body: \"now\" must be an ISO-8601 UTC time".into(),
+            )
+        })?;
     clock.set(now);
     tracing::info!(now = %format_iso(now), "test clock set");
     Ok(clock_body(now))

@@ -52,7 +52,11 @@ where
         // behind them still find connections.
         let current = flights
             .fetch(resource, since, subscribed, || async {
-                let _turn = state.held_requeries.acquire().await.map_err(|_| StoreError::Corrupt("held-read limiter closed".into()))?;
+                let _turn = state
+                    .held_requeries
+                    .acquire()
+                    .await
+                    .map_err(|_| StoreError::Corrupt("held-read limiter closed".into()))?;
                 fetch().await
             })
             .await?;

@@ -17,15 +17,28 @@ pub const PROTOCOL_HEADER: &str = "x-autobuild-protocol-version";
 pub fn is_machine_route(path: &str) -> bool {
     ["/builds", "/repos", "/sessions", "/streams"]
         .iter()
-        .any(|family| path.strip_prefix(family).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+        .any(|family| {
+            path.strip_prefix(family)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
 }
 
 pub async fn check(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     if is_machine_route(request.uri().path()) {
-        let header = |name: &str| request.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        };
         let (version, protocol) = (header(VERSION_HEADER), header(PROTOCOL_HEADER));
-        if version.as_deref() != Some(state.autobuild_version.as_str()) || protocol.as_deref() != Some(PROTOCOL_VERSION) {
-            let shown = |v: &Option<String>| v.as_ref().map_or_else(|| "(missing)".to_owned(), |v| format!("\"{v}\""));
+        if version.as_deref() != Some(state.autobuild_version.as_str())
+            || protocol.as_deref() != Some(PROTOCOL_VERSION)
+        {
+            let shown = |v: &Option<String>| {
+                v.as_ref()
+                    .map_or_else(|| "(missing)".to_owned(), |v| format!("\"{v}\""))
+            };
             return ApiError::Conflict(format!(
                 "autobuild version mismatch: client package {} protocol {}, server package \"{}\" protocol \"{}\"",
                 shown(&version),
@@ -43,7 +56,14 @@ pub async fn check(State(state): State<SharedState>, request: Request, next: Nex
 mod tests {
     #[test]
     fn guards_exactly_the_machine_families() {
-        for path in ["/builds", "/builds/x", "/repos", "/repos/a%2Fb/events", "/sessions/os_1", "/streams/st_1"] {
+        for path in [
+            "/builds",
+            "/builds/x",
+            "/repos",
+            "/repos/a%2Fb/events",
+            "/sessions/os_1",
+            "/streams/st_1",
+        ] {
             assert!(super::is_machine_route(path), "{path}");
         }
         for path in ["/health", "/buildsx", "/_test/clock", "/", "/streamsx"] {

@@ -11,11 +11,11 @@ mod error;
 mod extract;
 mod flights;
 mod health;
+mod hold;
 mod identity;
 mod ops;
 mod readiness;
 mod repos;
-mod hold;
 mod resources;
 mod sessions;
 mod streams;
@@ -68,7 +68,10 @@ impl HeldReads {
     /// Take a place if fewer than `cap` are taken.
     pub fn acquire(&self, cap: usize) -> Option<HeldSlot<'_>> {
         use std::sync::atomic::Ordering::SeqCst;
-        self.0.fetch_update(SeqCst, SeqCst, |n| (n < cap).then_some(n + 1)).ok().map(|_| HeldSlot(self))
+        self.0
+            .fetch_update(SeqCst, SeqCst, |n| (n < cap).then_some(n + 1))
+            .ok()
+            .map(|_| HeldSlot(self))
     }
 
     pub fn in_flight(&self) -> usize {
@@ -121,11 +124,23 @@ pub fn router(state: SharedState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
         // Layers run outermost-last: identity (409) before auth (401/403).
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::check))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), identity::check))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            identity::check,
+        ))
         .layer(axum::middleware::from_fn(crate::metrics::track))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), ops::bound))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), ops::close_unread))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            ops::bound,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            ops::close_unread,
+        ))
         .with_state(state);
     ops::layer(routes)
 }
@@ -138,7 +153,10 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
 /// A response whose body is already JSON text.
 pub fn json_response(status: StatusCode, body: String) -> Response {
     let mut response = (status, body).into_response();
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 

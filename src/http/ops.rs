@@ -9,7 +9,9 @@ use axum::Router;
 use axum::extract::MatchedPath;
 use axum::http::{Request, Response};
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::request_id::{
+    MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 
@@ -32,7 +34,9 @@ pub fn layer(router: Router) -> Router {
         .on_failure(());
     router
         .layer(CatchPanicLayer::custom(|_panic| {
-            axum::response::IntoResponse::into_response(ApiError::Internal("handler panicked".into()))
+            axum::response::IntoResponse::into_response(ApiError::Internal(
+                "handler panicked".into(),
+            ))
         }))
         .layer(trace)
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -54,7 +58,11 @@ pub async fn bound(
     let limit = state.limits.request_timeout;
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => ApiError::Internal(format!("request exceeded the {}-second request timeout", limit.as_secs())).into_response(),
+        Err(_) => ApiError::Internal(format!(
+            "request exceeded the {}-second request timeout",
+            limit.as_secs()
+        ))
+        .into_response(),
     }
 }
 
@@ -75,19 +83,38 @@ pub async fn close_unread(
     const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
     let headers = request.headers();
     let has_body = headers.contains_key(TRANSFER_ENCODING)
-        || headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()).is_some_and(|n| n > 0);
+        || headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
     if !has_body {
         return next.run(request).await;
     }
     let unread = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (parts, body) = request.into_parts();
-    let body = axum::body::Body::new(Tracked { inner: Some(body), finished: false, unread: unread.clone() });
-    let mut response = next.run(axum::extract::Request::from_parts(parts, body)).await;
-    let rest = unread.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    let body = axum::body::Body::new(Tracked {
+        inner: Some(body),
+        finished: false,
+        unread: unread.clone(),
+    });
+    let mut response = next
+        .run(axum::extract::Request::from_parts(parts, body))
+        .await;
+    let rest = unread
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
     if let Some(rest) = rest {
         // Errors and overlong bodies just end the drain; the connection closes anyway.
-        let _ = tokio::time::timeout(LINGER, axum::body::to_bytes(rest, state.limits.max_body_bytes)).await;
-        response.headers_mut().insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+        let _ = tokio::time::timeout(
+            LINGER,
+            axum::body::to_bytes(rest, state.limits.max_body_bytes),
+        )
+        .await;
+        response
+            .headers_mut()
+            .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     response
 }
@@ -119,19 +146,31 @@ impl http_body::Body for Tracked {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.finished || self.inner.as_ref().is_none_or(http_body::Body::is_end_stream)
+        self.finished
+            || self
+                .inner
+                .as_ref()
+                .is_none_or(http_body::Body::is_end_stream)
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.as_ref().map(http_body::Body::size_hint).unwrap_or_default()
+        self.inner
+            .as_ref()
+            .map(http_body::Body::size_hint)
+            .unwrap_or_default()
     }
 }
 
 impl Drop for Tracked {
     fn drop(&mut self) {
         let inner = self.inner.take();
-        if let Some(inner) = inner.filter(|body| !self.finished && !http_body::Body::is_end_stream(body)) {
-            *self.unread.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(inner);
+        if let Some(inner) =
+            inner.filter(|body| !self.finished && !http_body::Body::is_end_stream(body))
+        {
+            *self
+                .unread
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(inner);
         }
     }
 }

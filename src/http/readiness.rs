@@ -41,6 +41,13 @@ async fn readyz(State(state): State<SharedState>) -> Response {
     };
     let shutting_down = state.shutdown.is_cancelled();
     let ready = database == "ok" && blobs == "ok" && !shutting_down;
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    json(status, &json!({ "ready": ready, "checks": { "database": database, "blobs": blobs }, "shuttingDown": shutting_down }))
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(
+        status,
+        &json!({ "ready": ready, "checks": { "database": database, "blobs": blobs }, "shuttingDown": shutting_down }),
+    )
 }

@@ -13,8 +13,8 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::Extension;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
@@ -73,7 +73,10 @@ pub struct Addressed<F: Family> {
 
 impl<F: Family> Addressed<F> {
     pub fn from_uri(uri: &Uri) -> ApiResult<Self> {
-        Ok(Addressed { resource: ResourceRef::new(F::KIND, resource_id(uri)?), _family: PhantomData })
+        Ok(Addressed {
+            resource: ResourceRef::new(F::KIND, resource_id(uri)?),
+            _family: PhantomData,
+        })
     }
 }
 
@@ -88,7 +91,11 @@ pub(super) async fn reject(state: &SharedState, resource: &ResourceRef, err: Api
 }
 
 /// Run the pre-store part of a handler, mapping its failure through `reject`.
-pub(super) async fn prepare<T>(state: &SharedState, resource: &ResourceRef, result: ApiResult<T>) -> ApiResult<T> {
+pub(super) async fn prepare<T>(
+    state: &SharedState,
+    resource: &ResourceRef,
+    result: ApiResult<T>,
+) -> ApiResult<T> {
     match result {
         Ok(value) => Ok(value),
         Err(err) => Err(reject(state, resource, err).await),
@@ -116,18 +123,26 @@ pub async fn append_event<F: Family>(
     body: Body,
 ) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let event = prepare(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        let mut write = wire::event_write(&body, "the request body")?;
-        attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
-        validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)
-    }.await).await?;
+    let event = prepare(
+        &state,
+        &r,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            let mut write = wire::event_write(&body, "the request body")?;
+            attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
+            validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)
+        }
+        .await,
+    )
+    .await?;
     match state.store.append(&r, event, None).await {
         Ok(Some(envelope)) => {
             metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
             Ok(json_response(StatusCode::CREATED, envelope))
         }
-        Ok(None) => Err(ApiError::Internal("unconditional append reported stale".into())),
+        Ok(None) => Err(ApiError::Internal(
+            "unconditional append reported stale".into(),
+        )),
         Err(err) => Err(ApiError::from_store(err, &r)),
     }
 }
@@ -141,15 +156,22 @@ pub async fn append_conditional<F: Family>(
     body: Body,
 ) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (expected, event) = prepare(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        let obj = wire::object(&body, "the request body")?;
-        let expected = wire::nonnegative_int(obj, "expectedSeq")?;
-        let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
-        attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
-        let event = validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)?;
-        Ok((expected, event))
-    }.await).await?;
+    let (expected, event) = prepare(
+        &state,
+        &r,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            let obj = wire::object(&body, "the request body")?;
+            let expected = wire::nonnegative_int(obj, "expectedSeq")?;
+            let mut write =
+                wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+            attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
+            let event = validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)?;
+            Ok((expected, event))
+        }
+        .await,
+    )
+    .await?;
     match state.store.append(&r, event, Some(expected)).await {
         Ok(Some(envelope)) => {
             metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
@@ -162,13 +184,27 @@ pub async fn append_conditional<F: Family>(
 
 /// `getEvents` / `getRepoEvents`: `GET …/events?since=&wait=`, with the
 /// bounded wait of section 3.
-pub async fn read_events<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+pub async fn read_events<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let (since, wait) = prepare(&state, &r, read_params(&uri, state.limits.max_wait)).await?;
-    let events = super::hold::hold(&state, &state.event_flights, &r, since, wait, || state.store.events_since(&r, since), |events: &Vec<String>| !events.is_empty())
-        .await
-        .map_err(|err| ApiError::from_store(err, &r))?;
-    Ok(json_response(StatusCode::OK, format!("[{}]", events.join(","))))
+    let events = super::hold::hold(
+        &state,
+        &state.event_flights,
+        &r,
+        since,
+        wait,
+        || state.store.events_since(&r, since),
+        |events: &Vec<String>| !events.is_empty(),
+    )
+    .await
+    .map_err(|err| ApiError::from_store(err, &r))?;
+    Ok(json_response(
+        StatusCode::OK,
+        format!("[{}]", events.join(",")),
+    ))
 }
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
@@ -192,9 +228,11 @@ pub(super) fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Durat
 fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
     match query_param(uri, name) {
         None => Ok(None),
-        Some(raw) => js_integer(&raw)
-            .map(Some)
-            .ok_or_else(|| ApiError::BadRequest(format!("query parameter \"{name}\" must be an integer, got \"{raw}\""))),
+        Some(raw) => js_integer(&raw).map(Some).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "query parameter \"{name}\" must be an integer, got \"{raw}\""
+            ))
+        }),
     }
 }
 
@@ -228,7 +266,10 @@ fn prepare_artifact(state: &SharedState, value: &Value, what: &str) -> ApiResult
 }
 
 /// Write blobs before any metadata (DESIGN decision 5).
-pub(super) async fn write_blobs(state: &SharedState, prepared: Vec<Prepared>) -> ApiResult<Vec<NewArtifact>> {
+pub(super) async fn write_blobs(
+    state: &SharedState,
+    prepared: Vec<Prepared>,
+) -> ApiResult<Vec<NewArtifact>> {
     let mut artifacts = Vec::with_capacity(prepared.len());
     for p in prepared {
         metrics::counter!("abstore_blob_bytes_written_total").increment(p.bytes.len() as u64);
@@ -243,19 +284,41 @@ pub(super) async fn write_blobs(state: &SharedState, prepared: Vec<Prepared>) ->
 }
 
 /// `putArtifact` / `putRepoArtifact`: `POST …/artifacts`.
-pub async fn put_artifact<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn put_artifact<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let prepared = prepare(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        prepare_artifact(&state, &body, "the artifact")
-    }.await).await?;
+    let prepared = prepare(
+        &state,
+        &r,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            prepare_artifact(&state, &body, "the artifact")
+        }
+        .await,
+    )
+    .await?;
     // Refuse before writing a blob for a resource that does not exist.
-    if state.store.get_record(&r).await.map_err(|e| ApiError::from_store(e, &r))?.is_none() {
+    if state
+        .store
+        .get_record(&r)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?
+        .is_none()
+    {
         return Err(ApiError::unknown(&r));
     }
     let mut artifacts = write_blobs(&state, vec![prepared]).await?;
-    let artifact = artifacts.pop().ok_or_else(|| ApiError::Internal("no artifact prepared".into()))?;
-    let meta = state.store.put_artifact(&r, artifact).await.map_err(|e| ApiError::from_store(e, &r))?;
+    let artifact = artifacts
+        .pop()
+        .ok_or_else(|| ApiError::Internal("no artifact prepared".into()))?;
+    let meta = state
+        .store
+        .put_artifact(&r, artifact)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?;
     Ok(json(StatusCode::CREATED, &meta.to_json()))
 }
 
@@ -269,56 +332,102 @@ pub async fn deposit<F: Family>(
     body: Body,
 ) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (prepared, write) = prepare(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        let obj = wire::object(&body, "the request body")?;
-        let items = match obj.get("artifacts") {
-            Some(Value::Array(items)) => items,
-            Some(_) => return Err(wire::SchemaError("\"artifacts\" must be an array".into()).into()),
-            None => return Err(wire::SchemaError("\"artifacts\" is required".into()).into()),
-        };
-        let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
-        attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
-        let prepared = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| prepare_artifact(&state, item, &format!("artifact {i}")))
-            .collect::<ApiResult<Vec<_>>>()?;
-        Ok((prepared, write))
-    }.await).await?;
-    if state.store.get_record(&r).await.map_err(|e| ApiError::from_store(e, &r))?.is_none() {
+    let (prepared, write) = prepare(
+        &state,
+        &r,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            let obj = wire::object(&body, "the request body")?;
+            let items = match obj.get("artifacts") {
+                Some(Value::Array(items)) => items,
+                Some(_) => {
+                    return Err(wire::SchemaError("\"artifacts\" must be an array".into()).into());
+                }
+                None => return Err(wire::SchemaError("\"artifacts\" is required".into()).into()),
+            };
+            let mut write =
+                wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+            attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
+            let prepared = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| prepare_artifact(&state, item, &format!("artifact {i}")))
+                .collect::<ApiResult<Vec<_>>>()?;
+            Ok((prepared, write))
+        }
+        .await,
+    )
+    .await?;
+    if state
+        .store
+        .get_record(&r)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?
+        .is_none()
+    {
         return Err(ApiError::unknown(&r));
     }
     let artifacts = write_blobs(&state, prepared).await?;
     let make_event = |metas: &[crate::store::ArtifactMeta]| {
-        let assigned: Vec<Assigned<'_>> = metas.iter().map(|m| Assigned { kind: &m.kind, revision: m.revision }).collect();
-        let mut substituted = EventWrite { actor: write.actor.clone(), event_type: write.event_type.clone(), payload: write.payload.clone() };
+        let assigned: Vec<Assigned<'_>> = metas
+            .iter()
+            .map(|m| Assigned {
+                kind: &m.kind,
+                revision: m.revision,
+            })
+            .collect();
+        let mut substituted = EventWrite {
+            actor: write.actor.clone(),
+            event_type: write.event_type.clone(),
+            payload: write.payload.clone(),
+        };
         placeholders::substitute(&mut substituted.payload, &assigned);
         validated_event::<F>(&state, &substituted).map_err(StoreError::Rejected)
     };
-    let (envelope, metas) = state.store.deposit(&r, artifacts, &make_event).await.map_err(|e| ApiError::from_store(e, &r))?;
+    let (envelope, metas) = state
+        .store
+        .deposit(&r, artifacts, &make_event)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?;
     metrics::counter!("abstore_deposits_total", "family" => F::KIND.tag()).increment(1);
     let metas: Vec<String> = metas.iter().map(|m| m.to_json().to_string()).collect();
-    Ok(json_response(StatusCode::CREATED, format!("{{\"event\":{envelope},\"artifacts\":[{}]}}", metas.join(","))))
+    Ok(json_response(
+        StatusCode::CREATED,
+        format!(
+            "{{\"event\":{envelope},\"artifacts\":[{}]}}",
+            metas.join(",")
+        ),
+    ))
 }
 
 /// `getArtifact` / `getRepoArtifact`: `GET …/artifacts?kind=&rev=`.
-pub async fn get_artifact<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+pub async fn get_artifact<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
     let Some(kind) = kind else {
-        return Err(reject(&state, &r, ApiError::BadRequest("query parameter \"kind\" is required".into())).await);
+        return Err(reject(
+            &state,
+            &r,
+            ApiError::BadRequest("query parameter \"kind\" is required".into()),
+        )
+        .await);
     };
     let rev = prepare(&state, &r, lenient_int(&uri, "rev")).await?;
-    let meta = state.store.get_artifact(&r, &kind, rev).await.map_err(|e| ApiError::from_store(e, &r))?;
+    let meta = state
+        .store
+        .get_artifact(&r, &kind, rev)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?;
     let Some(meta) = meta else {
         return Ok(json_response(StatusCode::OK, "null".into()));
     };
-    let bytes = state
-        .blobs
-        .get(&meta.blob_ref)
-        .await
-        .map_err(|err| ApiError::Internal(format!("blob {} unreadable: {err}", meta.blob_ref)))?;
+    let bytes =
+        state.blobs.get(&meta.blob_ref).await.map_err(|err| {
+            ApiError::Internal(format!("blob {} unreadable: {err}", meta.blob_ref))
+        })?;
     let mut out = Map::new();
     out.insert("meta".into(), meta.to_json());
     out.insert("contentBase64".into(), base64::encode(&bytes).into());
@@ -327,11 +436,21 @@ pub async fn get_artifact<F: Family>(State(state): State<SharedState>, uri: Uri)
 
 /// `listArtifacts` / `listRepoArtifacts`: `GET …/artifact-list?kind=`. An
 /// empty `kind` means all kinds, as in Autobuild's server.
-pub async fn list_artifacts<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+pub async fn list_artifacts<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
-    let metas = state.store.list_artifacts(&r, kind.as_deref()).await.map_err(|e| ApiError::from_store(e, &r))?;
-    Ok(json(StatusCode::OK, &Value::Array(metas.iter().map(|m| m.to_json()).collect())))
+    let metas = state
+        .store
+        .list_artifacts(&r, kind.as_deref())
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?;
+    Ok(json(
+        StatusCode::OK,
+        &Value::Array(metas.iter().map(|m| m.to_json()).collect()),
+    ))
 }
 
 fn ok(value: bool) -> Response {
@@ -339,44 +458,91 @@ fn ok(value: bool) -> Response {
 }
 
 /// `claimLease` / `claimRepoLease` (section 10).
-pub async fn claim_lease<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn claim_lease<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (holder, ttl) = prepare(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        let obj = wire::object(&body, "the request body")?;
-        Ok((wire::nonempty_str(obj, "holder")?.to_owned(), wire::nonnegative_int(obj, "ttlMs")?))
-    }.await).await?;
-    let claimed = state.store.claim_lease(&r, &holder, ttl).await.map_err(|e| ApiError::from_store(e, &r))?;
+    let (holder, ttl) = prepare(
+        &state,
+        &r,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            let obj = wire::object(&body, "the request body")?;
+            Ok((
+                wire::nonempty_str(obj, "holder")?.to_owned(),
+                wire::nonnegative_int(obj, "ttlMs")?,
+            ))
+        }
+        .await,
+    )
+    .await?;
+    let claimed = state
+        .store
+        .claim_lease(&r, &holder, ttl)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?;
     Ok(ok(claimed))
 }
 
 async fn holder_body(state: &SharedState, r: &ResourceRef, body: Body) -> ApiResult<String> {
-    prepare(state, r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        let obj = wire::object(&body, "the request body")?;
-        Ok(wire::nonempty_str(obj, "holder")?.to_owned())
-    }.await).await
+    prepare(
+        state,
+        r,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            let obj = wire::object(&body, "the request body")?;
+            Ok(wire::nonempty_str(obj, "holder")?.to_owned())
+        }
+        .await,
+    )
+    .await
 }
 
 /// `heartbeat` / `heartbeatRepo`.
-pub async fn heartbeat<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn heartbeat<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let holder = holder_body(&state, &r, body).await?;
-    Ok(ok(state.store.heartbeat(&r, &holder).await.map_err(|e| ApiError::from_store(e, &r))?))
+    Ok(ok(state
+        .store
+        .heartbeat(&r, &holder)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?))
 }
 
 /// `releaseLease` / `releaseRepoLease`: a wrong holder is a successful no-op.
-pub async fn release_lease<F: Family>(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+pub async fn release_lease<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let holder = holder_body(&state, &r, body).await?;
-    state.store.release_lease(&r, &holder).await.map_err(|e| ApiError::from_store(e, &r))?;
+    state
+        .store
+        .release_lease(&r, &holder)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?;
     Ok(ok(true))
 }
 
 /// `getBuild` / `getRepo`.
-pub async fn get_record<F: Family>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
+pub async fn get_record<F: Family>(
+    State(state): State<SharedState>,
+    uri: Uri,
+) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
-    match state.store.get_record(&r).await.map_err(|e| ApiError::from_store(e, &r))? {
+    match state
+        .store
+        .get_record(&r)
+        .await
+        .map_err(|e| ApiError::from_store(e, &r))?
+    {
         Some(record) => Ok(json(StatusCode::OK, &record.to_json())),
         None => Err(ApiError::unknown(&r)),
     }
@@ -387,15 +553,33 @@ pub fn family_routes<F: Family>(prefix: &str) -> axum::Router<SharedState> {
     use axum::routing::{get, post};
     let routes = axum::Router::new()
         .route(&format!("{prefix}/{{id}}"), get(get_record::<F>))
-        .route(&format!("{prefix}/{{id}}/events"), post(append_event::<F>).get(read_events::<F>))
+        .route(
+            &format!("{prefix}/{{id}}/events"),
+            post(append_event::<F>).get(read_events::<F>),
+        )
         .route(&format!("{prefix}/{{id}}/deposits"), post(deposit::<F>))
-        .route(&format!("{prefix}/{{id}}/artifacts"), post(put_artifact::<F>).get(get_artifact::<F>))
-        .route(&format!("{prefix}/{{id}}/artifact-list"), get(list_artifacts::<F>));
+        .route(
+            &format!("{prefix}/{{id}}/artifacts"),
+            post(put_artifact::<F>).get(get_artifact::<F>),
+        )
+        .route(
+            &format!("{prefix}/{{id}}/artifact-list"),
+            get(list_artifacts::<F>),
+        );
     if !F::HAS_LEASES {
         return routes;
     }
     routes
-        .route(&format!("{prefix}/{{id}}/lease/claim"), post(claim_lease::<F>))
-        .route(&format!("{prefix}/{{id}}/lease/heartbeat"), post(heartbeat::<F>))
-        .route(&format!("{prefix}/{{id}}/lease/release"), post(release_lease::<F>))
+        .route(
+            &format!("{prefix}/{{id}}/lease/claim"),
+            post(claim_lease::<F>),
+        )
+        .route(
+            &format!("{prefix}/{{id}}/lease/heartbeat"),
+            post(heartbeat::<F>),
+        )
+        .route(
+            &format!("{prefix}/{{id}}/lease/release"),
+            post(release_lease::<F>),
+        )
 }

@@ -18,7 +18,10 @@ use crate::store::{NewEvent, StoreError};
 
 pub fn router() -> Router<SharedState> {
     Router::new()
-        .route("/repos/{id}/sessions", post(create_session).get(list_sessions))
+        .route(
+            "/repos/{id}/sessions",
+            post(create_session).get(list_sessions),
+        )
         .merge(family_routes::<Sessions>("/sessions"))
         .merge(super::streams::family_routes::<Sessions>("/sessions"))
 }
@@ -31,28 +34,40 @@ fn new_session_id() -> String {
 /// `createSession`: `POST /repos/{repo}/sessions` with
 /// `{"repo", "operator", "title"?}`. The record and `session.created`
 /// (sequence 1, the operator as a human actor) commit together.
-async fn create_session(State(state): State<SharedState>, uri: Uri, body: Body) -> ApiResult<Response> {
+async fn create_session(
+    State(state): State<SharedState>,
+    uri: Uri,
+    body: Body,
+) -> ApiResult<Response> {
     let repo = Addressed::<Repos>::from_uri(&uri)?.resource;
-    let attrs = prepare(&state, &repo, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
-        let obj = wire::object(&body, "the request body")?;
-        let body_repo = wire::nonempty_str(obj, "repo")?;
-        if body_repo != repo.id {
-            return Err(wire::SchemaError(format!("\"repo\" ({body_repo:?}) must equal the repository in the path ({:?})", repo.id)).into());
+    let attrs = prepare(
+        &state,
+        &repo,
+        async {
+            let body = json_body(body, state.limits.max_body_bytes).await?;
+            let obj = wire::object(&body, "the request body")?;
+            let body_repo = wire::nonempty_str(obj, "repo")?;
+            if body_repo != repo.id {
+                return Err(wire::SchemaError(format!(
+                    "\"repo\" ({body_repo:?}) must equal the repository in the path ({:?})",
+                    repo.id
+                ))
+                .into());
+            }
+            let operator = wire::nonempty_str(obj, "operator")?.trim_matches(char::is_whitespace);
+            if operator.is_empty() {
+                return Err(wire::SchemaError("\"operator\" must not be blank".into()).into());
+            }
+            let mut attrs = Map::new();
+            attrs.insert("repo".into(), repo.id.clone().into());
+            attrs.insert("operator".into(), operator.into());
+            if let Some(title) = wire::optional_str(obj, "title", false)? {
+                attrs.insert("title".into(), title.into());
+            }
+            Ok(attrs)
         }
-        let operator = wire::nonempty_str(obj, "operator")?.trim_matches(char::is_whitespace);
-        if operator.is_empty() {
-            return Err(wire::SchemaError("\"operator\" must not be blank".into()).into());
-        }
-        let mut attrs = Map::new();
-        attrs.insert("repo".into(), repo.id.clone().into());
-        attrs.insert("operator".into(), operator.into());
-        if let Some(title) = wire::optional_str(obj, "title", false)? {
-            attrs.insert("title".into(), title.into());
-        }
-        Ok(attrs)
-    }
-    .await)
+        .await,
+    )
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
     let payload = Value::Object(attrs.clone());
@@ -67,7 +82,11 @@ async fn create_session(State(state): State<SharedState>, uri: Uri, body: Body) 
             payload_json: payload.to_string(),
         })
     };
-    let record = state.store.create_session(&repo.id, &new_session_id(), attrs.clone(), &make_event).await.map_err(|e| ApiError::from_store(e, &repo))?;
+    let record = state
+        .store
+        .create_session(&repo.id, &new_session_id(), attrs.clone(), &make_event)
+        .await
+        .map_err(|e| ApiError::from_store(e, &repo))?;
     metrics::counter!("abstore_sessions_created_total").increment(1);
     Ok(super::json(StatusCode::CREATED, &record.to_json()))
 }
@@ -75,6 +94,13 @@ async fn create_session(State(state): State<SharedState>, uri: Uri, body: Body) 
 /// `listSessions`: creation order.
 async fn list_sessions(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
     let repo = Addressed::<Repos>::from_uri(&uri)?.resource;
-    let sessions = state.store.list_sessions(&repo.id).await.map_err(|e| ApiError::from_store(e, &repo))?;
-    Ok(super::json(StatusCode::OK, &Value::Array(sessions.iter().map(|r| r.to_json()).collect())))
+    let sessions = state
+        .store
+        .list_sessions(&repo.id)
+        .await
+        .map_err(|e| ApiError::from_store(e, &repo))?;
+    Ok(super::json(
+        StatusCode::OK,
+        &Value::Array(sessions.iter().map(|r| r.to_json()).collect()),
+    ))
 }

@@ -46,7 +46,9 @@ mod tests {
 
     #[test]
     fn rejects_non_canonical_forms() {
-        for bad in ["YQ", "YQ=", "YR==", "Y Q==", "YQ==\n", "-_-_", "YQ===", "====", "Y===", "@@@@"] {
+        for bad in [
+            "YQ", "YQ=", "YR==", "Y Q==", "YQ==\n", "-_-_", "YQ===", "====", "Y===", "@@@@",
+        ] {
             assert_eq!(decode(bad, 100), Err(DecodeError::Malformed), "{bad:?}");
         }
     }
@@ -56,8 +58,14 @@ mod tests {
         let exact = encode(&[7u8; 1024]);
         assert_eq!(decode(&exact, 1024).map(|b| b.len()), Ok(1024));
         let over = encode(&[7u8; 1025]);
-        assert_eq!(decode(&over, 1024), Err(DecodeError::TooLarge { ceiling: 1024 }));
+        assert_eq!(
+            decode(&over, 1024),
+            Err(DecodeError::TooLarge { ceiling: 1024 })
+        );
         // Garbage of a large size is reported as too large without being decoded.
-        assert_eq!(decode(&"!".repeat(4000), 1024), Err(DecodeError::TooLarge { ceiling: 1024 }));
+        assert_eq!(
+            decode(&"!".repeat(4000), 1024),
+            Err(DecodeError::TooLarge { ceiling: 1024 })
+        );
     }
 }

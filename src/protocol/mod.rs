@@ -64,6 +64,9 @@ pub struct ResourceRef {
 
 impl ResourceRef {
     pub fn new(kind: ResourceKind, id: impl Into<String>) -> Self {
-        ResourceRef { kind, id: id.into() }
+        ResourceRef {
+            kind,
+            id: id.into(),
+        }
     }
 }

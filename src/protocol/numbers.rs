@@ -23,14 +23,25 @@ pub fn js_number(raw: &str) -> Option<f64> {
     if text.is_empty() {
         return Some(0.0);
     }
-    for (prefix, radix) in [("0x", 16), ("0X", 16), ("0o", 8), ("0O", 8), ("0b", 2), ("0B", 2)] {
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
         if let Some(digits) = text.strip_prefix(prefix) {
             return radix_value(digits, radix);
         }
     }
     let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
     if unsigned == "Infinity" {
-        return Some(if text.starts_with('-') { f64::NEG_INFINITY } else { f64::INFINITY });
+        return Some(if text.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
     }
     if !is_decimal_literal(unsigned) {
         return None;
@@ -44,14 +55,18 @@ pub fn wait_seconds(raw: &str) -> Option<u64> {
     if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(raw.bytes().fold(0u64, |acc, b| acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))))
+    Some(raw.bytes().fold(0u64, |acc, b| {
+        acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
 }
 
 fn radix_value(digits: &str, radix: u32) -> Option<f64> {
     if digits.is_empty() {
         return None;
     }
-    digits.chars().try_fold(0.0f64, |acc, c| Some(acc * f64::from(radix) + f64::from(c.to_digit(radix)?)))
+    digits.chars().try_fold(0.0f64, |acc, c| {
+        Some(acc * f64::from(radix) + f64::from(c.to_digit(radix)?))
+    })
 }
 
 /// StrUnsignedDecimalLiteral without `Infinity`: digits with an optional
@@ -91,9 +106,17 @@ fn count_digits(b: &[u8]) -> usize {
 
 /// ECMAScript WhiteSpace and LineTerminator code points.
 fn is_js_whitespace(c: char) -> bool {
-    matches!(c, '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}'
-        | '\u{2000}'..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}'
-        | '\u{3000}' | '\u{feff}')
+    matches!(
+        c,
+        '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
+    )
 }
 
 #[cfg(test)]
@@ -102,10 +125,30 @@ mod tests {
 
     #[test]
     fn accepts_what_number_and_is_integer_accept() {
-        let cases = [("0", 0), ("17", 17), ("0x10", 16), ("0X1f", 31), ("0o17", 15), ("0b101", 5),
-            ("1e1", 10), ("1E+2", 100), ("  3 ", 3), ("\t\n4\r", 4), ("", 0), ("   ", 0),
-            ("+5", 5), ("-2", -2), ("-0", 0), ("5.", 5), ("5.0", 5), (".5e1", 5), ("007", 7),
-            ("\u{feff}8\u{a0}", 8), ("1e300", i64::MAX), ("-1e300", i64::MIN)];
+        let cases = [
+            ("0", 0),
+            ("17", 17),
+            ("0x10", 16),
+            ("0X1f", 31),
+            ("0o17", 15),
+            ("0b101", 5),
+            ("1e1", 10),
+            ("1E+2", 100),
+            ("  3 ", 3),
+            ("\t\n4\r", 4),
+            ("", 0),
+            ("   ", 0),
+            ("+5", 5),
+            ("-2", -2),
+            ("-0", 0),
+            ("5.", 5),
+            ("5.0", 5),
+            (".5e1", 5),
+            ("007", 7),
+            ("\u{feff}8\u{a0}", 8),
+            ("1e300", i64::MAX),
+            ("-1e300", i64::MIN),
+        ];
         for (raw, want) in cases {
             assert_eq!(js_integer(raw), Some(want), "{raw:?}");
         }
@@ -113,8 +156,29 @@ mod tests {
 
     #[test]
     fn rejects_nan_infinities_and_fractions() {
-        for raw in ["abc", "NaN", "Infinity", "-Infinity", "+Infinity", "1.5", "0x", "0xg", "-0x10",
-            "1_000", "1e", "e1", ".", "+", "1 2", "inf", "nan", "infinity", "1e-1", "0b2", "\u{85}1"] {
+        for raw in [
+            "abc",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "+Infinity",
+            "1.5",
+            "0x",
+            "0xg",
+            "-0x10",
+            "1_000",
+            "1e",
+            "e1",
+            ".",
+            "+",
+            "1 2",
+            "inf",
+            "nan",
+            "infinity",
+            "1e-1",
+            "0b2",
+            "\u{85}1",
+        ] {
             assert_eq!(js_integer(raw), None, "{raw:?}");
         }
     }

@@ -41,7 +41,11 @@ fn placeholder_index(value: &Value) -> Option<usize> {
     }
     let rev = map.get("rev")?;
     // JSON numbers such as -1.0 are integers to JavaScript too.
-    let rev = rev.as_i64().or_else(|| rev.as_f64().filter(|f| f.trunc() == *f && f.abs() < 9.0e15).map(|f| f as i64))?;
+    let rev = rev.as_i64().or_else(|| {
+        rev.as_f64()
+            .filter(|f| f.trunc() == *f && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    })?;
     if rev >= 0 {
         return None;
     }
@@ -54,7 +58,16 @@ mod tests {
     use serde_json::json;
 
     fn assigned() -> Vec<Assigned<'static>> {
-        vec![Assigned { kind: "plan", revision: 3 }, Assigned { kind: "notes", revision: 0 }]
+        vec![
+            Assigned {
+                kind: "plan",
+                revision: 3,
+            },
+            Assigned {
+                kind: "notes",
+                revision: 0,
+            },
+        ]
     }
 
     #[test]
@@ -64,10 +77,13 @@ mod tests {
             "list": [{"kind": "x", "rev": -2}, {"deep": [{"kind": "plan", "rev": -1.0}]}],
         });
         substitute(&mut payload, &assigned());
-        assert_eq!(payload, json!({
-            "artifact": {"kind": "plan", "rev": 3},
-            "list": [{"kind": "notes", "rev": 0}, {"deep": [{"kind": "plan", "rev": 3}]}],
-        }));
+        assert_eq!(
+            payload,
+            json!({
+                "artifact": {"kind": "plan", "rev": 3},
+                "list": [{"kind": "notes", "rev": 0}, {"deep": [{"kind": "plan", "rev": 3}]}],
+            })
+        );
     }
 
     #[test]

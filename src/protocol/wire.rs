@@ -20,7 +20,9 @@ fn fail<T>(msg: impl Into<String>) -> SchemaResult<T> {
 
 /// The body as an object, or an error naming `what`.
 pub fn object<'a>(value: &'a Value, what: &str) -> SchemaResult<&'a Map<String, Value>> {
-    value.as_object().map_or_else(|| fail(format!("{what} must be an object")), Ok)
+    value
+        .as_object()
+        .map_or_else(|| fail(format!("{what} must be an object")), Ok)
 }
 
 /// A required nonempty string member.
@@ -35,10 +37,16 @@ pub fn nonempty_str<'a>(obj: &'a Map<String, Value>, key: &str) -> SchemaResult<
 
 /// An optional string member; when `nonempty`, a present value must not be empty.
 /// `null` is not "absent" (Autobuild's schemas reject it).
-pub fn optional_str<'a>(obj: &'a Map<String, Value>, key: &str, nonempty: bool) -> SchemaResult<Option<&'a str>> {
+pub fn optional_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    nonempty: bool,
+) -> SchemaResult<Option<&'a str>> {
     match obj.get(key) {
         None => Ok(None),
-        Some(Value::String(s)) if nonempty && s.is_empty() => fail(format!("\"{key}\" must be a nonempty string")),
+        Some(Value::String(s)) if nonempty && s.is_empty() => {
+            fail(format!("\"{key}\" must be a nonempty string"))
+        }
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => fail(format!("\"{key}\" must be a string")),
     }
@@ -54,7 +62,10 @@ pub fn nonnegative_int(obj: &Map<String, Value>, key: &str) -> SchemaResult<i64>
     let Some(number) = value.as_f64() else {
         return fail(format!("\"{key}\" must be a number"));
     };
-    if let Some(int) = value.as_i64().filter(|i| *i >= 0 && (*i as f64) <= MAX_SAFE) {
+    if let Some(int) = value
+        .as_i64()
+        .filter(|i| *i >= 0 && (*i as f64) <= MAX_SAFE)
+    {
         return Ok(int);
     }
     if number.trunc() == number && (0.0..=MAX_SAFE).contains(&number) {
@@ -64,7 +75,10 @@ pub fn nonnegative_int(obj: &Map<String, Value>, key: &str) -> SchemaResult<i64>
 }
 
 /// An optional JSON object member (artifact `metadata`).
-pub fn optional_object<'a>(obj: &'a Map<String, Value>, key: &str) -> SchemaResult<Option<&'a Map<String, Value>>> {
+pub fn optional_object<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+) -> SchemaResult<Option<&'a Map<String, Value>>> {
     match obj.get(key) {
         None => Ok(None),
         Some(Value::Object(map)) => Ok(Some(map)),
@@ -131,7 +145,11 @@ pub fn artifact_input<'a>(value: &'a Value, what: &str) -> SchemaResult<Artifact
         None => return fail("\"contentBase64\" is required"),
         Some(_) => return fail("\"contentBase64\" must be a string"),
     };
-    Ok(ArtifactInput { kind, content_base64, metadata: optional_object(obj, "metadata")? })
+    Ok(ArtifactInput {
+        kind,
+        content_base64,
+        metadata: optional_object(obj, "metadata")?,
+    })
 }
 
 #[cfg(test)]
@@ -153,7 +171,9 @@ mod tests {
     #[test]
     fn ticket_is_strict() {
         assert!(ticket(&json!({"source": "linear", "id": "A-1"})).is_ok());
-        assert!(ticket(&json!({"source": "linear", "id": "A-1", "url": "u", "title": "t"})).is_ok());
+        assert!(
+            ticket(&json!({"source": "linear", "id": "A-1", "url": "u", "title": "t"})).is_ok()
+        );
         assert!(ticket(&json!({"source": "linear", "id": "A-1", "extra": 1})).is_err());
         assert!(ticket(&json!({"source": "", "id": "A-1"})).is_err());
         assert!(ticket(&json!({"source": "linear", "id": "A-1", "url": null})).is_err());

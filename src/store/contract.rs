@@ -25,49 +25,96 @@ struct Harness {
 impl Harness {
     async fn sqlite_memory() -> Harness {
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open("sqlite::memory:", &StoreOptions::default(), clock.clone(), Arc::new(Notifier::new()))
-            .await
-            .expect("open sqlite memory");
-        Harness { store, clock, _dir: None, pg_database: None }
+        let store = super::open(
+            "sqlite::memory:",
+            &StoreOptions::default(),
+            clock.clone(),
+            Arc::new(Notifier::new()),
+        )
+        .await
+        .expect("open sqlite memory");
+        Harness {
+            store,
+            clock,
+            _dir: None,
+            pg_database: None,
+        }
     }
 
     async fn sqlite_file() -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
-        let url = format!("sqlite://{}", dir.path().join("nested/abstore.db").display());
+        let url = format!(
+            "sqlite://{}",
+            dir.path().join("nested/abstore.db").display()
+        );
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open(&url, &StoreOptions::default(), clock.clone(), Arc::new(Notifier::new()))
-            .await
-            .expect("open sqlite file");
-        Harness { store, clock, _dir: Some(dir), pg_database: None }
+        let store = super::open(
+            &url,
+            &StoreOptions::default(),
+            clock.clone(),
+            Arc::new(Notifier::new()),
+        )
+        .await
+        .expect("open sqlite file");
+        Harness {
+            store,
+            clock,
+            _dir: Some(dir),
+            pg_database: None,
+        }
     }
 
     /// `None` (with a loud note) when no PostgreSQL is configured; a panic in
     /// CI, where PostgreSQL is required.
     async fn postgres() -> Option<Harness> {
         let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI requires ABSTORE_TEST_POSTGRES_URL");
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI requires ABSTORE_TEST_POSTGRES_URL"
+            );
             eprintln!("*** PostgreSQL store contract SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***");
             return None;
         };
         let name = format!("abstore_contract_{}", rand::random::<u64>());
-        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await.expect("connect to ABSTORE_TEST_POSTGRES_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut admin).await.expect("create database");
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base)
+            .await
+            .expect("connect to ABSTORE_TEST_POSTGRES_URL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("create database");
         let mut url = url::Url::parse(&base).expect("postgres url");
         url.set_path(&name);
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open(url.as_str(), &StoreOptions::default(), clock.clone(), Arc::new(Notifier::new()))
-            .await
-            .expect("open postgres");
-        Some(Harness { store, clock, _dir: None, pg_database: Some((base, name)) })
+        let store = super::open(
+            url.as_str(),
+            &StoreOptions::default(),
+            clock.clone(),
+            Arc::new(Notifier::new()),
+        )
+        .await
+        .expect("open postgres");
+        Some(Harness {
+            store,
+            clock,
+            _dir: None,
+            pg_database: Some((base, name)),
+        })
     }
 
     async fn finish(self) {
-        let Harness { store, pg_database, .. } = self;
+        let Harness {
+            store, pg_database, ..
+        } = self;
         drop(store);
         if let Some((base, name)) = pg_database
             && let Ok(mut admin) = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await
         {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))).execute(&mut admin).await;
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
+            .execute(&mut admin)
+            .await;
         }
     }
 }
@@ -91,11 +138,18 @@ fn event(n: i64) -> NewEvent {
 }
 
 fn artifact(kind: &str, bytes: &[u8]) -> NewArtifact {
-    NewArtifact { kind: kind.into(), blob_ref: crate::blobs::blob_ref(bytes), size: bytes.len() as i64, metadata: Map::new() }
+    NewArtifact {
+        kind: kind.into(),
+        blob_ref: crate::blobs::blob_ref(bytes),
+        size: bytes.len() as i64,
+        metadata: Map::new(),
+    }
 }
 
 fn seq_of(envelope: &str) -> i64 {
-    serde_json::from_str::<Value>(envelope).expect("envelope json")["seq"].as_i64().expect("seq")
+    serde_json::from_str::<Value>(envelope).expect("envelope json")["seq"]
+        .as_i64()
+        .expect("seq")
 }
 
 // ---------------------------------------------------------------- cases
@@ -104,21 +158,48 @@ async fn records_and_sequences(h: &Harness) {
     let s = &h.store;
     let rec = s.create_build("b", attrs()).await.unwrap();
     assert_eq!((rec.created_at, rec.updated_at), (T0, T0));
-    assert!(matches!(s.create_build("b", attrs()).await, Err(StoreError::Conflict)));
+    assert!(matches!(
+        s.create_build("b", attrs()).await,
+        Err(StoreError::Conflict)
+    ));
     s.create_build("other", attrs()).await.unwrap();
     assert_eq!(s.list_builds().await.unwrap().len(), 2);
 
     h.clock.set(T0 + 5);
     for n in 1..=3 {
-        let env = s.append(&build("b"), event(n), None).await.unwrap().unwrap();
+        let env = s
+            .append(&build("b"), event(n), None)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(seq_of(&env), n);
     }
-    assert_eq!(seq_of(&s.append(&build("other"), event(1), None).await.unwrap().unwrap()), 1);
+    assert_eq!(
+        seq_of(
+            &s.append(&build("other"), event(1), None)
+                .await
+                .unwrap()
+                .unwrap()
+        ),
+        1
+    );
     let since1 = s.events_since(&build("b"), 1).await.unwrap();
-    assert_eq!(since1.iter().map(|e| seq_of(e)).collect::<Vec<_>>(), vec![2, 3]);
-    assert_eq!(s.get_record(&build("b")).await.unwrap().unwrap().updated_at, T0 + 5);
-    assert!(matches!(s.events_since(&build("missing"), 0).await, Err(StoreError::NotFound)));
-    assert!(matches!(s.append(&build("missing"), event(1), None).await, Err(StoreError::NotFound)));
+    assert_eq!(
+        since1.iter().map(|e| seq_of(e)).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    assert_eq!(
+        s.get_record(&build("b")).await.unwrap().unwrap().updated_at,
+        T0 + 5
+    );
+    assert!(matches!(
+        s.events_since(&build("missing"), 0).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        s.append(&build("missing"), event(1), None).await,
+        Err(StoreError::NotFound)
+    ));
 
     // ensureRepo is idempotent and never resets.
     let repo = ResourceRef::new(ResourceKind::Repo, "acme/widgets");
@@ -134,42 +215,128 @@ async fn records_and_sequences(h: &Harness) {
 async fn conditional_append(h: &Harness) {
     let s = &h.store;
     s.create_build("c", attrs()).await.unwrap();
-    assert!(s.append(&build("c"), event(1), Some(0)).await.unwrap().is_some());
+    assert!(
+        s.append(&build("c"), event(1), Some(0))
+            .await
+            .unwrap()
+            .is_some()
+    );
     h.clock.set(T0 + 10);
-    assert!(s.append(&build("c"), event(2), Some(0)).await.unwrap().is_none());
+    assert!(
+        s.append(&build("c"), event(2), Some(0))
+            .await
+            .unwrap()
+            .is_none()
+    );
     let rec = s.get_record(&build("c")).await.unwrap().unwrap();
-    assert_eq!(rec.updated_at, T0, "a stale comparison leaves updatedAt untouched");
-    assert_eq!(seq_of(&s.append(&build("c"), event(2), Some(1)).await.unwrap().unwrap()), 2);
+    assert_eq!(
+        rec.updated_at, T0,
+        "a stale comparison leaves updatedAt untouched"
+    );
+    assert_eq!(
+        seq_of(
+            &s.append(&build("c"), event(2), Some(1))
+                .await
+                .unwrap()
+                .unwrap()
+        ),
+        2
+    );
 }
 
 async fn artifacts_and_deposits(h: &Harness) {
     let s = &h.store;
     let b = build("a");
     s.create_build("a", attrs()).await.unwrap();
-    assert_eq!(s.put_artifact(&b, artifact("plan", b"one")).await.unwrap().revision, 0);
-    assert_eq!(s.put_artifact(&b, artifact("plan", b"one")).await.unwrap().revision, 1);
-    assert_eq!(s.put_artifact(&b, artifact("notes", b"x")).await.unwrap().revision, 0);
-    assert_eq!(s.get_artifact(&b, "plan", None).await.unwrap().unwrap().revision, 1);
-    assert_eq!(s.get_artifact(&b, "plan", Some(0)).await.unwrap().unwrap().revision, 0);
+    assert_eq!(
+        s.put_artifact(&b, artifact("plan", b"one"))
+            .await
+            .unwrap()
+            .revision,
+        0
+    );
+    assert_eq!(
+        s.put_artifact(&b, artifact("plan", b"one"))
+            .await
+            .unwrap()
+            .revision,
+        1
+    );
+    assert_eq!(
+        s.put_artifact(&b, artifact("notes", b"x"))
+            .await
+            .unwrap()
+            .revision,
+        0
+    );
+    assert_eq!(
+        s.get_artifact(&b, "plan", None)
+            .await
+            .unwrap()
+            .unwrap()
+            .revision,
+        1
+    );
+    assert_eq!(
+        s.get_artifact(&b, "plan", Some(0))
+            .await
+            .unwrap()
+            .unwrap()
+            .revision,
+        0
+    );
     assert!(s.get_artifact(&b, "plan", Some(7)).await.unwrap().is_none());
-    assert!(s.get_artifact(&b, "plan", Some(-1)).await.unwrap().is_none());
+    assert!(
+        s.get_artifact(&b, "plan", Some(-1))
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(s.get_artifact(&b, "none", None).await.unwrap().is_none());
-    let order: Vec<(String, i64)> = s.list_artifacts(&b, None).await.unwrap().into_iter().map(|m| (m.kind, m.revision)).collect();
-    assert_eq!(order, vec![("notes".into(), 0), ("plan".into(), 0), ("plan".into(), 1)]);
+    let order: Vec<(String, i64)> = s
+        .list_artifacts(&b, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.kind, m.revision))
+        .collect();
+    assert_eq!(
+        order,
+        vec![("notes".into(), 0), ("plan".into(), 0), ("plan".into(), 1)]
+    );
 
     // A rejected deposit consumes nothing.
-    let reject = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Err(StoreError::Rejected("no".into())) };
-    let err = s.deposit(&b, vec![artifact("plan", b"two")], &reject).await.unwrap_err();
+    let reject = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
+        Err(StoreError::Rejected("no".into()))
+    };
+    let err = s
+        .deposit(&b, vec![artifact("plan", b"two")], &reject)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Rejected(m) if m == "no"));
     assert_eq!(s.list_artifacts(&b, Some("plan")).await.unwrap().len(), 2);
     let accept = |metas: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
-        assert_eq!(metas.iter().map(|m| m.revision).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(
+            metas.iter().map(|m| m.revision).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
         Ok(event(0))
     };
-    let (env, metas) = s.deposit(&b, vec![artifact("plan", b"two"), artifact("plan", b"three")], &accept).await.unwrap();
+    let (env, metas) = s
+        .deposit(
+            &b,
+            vec![artifact("plan", b"two"), artifact("plan", b"three")],
+            &accept,
+        )
+        .await
+        .unwrap();
     assert_eq!(seq_of(&env), 1);
     assert_eq!(metas.len(), 2);
-    assert!(matches!(s.put_artifact(&build("missing"), artifact("plan", b"x")).await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        s.put_artifact(&build("missing"), artifact("plan", b"x"))
+            .await,
+        Err(StoreError::NotFound)
+    ));
 }
 
 async fn leases(h: &Harness) {
@@ -185,11 +352,26 @@ async fn leases(h: &Harness) {
     assert_eq!(rec.heartbeat_at, Some(T0 + 500));
     assert!(!s.heartbeat(&b, "r2").await.unwrap());
     h.clock.set(T0 + 1500);
-    assert!(!s.heartbeat(&b, "r1").await.unwrap(), "expiresAt <= now is expired");
+    assert!(
+        !s.heartbeat(&b, "r1").await.unwrap(),
+        "expiresAt <= now is expired"
+    );
     assert!(s.claim_lease(&b, "r2", 0).await.unwrap());
-    assert!(s.claim_lease(&b, "r3", 10).await.unwrap(), "a zero TTL is immediately expired");
+    assert!(
+        s.claim_lease(&b, "r3", 10).await.unwrap(),
+        "a zero TTL is immediately expired"
+    );
     s.release_lease(&b, "r2").await.unwrap();
-    assert_eq!(s.get_record(&b).await.unwrap().unwrap().lease.unwrap().holder, "r3");
+    assert_eq!(
+        s.get_record(&b)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease
+            .unwrap()
+            .holder,
+        "r3"
+    );
     s.release_lease(&b, "r3").await.unwrap();
     assert!(s.get_record(&b).await.unwrap().unwrap().lease.is_none());
 }
@@ -211,13 +393,24 @@ async fn concurrency(h: &Harness) {
         let (s, b) = (s.clone(), b.clone());
         tokio::spawn(async move { s.append(&b, event(n), Some(32)).await.unwrap().is_some() })
     });
-    assert_eq!(futures_join(conditionals).await.into_iter().filter(|won| *won).count(), 1);
+    assert_eq!(
+        futures_join(conditionals)
+            .await
+            .into_iter()
+            .filter(|won| *won)
+            .count(),
+        1
+    );
 
     let deposits = (0..16).map(|n: u8| {
         let (s, b) = (s.clone(), b.clone());
         tokio::spawn(async move {
             let ok = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Ok(event(0)) };
-            s.deposit(&b, vec![artifact("plan", &[n])], &ok).await.unwrap().1[0].revision
+            s.deposit(&b, vec![artifact("plan", &[n])], &ok)
+                .await
+                .unwrap()
+                .1[0]
+                .revision
         })
     });
     let mut revisions = futures_join(deposits).await;
@@ -226,9 +419,20 @@ async fn concurrency(h: &Harness) {
 
     let claims = (0..16).map(|n| {
         let (s, b) = (s.clone(), b.clone());
-        tokio::spawn(async move { s.claim_lease(&b, &format!("holder-{n}"), 60_000).await.unwrap() })
+        tokio::spawn(async move {
+            s.claim_lease(&b, &format!("holder-{n}"), 60_000)
+                .await
+                .unwrap()
+        })
     });
-    assert_eq!(futures_join(claims).await.into_iter().filter(|won| *won).count(), 1);
+    assert_eq!(
+        futures_join(claims)
+            .await
+            .into_iter()
+            .filter(|won| *won)
+            .count(),
+        1
+    );
 }
 
 async fn tails(h: &Harness) {
@@ -238,7 +442,10 @@ async fn tails(h: &Harness) {
     s.append(&build("t1"), event(1), None).await.unwrap();
     s.append(&build("t1"), event(2), None).await.unwrap();
     let repo = ResourceRef::new(ResourceKind::Repo, "t1");
-    let mut tails = s.tails(&[build("t1"), repo.clone(), build("missing")]).await.unwrap();
+    let mut tails = s
+        .tails(&[build("t1"), repo.clone(), build("missing")])
+        .await
+        .unwrap();
     tails.sort_by(|a, b| a.0.kind.tag().cmp(b.0.kind.tag()));
     assert_eq!(tails, vec![(build("t1"), 2), (repo, 0)]);
     assert!(s.tails(&[]).await.unwrap().is_empty());
@@ -250,7 +457,11 @@ fn stream_artifact(id: &str) -> NewArtifact {
 
 async fn close(s: &Arc<dyn Store>, id: &str) -> super::StreamRecord {
     let last = s.get_stream(id).await.unwrap().unwrap().last_seq;
-    match s.close_stream(id, "completed", last, stream_artifact(id)).await.unwrap() {
+    match s
+        .close_stream(id, "completed", last, stream_artifact(id))
+        .await
+        .unwrap()
+    {
         super::CloseOutcome::Closed(record) => record,
         other => panic!("close of {id}: {other:?}"),
     }
@@ -260,20 +471,59 @@ async fn streams(h: &Harness) {
     let s = &h.store;
     let b = build("s");
     s.create_build("s", attrs()).await.unwrap();
-    assert!(matches!(s.create_stream(&build("missing"), "st_x", "l").await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        s.create_stream(&build("missing"), "st_x", "l").await,
+        Err(StoreError::NotFound)
+    ));
     let one = s.create_stream(&b, "st_1", "one").await.unwrap();
     assert!(!one.closed);
-    assert_eq!(s.append_chunk("st_1", r#"[{"type":"start"}]"#).await.unwrap(), format!(r#"{{"stream":"st_1","seq":1,"ts":"{}","parts":[{{"type":"start"}}]}}"#, crate::protocol::time::format_iso(T0)));
-    s.append_chunk("st_1", r#"[{"type":"finish"}]"#).await.unwrap();
-    assert!(matches!(s.append_chunk("st_missing", "[]").await, Err(StoreError::NotFound)));
+    assert_eq!(
+        s.append_chunk("st_1", r#"[{"type":"start"}]"#)
+            .await
+            .unwrap(),
+        format!(
+            r#"{{"stream":"st_1","seq":1,"ts":"{}","parts":[{{"type":"start"}}]}}"#,
+            crate::protocol::time::format_iso(T0)
+        )
+    );
+    s.append_chunk("st_1", r#"[{"type":"finish"}]"#)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.append_chunk("st_missing", "[]").await,
+        Err(StoreError::NotFound)
+    ));
 
     // A close that raced an append assembles again; a second close is a no-op.
-    assert!(matches!(s.close_stream("st_1", "completed", 1, stream_artifact("st_1")).await.unwrap(), super::CloseOutcome::Moved));
+    assert!(matches!(
+        s.close_stream("st_1", "completed", 1, stream_artifact("st_1"))
+            .await
+            .unwrap(),
+        super::CloseOutcome::Moved
+    ));
     let closed = close(s, "st_1").await;
-    assert_eq!((closed.outcome.as_deref(), closed.artifact.as_ref().map(|a| a.revision)), (Some("completed"), Some(0)));
-    assert!(matches!(s.close_stream("st_1", "aborted", 2, stream_artifact("st_1")).await.unwrap(), super::CloseOutcome::AlreadyClosed(r) if r.outcome.as_deref() == Some("completed")));
-    assert!(matches!(s.append_chunk("st_1", r#"[{"type":"x"}]"#).await, Err(StoreError::Closed)));
-    assert_eq!(s.get_artifact(&b, "stream:st_1", None).await.unwrap().unwrap().revision, 0);
+    assert_eq!(
+        (
+            closed.outcome.as_deref(),
+            closed.artifact.as_ref().map(|a| a.revision)
+        ),
+        (Some("completed"), Some(0))
+    );
+    assert!(
+        matches!(s.close_stream("st_1", "aborted", 2, stream_artifact("st_1")).await.unwrap(), super::CloseOutcome::AlreadyClosed(r) if r.outcome.as_deref() == Some("completed"))
+    );
+    assert!(matches!(
+        s.append_chunk("st_1", r#"[{"type":"x"}]"#).await,
+        Err(StoreError::Closed)
+    ));
+    assert_eq!(
+        s.get_artifact(&b, "stream:st_1", None)
+            .await
+            .unwrap()
+            .unwrap()
+            .revision,
+        0
+    );
 
     // Retention: creating a stream prunes closed streams' chunks except the
     // most recently closed one; open streams keep theirs.
@@ -282,24 +532,64 @@ async fn streams(h: &Harness) {
     h.clock.set(T0 + 1);
     close(s, "st_2").await;
     s.create_stream(&b, "st_open", "open").await.unwrap();
-    s.append_chunk("st_open", r#"[{"type":"a"}]"#).await.unwrap();
+    s.append_chunk("st_open", r#"[{"type":"a"}]"#)
+        .await
+        .unwrap();
     s.create_stream(&b, "st_3", "three").await.unwrap();
-    assert!(s.read_chunks("st_1", 0).await.unwrap().1.is_empty(), "older closed stream pruned");
-    assert_eq!(s.read_chunks("st_2", 0).await.unwrap().1.len(), 1, "most recently closed kept");
-    assert_eq!(s.read_chunks("st_open", 0).await.unwrap().1.len(), 1, "open streams never pruned");
-    assert!(s.get_stream("st_1").await.unwrap().unwrap().artifact.is_some(), "the record and artifact stay");
+    assert!(
+        s.read_chunks("st_1", 0).await.unwrap().1.is_empty(),
+        "older closed stream pruned"
+    );
+    assert_eq!(
+        s.read_chunks("st_2", 0).await.unwrap().1.len(),
+        1,
+        "most recently closed kept"
+    );
+    assert_eq!(
+        s.read_chunks("st_open", 0).await.unwrap().1.len(),
+        1,
+        "open streams never pruned"
+    );
+    assert!(
+        s.get_stream("st_1")
+            .await
+            .unwrap()
+            .unwrap()
+            .artifact
+            .is_some(),
+        "the record and artifact stay"
+    );
     assert_eq!(s.read_chunks("st_2", 0).await.unwrap().0.last_seq, 1);
 
     // Creation order, same millisecond included.
-    let ids: Vec<String> = s.list_streams(&b).await.unwrap().into_iter().map(|r| r.id).collect();
+    let ids: Vec<String> = s
+        .list_streams(&b)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
     assert_eq!(ids, vec!["st_1", "st_2", "st_open", "st_3"]);
-    assert!(matches!(s.list_streams(&build("missing")).await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        s.list_streams(&build("missing")).await,
+        Err(StoreError::NotFound)
+    ));
 
     // Stream tails for the sweep: a closed stream reports the largest tail.
     let stream = |id: &str| ResourceRef::new(ResourceKind::Stream, id);
-    let mut tails = s.tails(&[stream("st_open"), stream("st_2"), stream("nope"), b.clone()]).await.unwrap();
+    let mut tails = s
+        .tails(&[stream("st_open"), stream("st_2"), stream("nope"), b.clone()])
+        .await
+        .unwrap();
     tails.sort_by(|x, y| x.0.id.cmp(&y.0.id));
-    assert_eq!(tails, vec![(b.clone(), 0), (stream("st_2"), i64::MAX), (stream("st_open"), 1)]);
+    assert_eq!(
+        tails,
+        vec![
+            (b.clone(), 0),
+            (stream("st_2"), i64::MAX),
+            (stream("st_open"), 1)
+        ]
+    );
 }
 
 async fn concurrent_chunks(h: &Harness) {
@@ -308,7 +598,9 @@ async fn concurrent_chunks(h: &Harness) {
     s.create_stream(&build("cc"), "st_cc", "l").await.unwrap();
     let appends = (0..32).map(|_| {
         let s = s.clone();
-        tokio::spawn(async move { seq_of(&s.append_chunk("st_cc", r#"[{"type":"x"}]"#).await.unwrap()) })
+        tokio::spawn(
+            async move { seq_of(&s.append_chunk("st_cc", r#"[{"type":"x"}]"#).await.unwrap()) },
+        )
     });
     let mut seqs = futures_join(appends).await;
     seqs.sort_unstable();
@@ -321,28 +613,67 @@ async fn sessions(h: &Harness) {
     let mut attrs = Map::new();
     attrs.insert("repo".into(), "acme/w".into());
     attrs.insert("operator".into(), "alice".into());
-    assert!(matches!(s.create_session("acme/w", "os_1", attrs.clone(), &first).await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        s.create_session("acme/w", "os_1", attrs.clone(), &first)
+            .await,
+        Err(StoreError::NotFound)
+    ));
     s.ensure_repo("acme/w").await.unwrap();
     // A rejected session.created leaves no record and no event.
     let reject = || -> super::StoreResult<NewEvent> { Err(StoreError::Rejected("no".into())) };
-    assert!(matches!(s.create_session("acme/w", "os_0", attrs.clone(), &reject).await, Err(StoreError::Rejected(_))));
+    assert!(matches!(
+        s.create_session("acme/w", "os_0", attrs.clone(), &reject)
+            .await,
+        Err(StoreError::Rejected(_))
+    ));
     let session = |id: &str| ResourceRef::new(ResourceKind::Session, id);
     assert!(s.get_record(&session("os_0")).await.unwrap().is_none());
     // Same millisecond: creation order still holds.
     for id in ["os_b", "os_a", "os_c"] {
-        s.create_session("acme/w", id, attrs.clone(), &first).await.unwrap();
+        s.create_session("acme/w", id, attrs.clone(), &first)
+            .await
+            .unwrap();
     }
-    let order: Vec<String> = s.list_sessions("acme/w").await.unwrap().into_iter().map(|r| r.resource.id).collect();
+    let order: Vec<String> = s
+        .list_sessions("acme/w")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.resource.id)
+        .collect();
     assert_eq!(order, vec!["os_b", "os_a", "os_c"]);
     let events = s.events_since(&session("os_a"), 0).await.unwrap();
     assert_eq!(events.len(), 1);
-    assert!(events[0].starts_with(r#"{"session":"os_a","seq":1,"#), "{}", events[0]);
-    assert_eq!(seq_of(&s.append(&session("os_a"), event(2), None).await.unwrap().unwrap()), 2);
-    assert!(matches!(s.list_sessions("missing").await, Err(StoreError::NotFound)));
-    assert!(s.list_sessions("acme/w").await.unwrap().iter().all(|r| r.attrs["operator"] == "alice"));
+    assert!(
+        events[0].starts_with(r#"{"session":"os_a","seq":1,"#),
+        "{}",
+        events[0]
+    );
+    assert_eq!(
+        seq_of(
+            &s.append(&session("os_a"), event(2), None)
+                .await
+                .unwrap()
+                .unwrap()
+        ),
+        2
+    );
+    assert!(matches!(
+        s.list_sessions("missing").await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(
+        s.list_sessions("acme/w")
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.attrs["operator"] == "alice")
+    );
 }
 
-async fn futures_join<T: Send + 'static>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+async fn futures_join<T: Send + 'static>(
+    handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
     let mut out = Vec::new();
     for handle in handles.collect::<Vec<_>>() {
         out.push(handle.await.expect("task panicked"));
@@ -360,19 +691,38 @@ macro_rules! contract {
     };
 }
 
-contract!(records_and_sequences, conditional_append, artifacts_and_deposits, leases, concurrency, tails, streams, concurrent_chunks, sessions);
+contract!(
+    records_and_sequences,
+    conditional_append,
+    artifacts_and_deposits,
+    leases,
+    concurrency,
+    tails,
+    streams,
+    concurrent_chunks,
+    sessions
+);
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append
 /// through one wakes a waiter registered with the other's notifier, through
 /// NOTIFY and the other's LISTEN connection (no sweep runs here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_notify_wakes_another_replica() {
-    let Some(h) = Harness::postgres().await else { return };
+    let Some(h) = Harness::postgres().await else {
+        return;
+    };
     let (base, name) = h.pg_database.clone().expect("postgres harness");
     let mut url = url::Url::parse(&base).unwrap();
     url.set_path(&name);
     let other_notifier = Arc::new(Notifier::new());
-    let _other = super::open(url.as_str(), &StoreOptions::default(), h.clock.clone(), other_notifier.clone()).await.unwrap();
+    let _other = super::open(
+        url.as_str(),
+        &StoreOptions::default(),
+        h.clock.clone(),
+        other_notifier.clone(),
+    )
+    .await
+    .unwrap();
     h.store.create_build("n", attrs()).await.unwrap();
     let b = build("n");
     // The LISTEN connection comes up asynchronously; append until it delivers.
@@ -383,13 +733,19 @@ async fn postgres_notify_wakes_another_replica() {
             tokio::pin!(notified);
             notified.as_mut().enable();
             h.store.append(&b, event(1), None).await.unwrap();
-            if tokio::time::timeout(std::time::Duration::from_millis(500), notified).await.is_ok() {
+            if tokio::time::timeout(std::time::Duration::from_millis(500), notified)
+                .await
+                .is_ok()
+            {
                 return;
             }
         }
     })
     .await;
-    assert!(woken.is_ok(), "no NOTIFY reached the second replica within 20 s");
+    assert!(
+        woken.is_ok(),
+        "no NOTIFY reached the second replica within 20 s"
+    );
     drop(subscription);
     h.finish().await;
 }

@@ -10,9 +10,9 @@
 //!   transaction so times never run backwards along a resource's sequence;
 //! - event envelopes are stored as the JSON text that is later served.
 
+pub mod postgres;
 mod records;
 mod sql;
-pub mod postgres;
 pub mod sqlite;
 
 #[cfg(test)]
@@ -101,19 +101,47 @@ pub trait Store: Send + Sync + 'static {
 
     /// Append; with `expected_seq`, only when the tail is exactly that
     /// sequence (`Ok(None)` otherwise, writing nothing). Returns the envelope text.
-    async fn append(&self, resource: &ResourceRef, event: NewEvent, expected_seq: Option<i64>) -> StoreResult<Option<String>>;
+    async fn append(
+        &self,
+        resource: &ResourceRef,
+        event: NewEvent,
+        expected_seq: Option<i64>,
+    ) -> StoreResult<Option<String>>;
     /// Envelope texts with `seq > since`, in order.
     async fn events_since(&self, resource: &ResourceRef, since: i64) -> StoreResult<Vec<String>>;
 
-    async fn put_artifact(&self, resource: &ResourceRef, artifact: NewArtifact) -> StoreResult<ArtifactMeta>;
+    async fn put_artifact(
+        &self,
+        resource: &ResourceRef,
+        artifact: NewArtifact,
+    ) -> StoreResult<ArtifactMeta>;
     /// Atomic deposit: revisions, `make_event`, metadata and event in one commit.
-    async fn deposit(&self, resource: &ResourceRef, artifacts: Vec<NewArtifact>, make_event: &MakeEvent<'_>) -> StoreResult<(String, Vec<ArtifactMeta>)>;
+    async fn deposit(
+        &self,
+        resource: &ResourceRef,
+        artifacts: Vec<NewArtifact>,
+        make_event: &MakeEvent<'_>,
+    ) -> StoreResult<(String, Vec<ArtifactMeta>)>;
     /// Latest revision when `rev` is `None`; `Ok(None)` for a missing kind or revision.
-    async fn get_artifact(&self, resource: &ResourceRef, kind: &str, rev: Option<i64>) -> StoreResult<Option<ArtifactMeta>>;
+    async fn get_artifact(
+        &self,
+        resource: &ResourceRef,
+        kind: &str,
+        rev: Option<i64>,
+    ) -> StoreResult<Option<ArtifactMeta>>;
     /// Ordered by kind (bytewise), then revision.
-    async fn list_artifacts(&self, resource: &ResourceRef, kind: Option<&str>) -> StoreResult<Vec<ArtifactMeta>>;
+    async fn list_artifacts(
+        &self,
+        resource: &ResourceRef,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<ArtifactMeta>>;
 
-    async fn claim_lease(&self, resource: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool>;
+    async fn claim_lease(
+        &self,
+        resource: &ResourceRef,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> StoreResult<bool>;
     async fn heartbeat(&self, resource: &ResourceRef, holder: &str) -> StoreResult<bool>;
     async fn release_lease(&self, resource: &ResourceRef, holder: &str) -> StoreResult<()>;
 
@@ -124,14 +152,25 @@ pub trait Store: Send + Sync + 'static {
     /// `createSession`: the record (`attrs`: `repo`, `operator`, `title`?)
     /// and its `session.created` event as sequence 1, in one transaction.
     /// `NotFound` when the repository does not exist.
-    async fn create_session(&self, repo: &str, id: &str, attrs: Map<String, Value>, make_event: &MakeFirstEvent<'_>) -> StoreResult<Record>;
+    async fn create_session(
+        &self,
+        repo: &str,
+        id: &str,
+        attrs: Map<String, Value>,
+        make_event: &MakeFirstEvent<'_>,
+    ) -> StoreResult<Record>;
     /// A repository's sessions in creation order; `NotFound` for an unknown repository.
     async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>>;
 
     /// `createStream`: a new open stream in `scope`, pruning (in the same
     /// transaction) the chunks of every closed stream there but the most
     /// recently closed one. `NotFound` when the scope does not exist.
-    async fn create_stream(&self, scope: &ResourceRef, id: &str, label: &str) -> StoreResult<StreamRecord>;
+    async fn create_stream(
+        &self,
+        scope: &ResourceRef,
+        id: &str,
+        label: &str,
+    ) -> StoreResult<StreamRecord>;
     /// Streams of `scope` in creation order; `NotFound` when the scope does not exist.
     async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>>;
     async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>>;
@@ -143,7 +182,13 @@ pub trait Store: Send + Sync + 'static {
     /// Close: insert the finalized artifact (blob already written) and mark
     /// the stream closed in one transaction, if it still has
     /// `expected_last_seq` chunks.
-    async fn close_stream(&self, id: &str, outcome: &str, expected_last_seq: i64, artifact: NewArtifact) -> StoreResult<CloseOutcome>;
+    async fn close_stream(
+        &self,
+        id: &str,
+        outcome: &str,
+        expected_last_seq: i64,
+        artifact: NewArtifact,
+    ) -> StoreResult<CloseOutcome>;
 
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
@@ -163,7 +208,9 @@ pub struct PoolStats {
 /// Start a statement, counting it: `abstore_db_queries_total` is how the
 /// held-read budget (a handful of queries per second per process, whatever
 /// the number of held reads) is measured.
-pub(crate) fn counted<DB: sqlx::Database>(sql: &'static str) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments> {
+pub(crate) fn counted<DB: sqlx::Database>(
+    sql: &'static str,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments> {
     metrics::counter!("abstore_db_queries_total").increment(1);
     sqlx::query(sql)
 }
@@ -177,9 +224,13 @@ pub async fn open(
     notifier: Arc<crate::notify::Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(postgres::PgStore::connect(url, options, clock, notifier).await?))
+        Ok(Arc::new(
+            postgres::PgStore::connect(url, options, clock, notifier).await?,
+        ))
     } else if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::connect(url, options, clock, notifier).await?))
+        Ok(Arc::new(
+            sqlite::SqliteStore::connect(url, options, clock, notifier).await?,
+        ))
     } else {
         anyhow::bail!("unsupported --database URL (expected sqlite:… or postgres://…)")
     }
@@ -196,14 +247,19 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { pool_size: 16, migrate: true }
+        StoreOptions {
+            pool_size: 16,
+            migrate: true,
+        }
     }
 }
 
 /// The JSON array parameter of the `TAILS` statements: `[{"kind","id"},…]`.
 pub(crate) fn tails_param(resources: &[ResourceRef]) -> String {
-    let items: Vec<Value> =
-        resources.iter().map(|r| serde_json::json!({ "kind": r.kind.tag(), "id": r.id })).collect();
+    let items: Vec<Value> = resources
+        .iter()
+        .map(|r| serde_json::json!({ "kind": r.kind.tag(), "id": r.id }))
+        .collect();
     Value::Array(items).to_string()
 }
 
@@ -233,7 +289,12 @@ pub(crate) fn chunk_json(stream: &str, seq: i64, ts_ms: i64, parts_json: &str) -
 
 /// Serialise an event envelope: the resource member, server-assigned `seq`
 /// and `ts`, then the validated actor, type and payload texts.
-pub(crate) fn envelope_json(resource: &ResourceRef, seq: i64, ts_ms: i64, event: &NewEvent) -> String {
+pub(crate) fn envelope_json(
+    resource: &ResourceRef,
+    seq: i64,
+    ts_ms: i64,
+    event: &NewEvent,
+) -> String {
     let id = Value::String(resource.id.clone());
     format!(
         "{{\"{key}\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",

@@ -48,12 +48,20 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    pub async fn connect(url: &str, options: &StoreOptions, clock: Arc<dyn Clock>, notifier: Arc<Notifier>) -> anyhow::Result<Self> {
+    pub async fn connect(
+        url: &str,
+        options: &StoreOptions,
+        clock: Arc<dyn Clock>,
+        notifier: Arc<Notifier>,
+    ) -> anyhow::Result<Self> {
         let connect = PgConnectOptions::from_str(url)?.application_name("abstore");
         // One direct connection first: a pool only reports "timed out" after
         // retrying, where this names the cause (refused, auth, no database).
         use sqlx::Connection as _;
-        sqlx::PgConnection::connect_with(&connect).await?.close().await?;
+        sqlx::PgConnection::connect_with(&connect)
+            .await?
+            .close()
+            .await?;
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size.max(1))
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -65,7 +73,12 @@ impl PgStore {
         tokio::spawn(listen(url.to_owned(), notifier.clone()));
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));
-        Ok(PgStore { pool, clock, notifier, published })
+        Ok(PgStore {
+            pool,
+            clock,
+            notifier,
+            published,
+        })
     }
 
     /// Queue a NOTIFY for `resource` (after its transaction committed).
@@ -99,7 +112,11 @@ async fn publish_batches(pool: PgPool, mut pending: tokio::sync::mpsc::Unbounded
         }
         batch.sort_unstable();
         batch.dedup();
-        if let Err(err) = crate::store::counted::<sqlx::Postgres>(PUBLISH).bind(&batch).execute(&pool).await {
+        if let Err(err) = crate::store::counted::<sqlx::Postgres>(PUBLISH)
+            .bind(&batch)
+            .execute(&pool)
+            .await
+        {
             tracing::warn!(error = %err, count = batch.len(), "NOTIFY failed; the sweep will wake those readers");
         }
     }
@@ -120,7 +137,9 @@ async fn listen(url: String, notifier: Arc<Notifier>) {
                     loop {
                         match listener.try_recv().await {
                             Ok(Some(note)) => {
-                                if let Some(resource) = crate::store::parse_notify_payload(note.payload()) {
+                                if let Some(resource) =
+                                    crate::store::parse_notify_payload(note.payload())
+                                {
                                     notifier.notify(&resource);
                                 }
                             }

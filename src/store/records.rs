@@ -69,7 +69,10 @@ pub struct ArtifactMeta {
 impl ArtifactMeta {
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
-        out.insert(self.resource.kind.wire_key().into(), Value::String(self.resource.id.clone()));
+        out.insert(
+            self.resource.kind.wire_key().into(),
+            Value::String(self.resource.id.clone()),
+        );
         out.insert("kind".into(), self.kind.clone().into());
         out.insert("revision".into(), self.revision.into());
         out.insert("blobRef".into(), self.blob_ref.clone().into());
@@ -113,7 +116,10 @@ impl StreamRecord {
     pub fn scope_json(&self) -> Value {
         let mut scope = Map::new();
         scope.insert("kind".into(), self.scope.kind.tag().into());
-        scope.insert(self.scope.kind.wire_key().into(), self.scope.id.clone().into());
+        scope.insert(
+            self.scope.kind.wire_key().into(),
+            self.scope.id.clone().into(),
+        );
         Value::Object(scope)
     }
 

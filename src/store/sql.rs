@@ -23,12 +23,14 @@ pub const LIST_RESOURCES: &str = "SELECT id, attrs, created_at, updated_at, last
 
 pub const EXISTS_RESOURCE: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
 
-pub const INSERT_EVENT: &str = "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)";
+pub const INSERT_EVENT: &str =
+    "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)";
 
 pub const SELECT_EVENTS_SINCE: &str =
     "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
 
-pub const BUMP_SEQ: &str = "UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2";
+pub const BUMP_SEQ: &str =
+    "UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2";
 
 pub const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
 
@@ -77,8 +79,7 @@ pub const LIST_STREAMS: &str = "SELECT id, scope_kind, scope_id, label, status, 
      outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams \
      WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order";
 
-pub const NEXT_CHILD_ORDER: &str =
-    "UPDATE resources SET stream_counter = stream_counter + 1 WHERE kind = $1 AND id = $2 RETURNING stream_counter";
+pub const NEXT_CHILD_ORDER: &str = "UPDATE resources SET stream_counter = stream_counter + 1 WHERE kind = $1 AND id = $2 RETURNING stream_counter";
 
 /// Chunk retention (spec section 6): at a create, drop the chunks of every
 /// closed stream in the scope except the most recently closed one.
@@ -90,11 +91,13 @@ pub const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id
 pub const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
      VALUES ($1, $2, $3, $4, 'open', $5, $6)";
 
-pub const INSERT_CHUNK: &str = "INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)";
+pub const INSERT_CHUNK: &str =
+    "INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)";
 
 pub const BUMP_CHUNK_SEQ: &str = "UPDATE streams SET last_seq = $2 WHERE id = $1";
 
-pub const SELECT_CHUNKS_SINCE: &str = "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
+pub const SELECT_CHUNKS_SINCE: &str =
+    "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
 
 pub const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
      artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
@@ -103,8 +106,16 @@ pub const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at 
 #[test]
 fn artifact_selects_share_their_columns() {
     const ARTIFACT_COLUMNS: &str = "artifact_kind, revision, blob_ref, size, metadata, created_at";
-    for sql in [SELECT_ARTIFACT, SELECT_LATEST_ARTIFACT, LIST_ARTIFACTS, LIST_ARTIFACTS_OF_KIND] {
-        assert!(sql.starts_with(&format!("SELECT {ARTIFACT_COLUMNS} FROM")), "{sql}");
+    for sql in [
+        SELECT_ARTIFACT,
+        SELECT_LATEST_ARTIFACT,
+        LIST_ARTIFACTS,
+        LIST_ARTIFACTS_OF_KIND,
+    ] {
+        assert!(
+            sql.starts_with(&format!("SELECT {ARTIFACT_COLUMNS} FROM")),
+            "{sql}"
+        );
     }
 }
 
@@ -126,16 +137,23 @@ macro_rules! impl_store {
         use crate::protocol::{ResourceKind, ResourceRef};
         use crate::store::sql::{self, ResourceRow};
         use crate::store::{
-            envelope_json, ArtifactMeta, Lease, MakeEvent, NewArtifact, NewEvent, Record, Store, StoreError,
-            StoreResult,
+            ArtifactMeta, Lease, MakeEvent, NewArtifact, NewEvent, Record, Store, StoreError,
+            StoreResult, envelope_json,
         };
 
-        fn resource_row(kind: ResourceKind, row: &<$db as sqlx::Database>::Row) -> StoreResult<ResourceRow> {
+        fn resource_row(
+            kind: ResourceKind,
+            row: &<$db as sqlx::Database>::Row,
+        ) -> StoreResult<ResourceRow> {
             let attrs: Option<String> = row.try_get("attrs")?;
             let attrs = match attrs {
                 Some(text) => match serde_json::from_str::<Value>(&text) {
                     Ok(Value::Object(map)) => map,
-                    _ => return Err(StoreError::Corrupt("resource attrs are not a JSON object".into())),
+                    _ => {
+                        return Err(StoreError::Corrupt(
+                            "resource attrs are not a JSON object".into(),
+                        ))
+                    }
                 },
                 None => Map::new(),
             };
@@ -147,7 +165,9 @@ macro_rules! impl_store {
                     attrs,
                     created_at: row.try_get("created_at")?,
                     updated_at: row.try_get("updated_at")?,
-                    lease: holder.zip(expires).map(|(holder, expires_at)| Lease { holder, expires_at }),
+                    lease: holder
+                        .zip(expires)
+                        .map(|(holder, expires_at)| Lease { holder, expires_at }),
                     heartbeat_at: row.try_get("heartbeat_at")?,
                 },
                 last_seq: row.try_get("last_seq")?,
@@ -155,9 +175,12 @@ macro_rules! impl_store {
             })
         }
 
-        fn stream_row(row: &<$db as sqlx::Database>::Row) -> StoreResult<crate::store::StreamRecord> {
+        fn stream_row(
+            row: &<$db as sqlx::Database>::Row,
+        ) -> StoreResult<crate::store::StreamRecord> {
             let tag: String = row.try_get("scope_kind")?;
-            let kind = ResourceKind::from_tag(&tag).ok_or_else(|| StoreError::Corrupt(format!("unknown stream scope {tag:?}")))?;
+            let kind = ResourceKind::from_tag(&tag)
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown stream scope {tag:?}")))?;
             let artifact_kind: Option<String> = row.try_get("artifact_kind")?;
             let artifact_revision: Option<i64> = row.try_get("artifact_revision")?;
             let artifact_blob_ref: Option<String> = row.try_get("artifact_blob_ref")?;
@@ -171,17 +194,28 @@ macro_rules! impl_store {
                 closed_at: row.try_get("closed_at")?,
                 outcome: row.try_get("outcome")?,
                 artifact: match (artifact_kind, artifact_revision, artifact_blob_ref) {
-                    (Some(kind), Some(revision), Some(blob_ref)) => Some(crate::store::StreamArtifact { kind, revision, blob_ref }),
+                    (Some(kind), Some(revision), Some(blob_ref)) => {
+                        Some(crate::store::StreamArtifact {
+                            kind,
+                            revision,
+                            blob_ref,
+                        })
+                    }
                     _ => None,
                 },
                 last_seq: row.try_get("last_seq")?,
             })
         }
 
-        fn artifact_row(resource: &ResourceRef, row: &<$db as sqlx::Database>::Row) -> StoreResult<ArtifactMeta> {
+        fn artifact_row(
+            resource: &ResourceRef,
+            row: &<$db as sqlx::Database>::Row,
+        ) -> StoreResult<ArtifactMeta> {
             let metadata: String = row.try_get("metadata")?;
             let Ok(Value::Object(metadata)) = serde_json::from_str::<Value>(&metadata) else {
-                return Err(StoreError::Corrupt("artifact metadata is not a JSON object".into()));
+                return Err(StoreError::Corrupt(
+                    "artifact metadata is not a JSON object".into(),
+                ));
             };
             Ok(ArtifactMeta {
                 resource: resource.clone(),
@@ -196,7 +230,10 @@ macro_rules! impl_store {
 
         impl $backend {
             /// Lock the resource row inside `tx` and read it; `NotFound` when absent.
-            async fn lock(tx: &mut sqlx::Transaction<'static, $db>, r: &ResourceRef) -> StoreResult<ResourceRow> {
+            async fn lock(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                r: &ResourceRef,
+            ) -> StoreResult<ResourceRow> {
                 let row = crate::store::counted::<$db>(LOCK_RESOURCE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
@@ -286,7 +323,10 @@ macro_rules! impl_store {
             /// The next value of a resource's child counter, which orders the
             /// streams and sessions it creates (and stream closes) within one
             /// millisecond.
-            async fn next_child_order(tx: &mut sqlx::Transaction<'static, $db>, parent: &ResourceRef) -> StoreResult<i64> {
+            async fn next_child_order(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                parent: &ResourceRef,
+            ) -> StoreResult<i64> {
                 Ok(crate::store::counted::<$db>(sql::NEXT_CHILD_ORDER)
                     .bind(parent.kind.tag())
                     .bind(&parent.id)
@@ -296,8 +336,15 @@ macro_rules! impl_store {
             }
 
             /// Lock a stream row inside `tx`; `NotFound` when absent.
-            async fn lock_stream(tx: &mut sqlx::Transaction<'static, $db>, id: &str) -> StoreResult<crate::store::StreamRecord> {
-                let row = crate::store::counted::<$db>(LOCK_STREAM).bind(id).fetch_optional(&mut **tx).await?.ok_or(StoreError::NotFound)?;
+            async fn lock_stream(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                id: &str,
+            ) -> StoreResult<crate::store::StreamRecord> {
+                let row = crate::store::counted::<$db>(LOCK_STREAM)
+                    .bind(id)
+                    .fetch_optional(&mut **tx)
+                    .await?
+                    .ok_or(StoreError::NotFound)?;
                 stream_row(&row)
             }
 
@@ -318,7 +365,11 @@ macro_rules! impl_store {
 
         #[async_trait]
         impl Store for $backend {
-            async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
+            async fn create_build(
+                &self,
+                slug: &str,
+                attrs: Map<String, Value>,
+            ) -> StoreResult<Record> {
                 let mut tx = self.begin_write().await?;
                 let now = self.clock.now_ms();
                 let inserted = crate::store::counted::<$db>(sql::INSERT_RESOURCE)
@@ -348,7 +399,9 @@ macro_rules! impl_store {
                     .bind(ResourceKind::Build.tag())
                     .fetch_all(self.reader())
                     .await?;
-                rows.iter().map(|row| Ok(resource_row(ResourceKind::Build, row)?.record)).collect()
+                rows.iter()
+                    .map(|row| Ok(resource_row(ResourceKind::Build, row)?.record))
+                    .collect()
             }
 
             async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
@@ -375,10 +428,16 @@ macro_rules! impl_store {
                     .bind(&r.id)
                     .fetch_optional(self.reader())
                     .await?;
-                row.map(|row| Ok(resource_row(r.kind, &row)?.record)).transpose()
+                row.map(|row| Ok(resource_row(r.kind, &row)?.record))
+                    .transpose()
             }
 
-            async fn append(&self, r: &ResourceRef, event: NewEvent, expected_seq: Option<i64>) -> StoreResult<Option<String>> {
+            async fn append(
+                &self,
+                r: &ResourceRef,
+                event: NewEvent,
+                expected_seq: Option<i64>,
+            ) -> StoreResult<Option<String>> {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, r).await?;
                 if expected_seq.is_some_and(|expected| expected != row.last_seq) {
@@ -404,17 +463,30 @@ macro_rules! impl_store {
                 if rows.is_empty() && !self.exists(r).await? {
                     return Err(StoreError::NotFound);
                 }
-                rows.iter().map(|row| Ok(row.try_get::<String, _>("envelope")?)).collect()
+                rows.iter()
+                    .map(|row| Ok(row.try_get::<String, _>("envelope")?))
+                    .collect()
             }
 
-            async fn put_artifact(&self, r: &ResourceRef, artifact: NewArtifact) -> StoreResult<ArtifactMeta> {
+            async fn put_artifact(
+                &self,
+                r: &ResourceRef,
+                artifact: NewArtifact,
+            ) -> StoreResult<ArtifactMeta> {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, r).await?;
                 let now = self.write_time(&row);
                 let mut metas = Self::insert_artifacts(&mut tx, r, vec![artifact], now).await?;
-                crate::store::counted::<$db>(sql::TOUCH).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::TOUCH)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
                 tx.commit().await?;
-                metas.pop().ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))
+                metas
+                    .pop()
+                    .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))
             }
 
             async fn deposit(
@@ -436,10 +508,22 @@ macro_rules! impl_store {
                 Ok((envelope, metas))
             }
 
-            async fn get_artifact(&self, r: &ResourceRef, kind: &str, rev: Option<i64>) -> StoreResult<Option<ArtifactMeta>> {
+            async fn get_artifact(
+                &self,
+                r: &ResourceRef,
+                kind: &str,
+                rev: Option<i64>,
+            ) -> StoreResult<Option<ArtifactMeta>> {
                 let query = match rev {
-                    Some(rev) => crate::store::counted::<$db>(sql::SELECT_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind).bind(rev),
-                    None => crate::store::counted::<$db>(sql::SELECT_LATEST_ARTIFACT).bind(r.kind.tag()).bind(&r.id).bind(kind),
+                    Some(rev) => crate::store::counted::<$db>(sql::SELECT_ARTIFACT)
+                        .bind(r.kind.tag())
+                        .bind(&r.id)
+                        .bind(kind)
+                        .bind(rev),
+                    None => crate::store::counted::<$db>(sql::SELECT_LATEST_ARTIFACT)
+                        .bind(r.kind.tag())
+                        .bind(&r.id)
+                        .bind(kind),
                 };
                 match query.fetch_optional(self.reader()).await? {
                     Some(row) => Ok(Some(artifact_row(r, &row)?)),
@@ -448,10 +532,19 @@ macro_rules! impl_store {
                 }
             }
 
-            async fn list_artifacts(&self, r: &ResourceRef, kind: Option<&str>) -> StoreResult<Vec<ArtifactMeta>> {
+            async fn list_artifacts(
+                &self,
+                r: &ResourceRef,
+                kind: Option<&str>,
+            ) -> StoreResult<Vec<ArtifactMeta>> {
                 let query = match kind {
-                    Some(kind) => crate::store::counted::<$db>(sql::LIST_ARTIFACTS_OF_KIND).bind(r.kind.tag()).bind(&r.id).bind(kind),
-                    None => crate::store::counted::<$db>(sql::LIST_ARTIFACTS).bind(r.kind.tag()).bind(&r.id),
+                    Some(kind) => crate::store::counted::<$db>(sql::LIST_ARTIFACTS_OF_KIND)
+                        .bind(r.kind.tag())
+                        .bind(&r.id)
+                        .bind(kind),
+                    None => crate::store::counted::<$db>(sql::LIST_ARTIFACTS)
+                        .bind(r.kind.tag())
+                        .bind(&r.id),
                 };
                 let rows = query.fetch_all(self.reader()).await?;
                 if rows.is_empty() && !self.exists(r).await? {
@@ -460,7 +553,12 @@ macro_rules! impl_store {
                 rows.iter().map(|row| artifact_row(r, row)).collect()
             }
 
-            async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
+            async fn claim_lease(
+                &self,
+                r: &ResourceRef,
+                holder: &str,
+                ttl_ms: i64,
+            ) -> StoreResult<bool> {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, r).await?;
                 let now = self.write_time(&row);
@@ -469,7 +567,9 @@ macro_rules! impl_store {
                         return Ok(false);
                     }
                 }
-                let expires = now.saturating_add(ttl_ms).min(crate::protocol::time::MAX_JS_TIME_MS);
+                let expires = now
+                    .saturating_add(ttl_ms)
+                    .min(crate::protocol::time::MAX_JS_TIME_MS);
                 crate::store::counted::<$db>(sql::SET_LEASE)
                     .bind(r.kind.tag())
                     .bind(&r.id)
@@ -487,13 +587,25 @@ macro_rules! impl_store {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, r).await?;
                 let now = self.write_time(&row);
-                let held = row.record.lease.as_ref().is_some_and(|l| l.holder == holder && l.expires_at > now);
+                let held = row
+                    .record
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.holder == holder && l.expires_at > now);
                 if !held {
                     return Ok(false);
                 }
                 let ttl = row.lease_ttl_ms.unwrap_or(0);
-                let expires = now.saturating_add(ttl).min(crate::protocol::time::MAX_JS_TIME_MS);
-                crate::store::counted::<$db>(sql::HEARTBEAT).bind(r.kind.tag()).bind(&r.id).bind(expires).bind(now).execute(&mut *tx).await?;
+                let expires = now
+                    .saturating_add(ttl)
+                    .min(crate::protocol::time::MAX_JS_TIME_MS);
+                crate::store::counted::<$db>(sql::HEARTBEAT)
+                    .bind(r.kind.tag())
+                    .bind(&r.id)
+                    .bind(expires)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
                 tx.commit().await?;
                 Ok(true)
             }
@@ -501,34 +613,63 @@ macro_rules! impl_store {
             async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, r).await?;
-                if row.record.lease.as_ref().is_some_and(|l| l.holder == holder) {
+                if row
+                    .record
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.holder == holder)
+                {
                     let now = self.write_time(&row);
-                    crate::store::counted::<$db>(sql::CLEAR_LEASE).bind(r.kind.tag()).bind(&r.id).bind(now).execute(&mut *tx).await?;
+                    crate::store::counted::<$db>(sql::CLEAR_LEASE)
+                        .bind(r.kind.tag())
+                        .bind(&r.id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await?;
                 }
                 Ok(())
             }
 
-            async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-                let (streams, others): (Vec<ResourceRef>, Vec<ResourceRef>) =
-                    resources.iter().cloned().partition(|r| r.kind == ResourceKind::Stream);
+            async fn tails(
+                &self,
+                resources: &[ResourceRef],
+            ) -> StoreResult<Vec<(ResourceRef, i64)>> {
+                let (streams, others): (Vec<ResourceRef>, Vec<ResourceRef>) = resources
+                    .iter()
+                    .cloned()
+                    .partition(|r| r.kind == ResourceKind::Stream);
                 let mut tails = Vec::with_capacity(resources.len());
                 // A closed stream reports the largest tail: its readers must wake.
                 for (sql, batch) in [(TAILS, others), (STREAM_TAILS, streams)] {
                     if batch.is_empty() {
                         continue;
                     }
-                    let rows = crate::store::counted::<$db>(sql).bind(crate::store::tails_param(&batch)).fetch_all(self.reader()).await?;
+                    let rows = crate::store::counted::<$db>(sql)
+                        .bind(crate::store::tails_param(&batch))
+                        .fetch_all(self.reader())
+                        .await?;
                     for row in &rows {
                         let tag: String = row.try_get("kind")?;
-                        let kind = ResourceKind::from_tag(&tag).ok_or_else(|| StoreError::Corrupt(format!("unknown resource kind {tag:?}")))?;
-                        tails.push((ResourceRef::new(kind, row.try_get::<String, _>("id")?), row.try_get("last_seq")?));
+                        let kind = ResourceKind::from_tag(&tag).ok_or_else(|| {
+                            StoreError::Corrupt(format!("unknown resource kind {tag:?}"))
+                        })?;
+                        tails.push((
+                            ResourceRef::new(kind, row.try_get::<String, _>("id")?),
+                            row.try_get("last_seq")?,
+                        ));
                     }
                 }
                 Ok(tails)
             }
 
-            async fn create_session(&self, repo: &str, id: &str, attrs: Map<String, Value>, make_event: &crate::store::MakeFirstEvent<'_>) -> StoreResult<Record> {
+            async fn create_session(
+                &self,
+                repo: &str,
+                id: &str,
+                attrs: Map<String, Value>,
+                make_event: &crate::store::MakeFirstEvent<'_>,
+            ) -> StoreResult<Record> {
                 let repo_ref = ResourceRef::new(ResourceKind::Repo, repo);
                 let session = ResourceRef::new(ResourceKind::Session, id);
                 let mut tx = self.begin_write().await?;
@@ -547,24 +688,45 @@ macro_rules! impl_store {
                 let event = make_event()?;
                 Self::insert_event(&mut tx, &session, 0, now, &event).await?;
                 tx.commit().await?;
-                Ok(Record { resource: session, attrs, created_at: now, updated_at: now, lease: None, heartbeat_at: None })
+                Ok(Record {
+                    resource: session,
+                    attrs,
+                    created_at: now,
+                    updated_at: now,
+                    lease: None,
+                    heartbeat_at: None,
+                })
             }
 
             async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
                 let repo_ref = ResourceRef::new(ResourceKind::Repo, repo);
-                let rows = crate::store::counted::<$db>(sql::LIST_SESSIONS).bind(repo).fetch_all(self.reader()).await?;
+                let rows = crate::store::counted::<$db>(sql::LIST_SESSIONS)
+                    .bind(repo)
+                    .fetch_all(self.reader())
+                    .await?;
                 if rows.is_empty() && !self.exists(&repo_ref).await? {
                     return Err(StoreError::NotFound);
                 }
-                rows.iter().map(|row| Ok(resource_row(ResourceKind::Session, row)?.record)).collect()
+                rows.iter()
+                    .map(|row| Ok(resource_row(ResourceKind::Session, row)?.record))
+                    .collect()
             }
 
-            async fn create_stream(&self, scope: &ResourceRef, id: &str, label: &str) -> StoreResult<crate::store::StreamRecord> {
+            async fn create_stream(
+                &self,
+                scope: &ResourceRef,
+                id: &str,
+                label: &str,
+            ) -> StoreResult<crate::store::StreamRecord> {
                 let mut tx = self.begin_write().await?;
                 let row = Self::lock(&mut tx, scope).await?;
                 let now = self.clock.now_ms();
                 let order = Self::next_child_order(&mut tx, scope).await?;
-                crate::store::counted::<$db>(sql::PRUNE_CLOSED_CHUNKS).bind(scope.kind.tag()).bind(&scope.id).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::PRUNE_CLOSED_CHUNKS)
+                    .bind(scope.kind.tag())
+                    .bind(&scope.id)
+                    .execute(&mut *tx)
+                    .await?;
                 crate::store::counted::<$db>(sql::INSERT_STREAM)
                     .bind(id)
                     .bind(scope.kind.tag())
@@ -589,16 +751,29 @@ macro_rules! impl_store {
                 })
             }
 
-            async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<crate::store::StreamRecord>> {
-                let rows = crate::store::counted::<$db>(sql::LIST_STREAMS).bind(scope.kind.tag()).bind(&scope.id).fetch_all(self.reader()).await?;
+            async fn list_streams(
+                &self,
+                scope: &ResourceRef,
+            ) -> StoreResult<Vec<crate::store::StreamRecord>> {
+                let rows = crate::store::counted::<$db>(sql::LIST_STREAMS)
+                    .bind(scope.kind.tag())
+                    .bind(&scope.id)
+                    .fetch_all(self.reader())
+                    .await?;
                 if rows.is_empty() && !self.exists(scope).await? {
                     return Err(StoreError::NotFound);
                 }
                 rows.iter().map(stream_row).collect()
             }
 
-            async fn get_stream(&self, id: &str) -> StoreResult<Option<crate::store::StreamRecord>> {
-                let row = crate::store::counted::<$db>(sql::SELECT_STREAM).bind(id).fetch_optional(self.reader()).await?;
+            async fn get_stream(
+                &self,
+                id: &str,
+            ) -> StoreResult<Option<crate::store::StreamRecord>> {
+                let row = crate::store::counted::<$db>(sql::SELECT_STREAM)
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?;
                 row.map(|row| stream_row(&row)).transpose()
             }
 
@@ -609,21 +784,46 @@ macro_rules! impl_store {
                     return Err(StoreError::Closed);
                 }
                 let seq = stream.last_seq + 1;
-                let chunk = crate::store::chunk_json(id, seq, self.clock.now_ms().max(stream.created_at), parts_json);
-                crate::store::counted::<$db>(sql::INSERT_CHUNK).bind(id).bind(seq).bind(&chunk).execute(&mut *tx).await?;
-                crate::store::counted::<$db>(sql::BUMP_CHUNK_SEQ).bind(id).bind(seq).execute(&mut *tx).await?;
+                let chunk = crate::store::chunk_json(
+                    id,
+                    seq,
+                    self.clock.now_ms().max(stream.created_at),
+                    parts_json,
+                );
+                crate::store::counted::<$db>(sql::INSERT_CHUNK)
+                    .bind(id)
+                    .bind(seq)
+                    .bind(&chunk)
+                    .execute(&mut *tx)
+                    .await?;
+                crate::store::counted::<$db>(sql::BUMP_CHUNK_SEQ)
+                    .bind(id)
+                    .bind(seq)
+                    .execute(&mut *tx)
+                    .await?;
                 let stream_ref = ResourceRef::new(ResourceKind::Stream, id);
                 tx.commit().await?;
                 self.written(&stream_ref);
                 Ok(chunk)
             }
 
-            async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(crate::store::StreamRecord, Vec<String>)> {
+            async fn read_chunks(
+                &self,
+                id: &str,
+                since: i64,
+            ) -> StoreResult<(crate::store::StreamRecord, Vec<String>)> {
                 // Chunks first, then the record: a close landing between the two
                 // reads is seen as closed with every chunk already read.
-                let rows = crate::store::counted::<$db>(sql::SELECT_CHUNKS_SINCE).bind(id).bind(since).fetch_all(self.reader()).await?;
+                let rows = crate::store::counted::<$db>(sql::SELECT_CHUNKS_SINCE)
+                    .bind(id)
+                    .bind(since)
+                    .fetch_all(self.reader())
+                    .await?;
                 let stream = self.get_stream(id).await?.ok_or(StoreError::NotFound)?;
-                let chunks = rows.iter().map(|row| Ok(row.try_get::<String, _>("chunk")?)).collect::<StoreResult<Vec<_>>>()?;
+                let chunks = rows
+                    .iter()
+                    .map(|row| Ok(row.try_get::<String, _>("chunk")?))
+                    .collect::<StoreResult<Vec<_>>>()?;
                 Ok((stream, chunks))
             }
 
@@ -634,7 +834,11 @@ macro_rules! impl_store {
                 expected_last_seq: i64,
                 artifact: NewArtifact,
             ) -> StoreResult<crate::store::CloseOutcome> {
-                let scope = self.get_stream(id).await?.ok_or(StoreError::NotFound)?.scope;
+                let scope = self
+                    .get_stream(id)
+                    .await?
+                    .ok_or(StoreError::NotFound)?
+                    .scope;
                 let mut tx = self.begin_write().await?;
                 // Resource row before stream row: the order every writer uses.
                 let row = Self::lock(&mut tx, &scope).await?;
@@ -646,8 +850,11 @@ macro_rules! impl_store {
                     return Ok(crate::store::CloseOutcome::Moved);
                 }
                 let now = self.write_time(&row);
-                let mut metas = Self::insert_artifacts(&mut tx, &scope, vec![artifact], now).await?;
-                let meta = metas.pop().ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
+                let mut metas =
+                    Self::insert_artifacts(&mut tx, &scope, vec![artifact], now).await?;
+                let meta = metas
+                    .pop()
+                    .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
                 let order = Self::next_child_order(&mut tx, &scope).await?;
                 crate::store::counted::<$db>(sql::CLOSE_STREAM)
                     .bind(id)
@@ -659,17 +866,28 @@ macro_rules! impl_store {
                     .bind(&meta.blob_ref)
                     .execute(&mut *tx)
                     .await?;
-                crate::store::counted::<$db>(sql::TOUCH).bind(scope.kind.tag()).bind(&scope.id).bind(now).execute(&mut *tx).await?;
+                crate::store::counted::<$db>(sql::TOUCH)
+                    .bind(scope.kind.tag())
+                    .bind(&scope.id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
                 let stream_ref = ResourceRef::new(ResourceKind::Stream, id);
                 tx.commit().await?;
                 self.written(&stream_ref);
-                Ok(crate::store::CloseOutcome::Closed(crate::store::StreamRecord {
-                    closed: true,
-                    closed_at: Some(now),
-                    outcome: Some(outcome.to_owned()),
-                    artifact: Some(crate::store::StreamArtifact { kind: meta.kind, revision: meta.revision, blob_ref: meta.blob_ref }),
-                    ..stream
-                }))
+                Ok(crate::store::CloseOutcome::Closed(
+                    crate::store::StreamRecord {
+                        closed: true,
+                        closed_at: Some(now),
+                        outcome: Some(outcome.to_owned()),
+                        artifact: Some(crate::store::StreamArtifact {
+                            kind: meta.kind,
+                            revision: meta.revision,
+                            blob_ref: meta.blob_ref,
+                        }),
+                        ..stream
+                    },
+                ))
             }
 
             fn pool_stats(&self) -> crate::store::PoolStats {
@@ -682,7 +900,9 @@ macro_rules! impl_store {
             }
 
             async fn ping(&self) -> StoreResult<()> {
-                crate::store::counted::<$db>(sql::PING).fetch_one(self.reader()).await?;
+                crate::store::counted::<$db>(sql::PING)
+                    .fetch_one(self.reader())
+                    .await?;
                 Ok(())
             }
         }

@@ -10,7 +10,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::clock::Clock;
 use crate::notify::Notifier;
@@ -43,29 +45,56 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    pub async fn connect(url: &str, options: &StoreOptions, clock: Arc<dyn Clock>, notifier: Arc<Notifier>) -> anyhow::Result<Self> {
+    pub async fn connect(
+        url: &str,
+        options: &StoreOptions,
+        clock: Arc<dyn Clock>,
+        notifier: Arc<Notifier>,
+    ) -> anyhow::Result<Self> {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let connect = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
-            .journal_mode(if in_memory { SqliteJournalMode::Memory } else { SqliteJournalMode::Wal })
+            .journal_mode(if in_memory {
+                SqliteJournalMode::Memory
+            } else {
+                SqliteJournalMode::Wal
+            })
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
-        if let Some(parent) = connect.get_filename().parent().filter(|p| !in_memory && !p.as_os_str().is_empty()) {
+        if let Some(parent) = connect
+            .get_filename()
+            .parent()
+            .filter(|p| !in_memory && !p.as_os_str().is_empty())
+        {
             std::fs::create_dir_all(parent)?;
         }
         // An in-memory database must never close its only connection.
-        let single = || SqlitePoolOptions::new().max_connections(1).min_connections(1).idle_timeout(None).max_lifetime(None);
+        let single = || {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        };
         let writer = single().connect_with(connect.clone()).await?;
         let readers = if in_memory {
             writer.clone()
         } else {
-            SqlitePoolOptions::new().max_connections(options.pool_size.max(1)).connect_with(connect.read_only(true)).await?
+            SqlitePoolOptions::new()
+                .max_connections(options.pool_size.max(1))
+                .connect_with(connect.read_only(true))
+                .await?
         };
         if options.migrate {
             sqlx::migrate!("migrations/sqlite").run(&writer).await?;
         }
-        Ok(SqliteStore { writer, readers, clock, notifier })
+        Ok(SqliteStore {
+            writer,
+            readers,
+            clock,
+            notifier,
+        })
     }
 
     /// One process owns a SQLite file: there is nobody else to tell.

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::auth::Op;
 use super::sessions::{new_session, session_events, session_path, sessions_path};
 use super::streams::{
     Scope, append, close, create_stream, fresh_stream, read, stream_path, streams_path, top_path,
     unknown_stream_msg,
 };
-use super::auth::Op;
 use super::{CheckResult, Registry};
 use crate::client::{Ctx, Res};
 use crate::ensure;
