@@ -6,6 +6,8 @@
 //! No assertion depends on tight timing: each checks what came back, and
 //! that it came back long before the bound it would otherwise have waited.
 
+#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,8 @@
 //! and deposits carrying a maximum-size artifact. `.ci/run` installs nginx;
 //! without it this test fails under `CI=true` and skips loudly otherwise.
 
+#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
+
 use std::process::Stdio;
 use std::time::Duration;
 

@@ -118,7 +118,7 @@ fn column<'a>(target: &Target<'a>) -> (usize, Option<&'a str>, String) {
 
 /// Whether `scope` may address `target`; the error carries the 403 message
 /// `token scoped to <kind> "<id>" may not access <target>`.
-pub fn authorize(scope: &Scope, target: &Target) -> Result<(), Denied> {
+pub fn authorize(scope: &Scope, target: &Target<'_>) -> Result<(), Denied> {
     let (holder, token_id) = holder(scope);
     let (index, target_id, target_text) = column(target);
     let cell = MATRIX
@@ -179,7 +179,7 @@ mod tests {
 
     /// The expected outcome of every (scope, target) cell, written out from
     /// the spec's table rather than derived from `MATRIX`.
-    fn expected(scope: &str, target: &Target) -> bool {
+    fn expected(scope: &str, target: &Target<'_>) -> bool {
         use Target::*;
         matches!(
             (scope, target),
