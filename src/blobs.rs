@@ -2,8 +2,14 @@
 //! memory, or any object-store URL). Blobs are written before the metadata
 //! transaction; metadata is the visibility boundary, so an orphaned blob
 //! after a failed deposit is harmless (spec section 8).
+//!
+//! A local directory is opened with `object_store`'s fsync mode: a `put`
+//! returns only once the file's bytes and every directory entry leading to it
+//! are on stable storage, so metadata committed afterwards can never point to
+//! a blob a power loss took away (remote stores give that on success anyway).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
@@ -15,7 +21,16 @@ use sha2::{Digest as _, Sha256};
 #[derive(Clone)]
 pub struct Blobs {
     store: Arc<dyn ObjectStore>,
+    /// The last write probe's time and result, shared so that readiness
+    /// checks, however frequent, write at most once per [`PROBE_INTERVAL`].
+    last_probe: Arc<tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>>,
 }
+
+/// How long a write probe's result stands for readiness.
+const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The key readiness writes and deletes (outside the `sha256/` tree).
+const PROBE_KEY: &str = "readiness-probe";
 
 /// The lowercase hex SHA-256 of `bytes`: the artifact's `blobRef`.
 pub fn blob_ref(bytes: &[u8]) -> String {
@@ -36,15 +51,21 @@ impl Blobs {
         } else if location.contains("://") {
             let url = url::Url::parse(location)?;
             if url.scheme() == "file" {
-                std::fs::create_dir_all(url.path())?;
+                let dir = url
+                    .to_file_path()
+                    .map_err(|()| anyhow::anyhow!("{location} names no local directory"))?;
+                local(&dir)?
+            } else {
+                let (store, prefix) = object_store::parse_url_opts(&url, std::env::vars())?;
+                Arc::new(PrefixStore::new(store, prefix))
             }
-            let (store, prefix) = object_store::parse_url_opts(&url, std::env::vars())?;
-            Arc::new(PrefixStore::new(store, prefix))
         } else {
-            std::fs::create_dir_all(location)?;
-            Arc::new(LocalFileSystem::new_with_prefix(location)?)
+            local(std::path::Path::new(location))?
         };
-        Ok(Blobs { store })
+        Ok(Blobs {
+            store,
+            last_probe: Arc::default(),
+        })
     }
 
     /// Store `bytes` under `blob_ref` (idempotent: identical bytes, same key).
@@ -55,17 +76,41 @@ impl Blobs {
             .map(|_| ())
     }
 
-    /// Reachability: look up a key that never exists; "not found" is healthy.
-    pub async fn check(&self) -> object_store::Result<()> {
-        match self.store.head(&Path::from("readiness-probe")).await {
-            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(err) => Err(err),
+    /// Can a deposit write here now? Writes and deletes a small probe object
+    /// (a lookup alone stays healthy on a read-only, full or deleted
+    /// directory). The result stands for [`PROBE_INTERVAL`]; concurrent
+    /// callers wait for one probe instead of writing their own.
+    pub async fn check(&self) -> Result<(), String> {
+        let mut last = self.last_probe.lock().await;
+        if let Some((at, result)) = last.as_ref()
+            && at.elapsed() < PROBE_INTERVAL
+        {
+            return result.clone();
         }
+        let result = self.probe().await.map_err(|err| err.to_string());
+        *last = Some((Instant::now(), result.clone()));
+        result
+    }
+
+    async fn probe(&self) -> object_store::Result<()> {
+        let key = Path::from(PROBE_KEY);
+        self.store
+            .put(&key, PutPayload::from_static(b"abstore readiness probe"))
+            .await?;
+        self.store.delete(&key).await
     }
 
     pub async fn get(&self, blob_ref: &str) -> object_store::Result<bytes::Bytes> {
         self.store.get(&key(blob_ref)).await?.bytes().await
     }
+}
+
+/// A local directory store that syncs every write (see the module doc).
+fn local(dir: &std::path::Path) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    std::fs::create_dir_all(dir)?;
+    Ok(Arc::new(
+        LocalFileSystem::new_with_prefix(dir)?.with_fsync(true),
+    ))
 }
 
 #[cfg(test)]

@@ -11,9 +11,10 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::extract::decode_segment;
+use super::extract::{decode_segment, lookup_id};
 use super::{ApiError, ApiResult, SharedState};
 use crate::auth::{self, Scope, Target};
+use crate::protocol::ident;
 
 /// The verified scope of an authenticated request.
 #[derive(Clone)]
@@ -53,12 +54,15 @@ impl Addressed {
         let Addressed::Stream(id) = self else {
             return Ok(self);
         };
+        let unknown =
+            |id: &str| ApiError::NotFound(format!("unknown stream \"{}\"", ident::shown(id)));
+        let id = lookup_id(id, unknown)?;
         let stream = state
             .store
             .get_stream(&id)
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?
-            .ok_or_else(|| ApiError::NotFound(format!("unknown stream \"{id}\"")))?;
+            .ok_or_else(|| unknown(&id))?;
         Ok(match stream.scope.kind {
             crate::protocol::ResourceKind::Build => Addressed::Build(stream.scope.id),
             crate::protocol::ResourceKind::Repo => Addressed::Repo(stream.scope.id),

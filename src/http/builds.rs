@@ -30,7 +30,7 @@ pub fn router() -> Router<SharedState> {
 async fn create_build(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
     let body = json_body(body, state.limits.max_body_bytes).await?;
     let obj = wire::object(&body, "the request body")?;
-    let slug = wire::nonempty_str(obj, "slug")?;
+    let slug = wire::identifier(obj, "slug")?;
     let mut attrs = Map::new();
     attrs.insert("repo".into(), wire::nonempty_str(obj, "repo")?.into());
     if let Some(origin) = wire::optional_str(obj, "repoOrigin", false)? {

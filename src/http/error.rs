@@ -4,6 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::protocol::ident;
 use crate::protocol::wire::SchemaError;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::StoreError;
@@ -70,7 +71,7 @@ impl ApiError {
         ApiError::NotFound(format!(
             "unknown {} \"{}\"",
             resource.kind.noun(),
-            resource.id
+            ident::shown(&resource.id)
         ))
     }
 

@@ -7,6 +7,7 @@ use axum::http::Uri;
 use serde_json::Value;
 
 use super::ApiError;
+use crate::protocol::ident;
 
 /// Decode one path segment as JavaScript `decodeURIComponent` would: every
 /// `%` must start a two-hex-digit escape and the bytes must be UTF-8.
@@ -34,6 +35,18 @@ pub fn decode_segment(raw: &str) -> Result<String, ApiError> {
 pub fn resource_id(uri: &Uri) -> Result<String, ApiError> {
     let raw = uri.path().split('/').nth(2).unwrap_or_default();
     decode_segment(raw)
+}
+
+/// A decoded path id about to be looked up: one the identifier rule
+/// ([`ident`]) would have refused at creation cannot exist, so it answers
+/// `unknown(id)` (a 404) without reaching the store, whose text columns
+/// would refuse it on PostgreSQL.
+pub fn lookup_id(id: String, unknown: impl FnOnce(&str) -> ApiError) -> Result<String, ApiError> {
+    if ident::fits(&id) {
+        Ok(id)
+    } else {
+        Err(unknown(&id))
+    }
 }
 
 /// The first value of query parameter `name`, decoded as `URLSearchParams` does.

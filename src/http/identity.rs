@@ -25,24 +25,34 @@ pub fn is_machine_route(path: &str) -> bool {
 
 pub async fn check(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     if is_machine_route(request.uri().path()) {
-        let header = |name: &str| {
-            request
+        // Every copy of a repeated header must match: letting the first one
+        // win would accept `0.8.0` followed by `9.9.9`.
+        let header = |name: &str| -> (Option<String>, bool) {
+            let mut values = request
                 .headers()
-                .get(name)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .get_all(name)
+                .iter()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            let first = values.next();
+            let agree = values.all(|v| Some(&v) == first.as_ref());
+            (first, agree)
         };
-        let (version, protocol) = (header(VERSION_HEADER), header(PROTOCOL_HEADER));
-        if version.as_deref() != Some(state.autobuild_version.as_str())
+        let ((version, versions_agree), (protocol, protocols_agree)) =
+            (header(VERSION_HEADER), header(PROTOCOL_HEADER));
+        if !versions_agree
+            || !protocols_agree
+            || version.as_deref() != Some(state.autobuild_version.as_str())
             || protocol.as_deref() != Some(PROTOCOL_VERSION)
         {
-            let shown = |v: &Option<String>| {
-                v.as_ref()
-                    .map_or_else(|| "(missing)".to_owned(), |v| format!("\"{v}\""))
+            let shown = |v: &Option<String>, agree: bool| match v {
+                None => "(missing)".to_owned(),
+                Some(_) if !agree => "(repeated with differing values)".to_owned(),
+                Some(v) => format!("\"{v}\""),
             };
             return ApiError::Conflict(format!(
                 "autobuild version mismatch: client package {} protocol {}, server package \"{}\" protocol \"{}\"",
-                shown(&version),
-                shown(&protocol),
+                shown(&version, versions_agree),
+                shown(&protocol, protocols_agree),
                 state.autobuild_version,
                 PROTOCOL_VERSION,
             ))

@@ -1,6 +1,6 @@
 //! `GET /readyz`: can this process serve requests now? It checks the
-//! database (a trivial query) and the blob store (a lookup of an absent
-//! key), each with a short timeout. Never authenticated; the body names
+//! database (a trivial query) and the blob store (a real write and delete,
+//! at most one every two seconds), each with a short timeout. Never authenticated; the body names
 //! what failed but never how to reach it. `/health` stays the spec's
 //! process-identity answer.
 

@@ -26,7 +26,7 @@ pub fn router() -> Router<SharedState> {
 async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
     let body = json_body(body, state.limits.max_body_bytes).await?;
     let obj = wire::object(&body, "the request body")?;
-    let repo = wire::nonempty_str(obj, "repo")?;
+    let repo = wire::identifier(obj, "repo")?;
     let record = state
         .store
         .ensure_repo(repo)

@@ -21,14 +21,14 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::auth::{Caller, attribute};
-use super::extract::{json_body, query_param, resource_id};
+use super::extract::{json_body, lookup_id, query_param, resource_id};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
 use crate::protocol::base64::{self, DecodeError};
 use crate::protocol::numbers::{js_integer, wait_seconds};
 use crate::protocol::placeholders::{self, Assigned};
 use crate::protocol::wire::{self, EventWrite};
-use crate::protocol::{ResourceKind, ResourceRef};
+use crate::protocol::{ResourceKind, ResourceRef, ident};
 use crate::store::{NewArtifact, NewEvent, StoreError};
 
 /// A resource family: which kind of resource, which event catalog.
@@ -72,9 +72,13 @@ pub struct Addressed<F: Family> {
 }
 
 impl<F: Family> Addressed<F> {
+    /// The path's resource; an id that could never be stored is unknown (404).
     pub fn from_uri(uri: &Uri) -> ApiResult<Self> {
+        let id = lookup_id(resource_id(uri)?, |id| {
+            ApiError::unknown(&ResourceRef::new(F::KIND, id))
+        })?;
         Ok(Addressed {
-            resource: ResourceRef::new(F::KIND, resource_id(uri)?),
+            resource: ResourceRef::new(F::KIND, id),
             _family: PhantomData,
         })
     }
@@ -233,6 +237,15 @@ fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
                 "query parameter \"{name}\" must be an integer, got \"{raw}\""
             ))
         }),
+    }
+}
+
+/// A `kind` query value must obey the identifier rule like the stored kinds
+/// it is compared with (a 400 naming the parameter, as for `rev`).
+fn kind_param(kind: &str) -> ApiResult<()> {
+    match ident::field_problem("kind", kind) {
+        None => Ok(()),
+        Some(problem) => Err(ApiError::BadRequest(format!("query parameter {problem}"))),
     }
 }
 
@@ -415,6 +428,7 @@ pub async fn get_artifact<F: Family>(
         )
         .await);
     };
+    prepare(&state, &r, kind_param(&kind)).await?;
     let rev = prepare(&state, &r, lenient_int(&uri, "rev")).await?;
     let meta = state
         .store
@@ -442,6 +456,9 @@ pub async fn list_artifacts<F: Family>(
 ) -> ApiResult<Response> {
     let r = Addressed::<F>::from_uri(&uri)?.resource;
     let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
+    if let Some(kind) = &kind {
+        prepare(&state, &r, kind_param(kind)).await?;
+    }
     let metas = state
         .store
         .list_artifacts(&r, kind.as_deref())
@@ -471,7 +488,7 @@ pub async fn claim_lease<F: Family>(
             let body = json_body(body, state.limits.max_body_bytes).await?;
             let obj = wire::object(&body, "the request body")?;
             Ok((
-                wire::nonempty_str(obj, "holder")?.to_owned(),
+                wire::identifier(obj, "holder")?.to_owned(),
                 wire::nonnegative_int(obj, "ttlMs")?,
             ))
         }
@@ -493,7 +510,7 @@ async fn holder_body(state: &SharedState, r: &ResourceRef, body: Body) -> ApiRes
         async {
             let body = json_body(body, state.limits.max_body_bytes).await?;
             let obj = wire::object(&body, "the request body")?;
-            Ok(wire::nonempty_str(obj, "holder")?.to_owned())
+            Ok(wire::identifier(obj, "holder")?.to_owned())
         }
         .await,
     )

@@ -17,10 +17,10 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
-use super::extract::{decode_segment, json_body};
+use super::extract::{decode_segment, json_body, lookup_id};
 use super::resources::{Addressed, Family, prepare, read_params};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
-use crate::protocol::{ResourceKind, ResourceRef, wire};
+use crate::protocol::{ResourceKind, ResourceRef, ident, wire};
 use crate::store::{CloseOutcome, NewArtifact, StreamRecord};
 
 /// How many times a close re-assembles when chunks keep arriving.
@@ -71,21 +71,19 @@ impl<F: Family> Resolve for Scoped<F> {
     fn address(uri: &Uri) -> ApiResult<(String, Option<ResourceRef>)> {
         let scope = Addressed::<F>::from_uri(uri)?.resource;
         let sid = decode_segment(uri.path().split('/').nth(4).unwrap_or_default())?;
-        Ok((sid, Some(scope)))
+        Ok((lookup_id(sid, unknown_stream)?, Some(scope)))
     }
 }
 
 impl Resolve for TopLevel {
     fn address(uri: &Uri) -> ApiResult<(String, Option<ResourceRef>)> {
-        Ok((
-            decode_segment(uri.path().split('/').nth(2).unwrap_or_default())?,
-            None,
-        ))
+        let sid = decode_segment(uri.path().split('/').nth(2).unwrap_or_default())?;
+        Ok((lookup_id(sid, unknown_stream)?, None))
     }
 }
 
 fn unknown_stream(id: &str) -> ApiError {
-    ApiError::NotFound(format!("unknown stream \"{id}\""))
+    ApiError::NotFound(format!("unknown stream \"{}\"", ident::shown(id)))
 }
 
 fn stream_ref(id: &str) -> ResourceRef {
@@ -136,7 +134,7 @@ async fn create_stream<F: Family>(
         async {
             let body = json_body(body, state.limits.max_body_bytes).await?;
             let obj = wire::object(&body, "the request body")?;
-            Ok(wire::nonempty_str(obj, "label")?.to_owned())
+            Ok(wire::identifier(obj, "label")?.to_owned())
         }
         .await,
     )

@@ -4,6 +4,7 @@
 //! Everything here is pure and unit-tested; handlers and stores build on it.
 
 pub mod base64;
+pub mod ident;
 pub mod numbers;
 pub mod placeholders;
 pub mod time;

@@ -35,6 +35,17 @@ pub fn nonempty_str<'a>(obj: &'a Map<String, Value>, key: &str) -> SchemaResult<
     }
 }
 
+/// A required nonempty string member kept in a column of its own (an id,
+/// artifact kind, lease holder or stream label): also bounded and NUL-free
+/// ([`ident`](super::ident)).
+pub fn identifier<'a>(obj: &'a Map<String, Value>, key: &str) -> SchemaResult<&'a str> {
+    let value = nonempty_str(obj, key)?;
+    match super::ident::field_problem(key, value) {
+        None => Ok(value),
+        Some(problem) => fail(problem),
+    }
+}
+
 /// An optional string member; when `nonempty`, a present value must not be empty.
 /// `null` is not "absent" (Autobuild's schemas reject it).
 pub fn optional_str<'a>(
@@ -139,7 +150,7 @@ pub struct ArtifactInput<'a> {
 
 pub fn artifact_input<'a>(value: &'a Value, what: &str) -> SchemaResult<ArtifactInput<'a>> {
     let obj = object(value, what)?;
-    let kind = nonempty_str(obj, "kind")?;
+    let kind = identifier(obj, "kind")?;
     let content_base64 = match obj.get("contentBase64") {
         Some(Value::String(s)) => s,
         None => return fail("\"contentBase64\" is required"),
