@@ -138,6 +138,29 @@ mod tests {
         }
     }
 
+    /// Power-loss durability cannot be observed in a test; what can is that
+    /// every local location is opened in the store's sync-on-write mode.
+    #[test]
+    fn local_directories_sync_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        for location in [
+            dir.path().join("plain").display().to_string(),
+            format!("file://{}", dir.path().join("url").display()),
+        ] {
+            let blobs = Blobs::open(&location).unwrap();
+            let shown = format!("{:?}", blobs.store);
+            assert!(shown.contains("fsync: true"), "{location}: {shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn check_writes_a_probe_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::open(&dir.path().display().to_string()).unwrap();
+        blobs.check().await.unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
     #[test]
     fn blob_ref_is_lowercase_hex_sha256() {
         assert_eq!(

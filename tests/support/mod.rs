@@ -1,0 +1,315 @@
+//! Shared by the robustness, fuzz and crash tests: a raw HTTP/1.1 client
+//! (exact bytes on the wire: malformed escapes, NUL, dot segments, repeated
+//! headers, invalid UTF-8 bodies, which `reqwest` would normalise or refuse),
+//! the checks every response must pass, and PostgreSQL scratch databases.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::time::Duration;
+
+use conformance::util::random_hex;
+use serde_json::Value;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const VERSION: &str = "0.8.0";
+pub const PROTOCOL: &str = "2";
+pub const CLOCK: &str = "2026-07-15T12:00:00.000Z";
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_abstore")
+}
+
+/// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
+pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conformance::Server {
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+    ];
+    if let Some(secret) = secret {
+        args.extend(["--secret", secret]);
+    }
+    conformance::Server::start(bin(), &args)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
+}
+
+/// One response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The JSON error shape (`{"error": string, "kind": known kind}`) for
+    /// every status ≥ 400; panics naming `what` otherwise.
+    pub fn assert_error_shape(&self, what: &str) {
+        if self.status < 400 {
+            return;
+        }
+        let v = self.json();
+        let kind_ok = matches!(
+            v["kind"].as_str(),
+            Some("validation" | "auth" | "not-found" | "conflict" | "internal")
+        );
+        assert!(
+            v["error"].is_string() && kind_ok,
+            "{what}: error body is not the JSON error shape: {} {}",
+            self.status,
+            self.text()
+        );
+    }
+
+    /// `status` and, for an error, `kind`; panics naming `what` otherwise.
+    pub fn expect(&self, status: u16, kind: Option<&str>, what: &str) -> &Self {
+        assert_eq!(self.status, status, "{what}: {}", self.text());
+        self.assert_error_shape(what);
+        if let Some(kind) = kind {
+            assert_eq!(self.json()["kind"], kind, "{what}: {}", self.text());
+        }
+        self
+    }
+}
+
+/// A request, written byte for byte.
+pub struct Raw<'a> {
+    pub method: &'a str,
+    /// Sent verbatim as the request target.
+    pub target: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Option<Vec<u8>>,
+}
+
+impl<'a> Raw<'a> {
+    /// A machine-route request with both identity headers (and the token).
+    pub fn new(method: &'a str, target: impl Into<String>, token: Option<&str>) -> Self {
+        let mut headers = vec![
+            (
+                "X-Autobuild-Version".to_owned(),
+                VERSION.as_bytes().to_vec(),
+            ),
+            (
+                "X-Autobuild-Protocol-Version".to_owned(),
+                PROTOCOL.as_bytes().to_vec(),
+            ),
+        ];
+        if let Some(token) = token {
+            headers.push((
+                "Authorization".to_owned(),
+                format!("Bearer {token}").into_bytes(),
+            ));
+        }
+        Raw {
+            method,
+            target: target.into(),
+            headers,
+            body: None,
+        }
+    }
+
+    pub fn json(mut self, body: &Value) -> Self {
+        self.body = Some(body.to_string().into_bytes());
+        self
+    }
+
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    pub fn header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Self {
+        self.headers.push((name.to_owned(), value.into()));
+        self
+    }
+
+    /// Send on a fresh connection (`Connection: close`) to `base`
+    /// (`http://host:port`). `Err` means the connection was dropped or
+    /// timed out without a complete response.
+    pub async fn send(&self, base: &str) -> Result<Reply, String> {
+        let addr = base.trim_start_matches("http://").trim_end_matches('/');
+        let mut request = format!(
+            "{} {} HTTP/1.1\r\nHost: {addr}\r\n",
+            self.method, self.target
+        )
+        .into_bytes();
+        for (name, value) in &self.headers {
+            request.extend_from_slice(name.as_bytes());
+            request.extend_from_slice(b": ");
+            request.extend_from_slice(value);
+            request.extend_from_slice(b"\r\n");
+        }
+        if let Some(body) = &self.body {
+            request.extend_from_slice(b"Content-Type: application/json\r\n");
+            request.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        }
+        request.extend_from_slice(b"Connection: close\r\n\r\n");
+        if let Some(body) = &self.body {
+            request.extend_from_slice(body);
+        }
+        let exchange = async {
+            let mut stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            stream
+                .write_all(&request)
+                .await
+                .map_err(|e| format!("write: {e}"))?;
+            let mut response = Vec::new();
+            stream
+                .read_to_end(&mut response)
+                .await
+                .map_err(|e| format!("read: {e}"))?;
+            parse_response(&response)
+        };
+        tokio::time::timeout(Duration::from_secs(60), exchange)
+            .await
+            .map_err(|_| "no response within 60 s".to_owned())?
+    }
+}
+
+/// Parse a `Connection: close` response (Content-Length or chunked body).
+fn parse_response(bytes: &[u8]) -> Result<Reply, String> {
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| {
+            format!(
+                "connection closed after {} bytes, no response head",
+                bytes.len()
+            )
+        })?;
+    let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| format!("no status line in {head:?}"))?;
+    let rest = &bytes[end + 4..];
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
+    let body = if chunked {
+        dechunk(rest)?
+    } else {
+        rest.to_vec()
+    };
+    Ok(Reply { status, body })
+}
+
+fn dechunk(mut bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = bytes
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("truncated chunked body")?;
+        let size_text = String::from_utf8_lossy(&bytes[..line_end]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+        bytes = &bytes[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if bytes.len() < size + 2 {
+            return Err("truncated chunk".into());
+        }
+        out.extend_from_slice(&bytes[..size]);
+        bytes = &bytes[size + 2..];
+    }
+}
+
+/// The server's resident set size in KiB (Linux `/proc`).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Percent-encode one path segment completely (every byte outside
+/// unreserved characters), so NUL and `/` travel inside the segment.
+pub fn enc(segment: &str) -> String {
+    conformance::util::enc(segment)
+}
+
+// ── PostgreSQL scratch databases ────────────────────────────────────────────
+
+pub struct PgDb {
+    admin_url: String,
+    name: String,
+    pub url: String,
+}
+
+/// A fresh database on `ABSTORE_TEST_POSTGRES_URL`; `None` (with a loud
+/// banner) when it is unset outside CI, a panic under `CI=true`.
+pub async fn pg_database(prefix: &str) -> Option<PgDb> {
+    let Ok(admin_url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but ABSTORE_TEST_POSTGRES_URL is unset"
+        );
+        let banner = "\n==  PostgreSQL part SKIPPED: set ABSTORE_TEST_POSTGRES_URL\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), banner.as_bytes());
+        return None;
+    };
+    let name = format!("abstore_{prefix}_{}", random_hex());
+    let mut conn = PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to ABSTORE_TEST_POSTGRES_URL: {e}"));
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
+    conn.close().await.ok();
+    let mut url = url::Url::parse(&admin_url).expect("ABSTORE_TEST_POSTGRES_URL is a URL");
+    url.set_path(&format!("/{name}"));
+    Some(PgDb {
+        admin_url,
+        name,
+        url: url.to_string(),
+    })
+}
+
+impl PgDb {
+    pub async fn drop_db(self) {
+        if let Ok(mut conn) = PgConnection::connect(&self.admin_url).await {
+            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+            if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await {
+                eprintln!("warning: dropping {}: {e}", self.name);
+            }
+            conn.close().await.ok();
+        }
+    }
+}
+
+/// Run `f(database_url)` on a scratch database, dropping it even if `f` panics.
+pub async fn with_pg<F, Fut>(prefix: &str, f: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Some(db) = pg_database(prefix).await else {
+        return;
+    };
+    let outcome = tokio::spawn(f(db.url.clone())).await;
+    db.drop_db().await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
