@@ -23,8 +23,11 @@ pub struct Blobs {
     store: Arc<dyn ObjectStore>,
     /// The last write probe's time and result, shared so that readiness
     /// checks, however frequent, write at most once per [`PROBE_INTERVAL`].
-    last_probe: Arc<tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>>,
+    last_probe: Arc<tokio::sync::Mutex<Option<Probe>>>,
 }
+
+/// When a write probe ran and what it found.
+type Probe = (Instant, Result<(), String>);
 
 /// How long a write probe's result stands for readiness.
 const PROBE_INTERVAL: Duration = Duration::from_secs(2);
