@@ -178,6 +178,25 @@ async fn identifiers(base: &str) {
         "b\u{0}"
     );
 
+    // Lone UTF-16 surrogates cannot become UTF-8 text: refused as bad JSON
+    // everywhere, not passed on to the database.
+    for raw in [
+        r#"{"slug": "\ud800", "repo": "r"}"#,
+        r#"{"slug": "ok-surrogate", "repo": "\udc00x"}"#,
+    ] {
+        send(base, Raw::new("POST", "/builds", None).body(raw))
+            .await
+            .expect(400, Some("validation"), raw);
+    }
+    let lone = r#"{"actor": {"kind": "kernel"}, "type": "observation.recorded",
+        "payload": {"id": "o", "kind": "followup", "summary": "\ud83d"}}"#;
+    send(
+        base,
+        Raw::new("POST", format!("{b}/events"), None).body(lone),
+    )
+    .await
+    .expect(400, Some("validation"), "lone surrogate in a payload");
+
     // Paths naming ids that cannot exist: 404, never a store error.
     for id in [enc("\0"), enc("a\0b"), past.clone()] {
         for (method, path) in [
