@@ -7,7 +7,8 @@
 //! - [`config`]: the command line and `ABSTORE_*` settings.
 //! - [`app`]: builds the server from its settings and serves it.
 //! - [`http`]: routes, identity check, request parsing, the error shape.
-//! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders).
+//! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders,
+//!   the identifier bound).
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends.
 //! - [`streams`]: UI Message Stream assembly for closing streams.
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
