@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::extract::json_body;
 use super::resources::{Addressed, Family, Repos, Sessions, family_routes, prepare};
 use super::{ApiError, ApiResult, SharedState};
-use crate::protocol::wire;
+use crate::protocol::{ident, wire};
 use crate::store::{NewEvent, StoreError};
 
 pub fn router() -> Router<SharedState> {
@@ -49,7 +49,8 @@ async fn create_session(
             let body_repo = wire::nonempty_str(obj, "repo")?;
             if body_repo != repo.id {
                 return Err(wire::SchemaError(format!(
-                    "\"repo\" ({body_repo:?}) must equal the repository in the path ({:?})",
+                    "\"repo\" ({:?}) must equal the repository in the path ({:?})",
+                    ident::shown(body_repo),
                     repo.id
                 ))
                 .into());

@@ -51,11 +51,12 @@ pub fn field_problem(field: &str, value: &str) -> Option<String> {
     }
 }
 
-/// A short, printable rendering of an id for error messages: an over-long
-/// id is cut (at a character boundary) so a 10 MB path never echoes back whole.
+/// An id for error messages: a fitting id whole (messages such as
+/// `unknown build "<slug>"` quote it exactly), an over-long one cut at a
+/// character boundary with its length, so a 10 MB path never echoes back.
 pub fn shown(value: &str) -> String {
     const SHOWN: usize = 64;
-    if value.len() <= SHOWN {
+    if value.len() <= MAX_ID_BYTES {
         return value.to_owned();
     }
     let mut end = SHOWN;
@@ -95,8 +96,14 @@ mod tests {
     #[test]
     fn shown_cuts_at_a_character_boundary() {
         assert_eq!(shown("short"), "short");
-        let long = "é".repeat(100);
+        let fits = "a".repeat(MAX_ID_BYTES);
+        assert_eq!(shown(&fits), fits);
+        let long = "é".repeat(MAX_ID_BYTES);
         let cut = shown(&long);
-        assert!(cut.starts_with(&"é".repeat(32)) && cut.ends_with("(200 bytes)"));
+        assert!(cut.starts_with(&"é".repeat(32)), "{cut}");
+        assert!(
+            cut.ends_with(&format!("({} bytes)", 2 * MAX_ID_BYTES)),
+            "{cut}"
+        );
     }
 }
