@@ -24,9 +24,14 @@ COPY --from=builder /src/target/release/abstore /usr/local/bin/abstore
 COPY --from=builder --chown=65532:65532 /data /data
 # The embedded default, on the /data volume; override any ABSTORE_* variable
 # (for example ABSTORE_DATABASE=postgres://… and ABSTORE_BLOBS=s3://…).
+# Authenticated by default: the first start writes a random secret to
+# /data/secret (mode 0600) and logs the `abstore token mint` command; mount
+# your own file at ABSTORE_SECRET_FILE to use it instead.
 ENV ABSTORE_LISTEN=0.0.0.0:8787 \
     ABSTORE_DATABASE=sqlite:///data/abstore.db \
     ABSTORE_BLOBS=/data/blobs \
+    ABSTORE_SECRET_FILE=/data/secret \
+    ABSTORE_CREATE_SECRET_FILE=true \
     ABSTORE_LOG_FORMAT=json
 VOLUME ["/data"]
 EXPOSE 8787
