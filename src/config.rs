@@ -248,9 +248,12 @@ pub struct MintArgs {
 /// the flag, which the user may never have typed.
 pub fn blamed_variable(err: &clap::Error) -> Option<String> {
     use clap::CommandFactory as _;
-    use clap::error::{ContextKind, ContextValue};
     use clap::error::ErrorKind;
-    if !matches!(err.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) {
+    use clap::error::{ContextKind, ContextValue};
+    if !matches!(
+        err.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
         return None;
     }
     let Some(ContextValue::String(arg)) = err.get(ContextKind::InvalidArg) else {

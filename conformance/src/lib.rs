@@ -30,6 +30,6 @@ pub mod token;
 pub mod util;
 
 pub use checks::{Check, CheckResult, Failure, all_checks};
-pub use client::{Ctx, Res, Resp};
+pub use client::{Ctx, Res, Resp, Tls};
 pub use runner::{Outcome, Report, authenticate, run_checks};
 pub use spawn::Server;
