@@ -244,9 +244,10 @@ pub struct MintArgs {
 }
 
 /// When `err` rejects a value that came from an `ABSTORE_*` variable rather
-/// than the command line, that variable's name: clap's message names only
-/// the flag, which the user may never have typed.
-pub fn blamed_variable(err: &clap::Error) -> Option<String> {
+/// than the command line, that variable's name and whether it is an on/off
+/// setting: clap's message names only the flag, which the user may never
+/// have typed.
+pub fn blamed_variable(err: &clap::Error) -> Option<(String, bool)> {
     use clap::CommandFactory as _;
     use clap::error::ErrorKind;
     use clap::error::{ContextKind, ContextValue};
@@ -274,7 +275,8 @@ pub fn blamed_variable(err: &clap::Error) -> Option<String> {
                 && let Some(env) = candidate.get_env()
                 && std::env::var_os(env).is_some()
             {
-                return Some(env.to_string_lossy().into_owned());
+                let on_off = !candidate.get_action().takes_values();
+                return Some((env.to_string_lossy().into_owned(), on_off));
             }
         }
     }

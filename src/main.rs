@@ -14,10 +14,14 @@ fn main() -> std::process::ExitCode {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
-            if let Some(variable) = abstore::config::blamed_variable(&err) {
-                eprintln!(
-                    "note: the value came from the environment variable {variable}; it takes true/false, 1/0, yes/no or on/off for on/off settings"
-                );
+            match abstore::config::blamed_variable(&err) {
+                Some((variable, true)) => eprintln!(
+                    "note: the value came from the environment variable {variable}, which takes true/false, 1/0, yes/no or on/off"
+                ),
+                Some((variable, false)) => {
+                    eprintln!("note: the value came from the environment variable {variable}")
+                }
+                None => {}
             }
             return std::process::ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
         }

@@ -348,6 +348,23 @@ fn boolean_variables_take_the_usual_spellings_and_errors_name_them() {
     );
     assert!(!ok);
     assert!(stderr.contains("ABSTORE_NO_MIGRATE"), "{stderr}");
+    assert!(stderr.contains("yes/no"), "{stderr}");
+    // Any variable a bad value came from is named, not only on/off ones.
+    let (ok, _, stderr) = abstore(&["serve"], &[("ABSTORE_LISTEN", "nowhere")], None);
+    assert!(!ok);
+    assert!(
+        stderr.contains("environment variable ABSTORE_LISTEN"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("yes/no"), "{stderr}");
+    // A value typed on the command line blames no variable.
+    let (ok, _, stderr) = abstore(
+        &["serve", "--listen", "nowhere"],
+        &[("ABSTORE_LISTEN", "nowhere")],
+        None,
+    );
+    assert!(!ok);
+    assert!(!stderr.contains("environment variable"), "{stderr}");
 }
 
 #[tokio::test]
