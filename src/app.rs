@@ -24,21 +24,41 @@ pub struct App {
 }
 
 impl App {
-    /// Open everything and bind the listener; fails with a clear message on
-    /// a bad URL, an unreachable database or a catalog that does not compile.
+    /// Bind the listeners, then open everything; fails with a clear message
+    /// on a port in use, a bad URL, an unreachable database, a catalog that
+    /// does not compile, or open mode on a non-loopback address.
     pub async fn build(args: &ServeArgs) -> anyhow::Result<App> {
+        // Settings that need no I/O are checked first, and the ports are
+        // bound before storage is touched: a start that fails (port in use)
+        // creates no data directory and runs no migration.
         let test_clock = match &args.test_clock {
             Some(text) => {
                 let now = parse_iso(text).with_context(|| {
                     format!("--test-clock {text:?} is not an ISO-8601 UTC time")
                 })?;
-                tracing::warn!(
-                    "TEST CLOCK ENABLED: time is frozen at {text} and POST /_test/clock can change it; never use this in production"
-                );
                 Some(Arc::new(TestClock::new(now)))
             }
             None => None,
         };
+        anyhow::ensure!(
+            args.request_timeout_seconds >= args.max_wait_seconds + 5,
+            "--request-timeout-seconds ({}) must exceed --max-wait-seconds ({}) by at least 5 so held reads are never cut short",
+            args.request_timeout_seconds,
+            args.max_wait_seconds
+        );
+        let secret = resolve_secret(args)?;
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
+        let metrics = match args.metrics_listen {
+            Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
+            None => None,
+        };
+        if let Some(text) = &args.test_clock {
+            tracing::warn!(
+                "TEST CLOCK ENABLED: time is frozen at {text} and POST /_test/clock can change it; never use this in production"
+            );
+        }
         let clock: Arc<dyn Clock> = match &test_clock {
             Some(clock) => clock.clone(),
             None => Arc::new(SystemClock),
@@ -50,18 +70,6 @@ impl App {
                 abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?
             }
         };
-        anyhow::ensure!(
-            args.request_timeout_seconds >= args.max_wait_seconds + 5,
-            "--request-timeout-seconds ({}) must exceed --max-wait-seconds ({}) by at least 5 so held reads are never cut short",
-            args.request_timeout_seconds,
-            args.max_wait_seconds
-        );
-        let secret = args.secret.resolve()?;
-        if secret.is_none() {
-            tracing::warn!(
-                "no token secret: open mode, every route is unauthenticated (local development only)"
-            );
-        }
         let notifier = Arc::new(Notifier::new());
         let options = StoreOptions {
             pool_size: args.db.db_pool_size,
@@ -72,9 +80,6 @@ impl App {
             .with_context(|| format!("opening the database ({})", redact(&args.db.database)))?;
         let blobs = Blobs::open(&args.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
-        let listener = TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
         let state = Arc::new(AppState {
             store,
             clock,
@@ -105,10 +110,7 @@ impl App {
                     .min(tokio::sync::Semaphore::MAX_PERMITS),
             ),
         });
-        let metrics = match args.metrics_listen {
-            Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
-            None => None,
-        };
+        crate::metrics::record_build_info(store_backend(&args.db.database));
         log_configuration(args, &catalog_source(args));
         Ok(App {
             listener,
@@ -116,6 +118,11 @@ impl App {
             metrics,
             grace: Duration::from_secs(args.shutdown_grace_seconds),
         })
+    }
+
+    /// The token secrets in force (`None` in open mode), for the reload task.
+    pub fn secret(&self) -> Option<&crate::secret::Secret> {
+        self.state.secret.as_ref()
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -186,6 +193,50 @@ async fn sweep(state: SharedState, every: Duration) {
                 Err(err) => tracing::warn!(error = %err, "held-read sweep failed"),
             }
         }
+    }
+}
+
+/// The secrets, creating the file first when `--create-secret-file` asks;
+/// without any, open mode, which a non-loopback address must opt into.
+fn resolve_secret(args: &ServeArgs) -> anyhow::Result<Option<crate::secret::Secret>> {
+    if args.create_secret_file
+        && let Some(path) = &args.secret.secret_file
+        && !path.exists()
+    {
+        crate::secret::create_file(path)?;
+        // The path only, never the secret: whoever can read the file can mint.
+        tracing::warn!(
+            path = %path.display(),
+            "created a new token secret; mint an admin token with: abstore token mint --secret-file {} --admin --ttl 12h",
+            path.display()
+        );
+    }
+    let secret = args.secret.resolve()?;
+    match &secret {
+        Some(secret) => tracing::info!(secrets = secret.len(), "authenticated mode"),
+        None if args.listen.ip().is_loopback() => tracing::warn!(
+            "no token secret: open mode, every route is unauthenticated (loopback only)"
+        ),
+        None if args.open => tracing::warn!(
+            listen = %args.listen,
+            "OPEN MODE ON A NETWORK ADDRESS (--open): every route is unauthenticated; anyone who reaches the port can read and write"
+        ),
+        None => anyhow::bail!(
+            "refusing to serve {} without a token secret: anyone who reaches the port could read and write. \
+             Give a secret with --secret-file PATH (ABSTORE_SECRET_FILE) or ABSTORE_SECRET, \
+             or accept open mode explicitly with --open (ABSTORE_OPEN=true)",
+            args.listen
+        ),
+    }
+    Ok(secret)
+}
+
+/// The storage backend's name for the build-info metric.
+fn store_backend(database: &str) -> &'static str {
+    if database.starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
     }
 }
 

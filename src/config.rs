@@ -82,7 +82,7 @@ pub struct ServeArgs {
     pub blobs: String,
 
     /// Do not apply migrations at start (run `abstore migrate` separately).
-    #[arg(long, env = "ABSTORE_NO_MIGRATE")]
+    #[arg(long, env = "ABSTORE_NO_MIGRATE", value_parser = boolish())]
     pub no_migrate: bool,
 
     /// The Autobuild package version clients must send.
@@ -140,6 +140,16 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub secret: SecretArgs,
 
+    /// Serve without a secret on a non-loopback address (every route
+    /// unauthenticated). Without it the server refuses to start so.
+    #[arg(long, env = "ABSTORE_OPEN", value_parser = boolish())]
+    pub open: bool,
+
+    /// When `--secret-file` does not exist, create it (mode 0600) holding a
+    /// fresh random secret, and log the command that mints an admin token.
+    #[arg(long, env = "ABSTORE_CREATE_SECRET_FILE", value_parser = boolish(), requires = "secret_file")]
+    pub create_secret_file: bool,
+
     /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
@@ -152,12 +162,13 @@ pub struct SecretArgs {
     #[arg(long, env = "ABSTORE_SECRET", hide_env_values = true)]
     pub secret: Option<String>,
 
-    /// Read the token signing secret from this file (a trailing newline is ignored).
+    /// Read the token signing secrets from this file, one per line: the first
+    /// signs, every one verifies. SIGHUP or a change of the file reloads it.
     #[arg(long, env = "ABSTORE_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
 
     /// Accept a secret shorter than 32 bytes (tests only).
-    #[arg(long, env = "ABSTORE_ALLOW_WEAK_SECRET")]
+    #[arg(long, env = "ABSTORE_ALLOW_WEAK_SECRET", value_parser = boolish())]
     pub allow_weak_secret: bool,
 }
 
@@ -169,6 +180,12 @@ impl SecretArgs {
             self.allow_weak_secret,
         )
     }
+}
+
+/// On/off flags also read from the environment accept the usual spellings
+/// there: `true/false`, `1/0`, `yes/no`, `on/off` (any case).
+fn boolish() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
 }
 
 /// `abstore token …`
@@ -224,6 +241,46 @@ pub struct MintArgs {
     /// Count the lifetime from this ISO time instead of now (for test clocks).
     #[arg(long, value_name = "ISO")]
     pub now: Option<String>,
+}
+
+/// When `err` rejects a value that came from an `ABSTORE_*` variable rather
+/// than the command line, that variable's name and whether it is an on/off
+/// setting: clap's message names only the flag, which the user may never
+/// have typed.
+pub fn blamed_variable(err: &clap::Error) -> Option<(String, bool)> {
+    use clap::CommandFactory as _;
+    use clap::error::ErrorKind;
+    use clap::error::{ContextKind, ContextValue};
+    if !matches!(
+        err.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let long = arg.split_whitespace().next()?.strip_prefix("--")?;
+    let typed =
+        std::env::args().any(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")));
+    if typed {
+        return None;
+    }
+    let command = Cli::command();
+    let mut commands = vec![&command];
+    while let Some(command) = commands.pop() {
+        commands.extend(command.get_subcommands());
+        for candidate in command.get_arguments() {
+            if candidate.get_long() == Some(long)
+                && let Some(env) = candidate.get_env()
+                && std::env::var_os(env).is_some()
+            {
+                let on_off = !candidate.get_action().takes_values();
+                return Some((env.to_string_lossy().into_owned(), on_off));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

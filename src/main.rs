@@ -10,7 +10,22 @@ use tracing_subscriber::EnvFilter;
 use abstore::config::{CatalogCommand, Cli, Command, TokenCommand};
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            match abstore::config::blamed_variable(&err) {
+                Some((variable, true)) => eprintln!(
+                    "note: the value came from the environment variable {variable}, which takes true/false, 1/0, yes/no or on/off"
+                ),
+                Some((variable, false)) => {
+                    eprintln!("note: the value came from the environment variable {variable}")
+                }
+                None => {}
+            }
+            return std::process::ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+        }
+    };
     init_logging();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -43,6 +58,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             writeln!(stdout, "abstore listening on http://{addr}")?;
             stdout.flush()?;
             tracing::info!(%addr, database = %abstore::app::redact(&args.db.database), blobs = %abstore::app::redact(&args.blobs), "serving");
+            if let Some(secret) = app.secret() {
+                tokio::spawn(secret.clone().watch(SECRET_FILE_POLL));
+            }
             let shutdown = CancellationToken::new();
             tokio::spawn(signal_shutdown(shutdown.clone()));
             app.serve(shutdown).await
@@ -92,6 +110,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
 }
+
+/// How often a `--secret-file` is re-read for changes (`SIGHUP` reloads at
+/// once): a mounted secret that changes takes effect within this.
+const SECRET_FILE_POLL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `RUST_LOG` filters; `ABSTORE_LOG_FORMAT=json` switches to JSON lines.
 fn init_logging() {

@@ -19,15 +19,148 @@ use tokio::net::TcpListener;
 
 use crate::http::SharedState;
 
-/// Install the process-wide recorder; call once, before serving.
+/// Install the process-wide recorder and describe every metric; call once,
+/// before serving.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
-    PrometheusBuilder::new()
+    let handle = PrometheusBuilder::new()
         .set_buckets(&[
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
         ])
         .context("metric buckets")?
         .install_recorder()
-        .context("installing the metrics recorder")
+        .context("installing the metrics recorder")?;
+    describe();
+    Ok(handle)
+}
+
+/// `# HELP` text for every metric the server records. A metric added
+/// anywhere must be described here (a test scrapes for HELP on each one).
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "abstore_http_requests_total",
+        "Requests answered, by matched route, method and status."
+    );
+    describe_histogram!(
+        "abstore_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time from request to response head, by matched route and method."
+    );
+    describe_counter!(
+        "abstore_appends_total",
+        "Events appended, by resource family."
+    );
+    describe_counter!(
+        "abstore_deposits_total",
+        "Artifact deposits stored, by resource family."
+    );
+    describe_counter!(
+        "abstore_blob_bytes_written_total",
+        Unit::Bytes,
+        "Artifact bytes written to the blob store."
+    );
+    describe_gauge!(
+        "abstore_held_reads_in_flight",
+        "Held reads (wait=) currently waiting."
+    );
+    describe_counter!(
+        "abstore_db_queries_total",
+        "Database statements run by the store."
+    );
+    describe_gauge!(
+        "abstore_db_pool_connections",
+        "Database pool connections, by state (idle, busy)."
+    );
+    describe_gauge!(
+        "abstore_db_pool_max_connections",
+        "The database pool's size limit."
+    );
+    describe_gauge!(
+        "abstore_listen_connected",
+        "1 while the PostgreSQL LISTEN connection for held-read wake-ups is up."
+    );
+    describe_counter!(
+        "abstore_stream_chunks_total",
+        "Stream chunk batches appended."
+    );
+    describe_counter!("abstore_stream_closes_total", "Streams closed, by outcome.");
+    describe_counter!(
+        "abstore_stream_dropped_parts_total",
+        "Stream parts dropped by assembly."
+    );
+    describe_counter!(
+        "abstore_sessions_created_total",
+        "Operator sessions created."
+    );
+    describe_counter!(
+        "abstore_secret_reloads_total",
+        "Token secret file reloads that changed the secrets or failed, by result."
+    );
+    describe_gauge!(
+        "abstore_build_info",
+        "Always 1; the labels name the server version and storage backend."
+    );
+    describe_gauge!(
+        "process_cpu_seconds_total",
+        Unit::Seconds,
+        "User and system CPU time the process has used."
+    );
+    describe_gauge!(
+        "process_resident_memory_bytes",
+        Unit::Bytes,
+        "Resident set size of the process."
+    );
+    describe_gauge!("process_open_fds", "File descriptors the process has open.");
+    describe_gauge!(
+        "process_max_fds",
+        "The process's limit on open file descriptors."
+    );
+}
+
+/// Publish `abstore_build_info{version, backend} 1`.
+pub fn record_build_info(backend: &'static str) {
+    metrics::gauge!("abstore_build_info", "version" => env!("CARGO_PKG_VERSION"), "backend" => backend).set(1.0);
+}
+
+/// Sample CPU time, resident memory and file descriptors from `/proc/self`
+/// (Linux; elsewhere the gauges are absent). Hand-written because these
+/// four numbers are three small kernel files away, where the usual crate
+/// (`metrics-process`) brings a platform layer for each OS.
+fn record_process() {
+    /// `/proc` reports CPU time in USER_HZ ticks, 100 per second in Linux's
+    /// ABI on every architecture.
+    const TICKS_PER_SECOND: f64 = 100.0;
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the command name (which may hold spaces) start at
+        // field 3; utime and stime are fields 14 and 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+        if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
+            metrics::gauge!("process_cpu_seconds_total").set((user + system) / TICKS_PER_SECOND);
+        }
+    }
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status")
+        && let Some(kib) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+    {
+        metrics::gauge!("process_resident_memory_bytes").set(kib * 1024.0);
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        metrics::gauge!("process_open_fds").set(fds.count() as f64);
+    }
+    if let Ok(limits) = std::fs::read_to_string("/proc/self/limits")
+        && let Some(max) = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse::<f64>().ok())
+    {
+        metrics::gauge!("process_max_fds").set(max);
+    }
 }
 
 /// The bound metrics listener and the recorder's handle.
@@ -79,6 +212,7 @@ async fn render(State((handle, state)): State<(PrometheusHandle, SharedState)>) 
     metrics::gauge!("abstore_db_pool_connections", "state" => "busy")
         .set(f64::from(pool.size.saturating_sub(pool.idle)));
     metrics::gauge!("abstore_db_pool_max_connections").set(f64::from(pool.max));
+    record_process();
     handle.render()
 }
 

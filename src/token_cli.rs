@@ -60,7 +60,7 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
     } else {
         bail!("choose a scope: --admin, --build, --repo, --session or --deployment");
     };
-    Ok(auth::mint(secret.expose(), &scope))
+    Ok(secret.mint(&scope))
 }
 
 /// Describe a token; verify it when a secret is given.
@@ -81,8 +81,9 @@ pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
         out.push_str(&format!("expires: {} ({state})\n", format_iso(exp)));
     }
     if let Some(secret) = secret.resolve()? {
-        // Judge the signature and shape apart from expiry: verify as of the epoch.
-        let verdict = if auth::verify(secret.expose(), token, i64::MIN).is_ok() {
+        // Judge the signature and shape apart from expiry: verify as of the
+        // epoch, against every secret of the source.
+        let verdict = if secret.verify(token, i64::MIN).is_ok() {
             "valid"
         } else {
             "INVALID"

@@ -7,12 +7,23 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
+
 use serde_json::{Value, json};
 
 use crate::util::{b64, enc, format_iso_ms, is_iso_ms, parse_iso_ms, trunc, unique};
 
 /// The shipped protocol version this suite speaks.
 pub const PROTOCOL_VERSION: &str = "2";
+
+/// How the client trusts an `https://` server beyond the system's roots.
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// PEM certificates (a private CA) trusted in addition to the system's.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Accept any certificate: for tests against a self-signed front only.
+    pub insecure: bool,
+}
 
 /// Everything a check needs to talk to one server. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -41,10 +52,26 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(base: &str, autobuild_version: &str) -> anyhow::Result<Ctx> {
-        let http = reqwest::Client::builder()
+        Ctx::with_tls(base, autobuild_version, &Tls::default())
+    }
+
+    /// [`Ctx::new`] for an `https://` server whose certificate the system's
+    /// trust store does not know: `tls` adds a CA or, for tests, trusts any.
+    pub fn with_tls(base: &str, autobuild_version: &str, tls: &Tls) -> anyhow::Result<Ctx> {
+        let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(64)
-            .build()?;
+            .pool_max_idle_per_host(64);
+        if let Some(path) = &tls.ca_file {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("reading --ca-file {}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("--ca-file {} is not PEM certificates", path.display()))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        if tls.insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        let http = builder.build()?;
         Ok(Ctx {
             base: base.trim_end_matches('/').to_string(),
             http,

@@ -15,6 +15,7 @@
 //! - [`checks`]: the registry of checks, one module per spec section family.
 //! - [`fixtures`]: sample event writes from `fixtures/conformance/`.
 //! - [`runner`]: clock detection, filtering, bounded concurrency, reporting.
+//! - [`skip`]: tests that cannot run record why instead of passing silently.
 //! - [`spawn`]: start, stop and restart an `abstore` binary for tests.
 //! - [`token`]: section 7 bearer tokens (HMAC-SHA256), minted from the secret.
 //! - [`util`]: time arithmetic, unique names, percent-encoding, base64, sha256.
@@ -23,11 +24,12 @@ pub mod checks;
 pub mod client;
 pub mod fixtures;
 pub mod runner;
+pub mod skip;
 pub mod spawn;
 pub mod token;
 pub mod util;
 
 pub use checks::{Check, CheckResult, Failure, all_checks};
-pub use client::{Ctx, Res, Resp};
+pub use client::{Ctx, Res, Resp, Tls};
 pub use runner::{Outcome, Report, authenticate, run_checks};
 pub use spawn::Server;

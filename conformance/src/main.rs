@@ -44,6 +44,13 @@ struct Args {
     /// List the check ids with their spec sections and exit.
     #[arg(long)]
     list: bool,
+    /// Trust the PEM certificates in this file (a private CA) for an
+    /// `https://` URL, in addition to the system's trust store.
+    #[arg(long, env = "ABSTORE_CONFORMANCE_CA_FILE")]
+    ca_file: Option<std::path::PathBuf>,
+    /// Accept any TLS certificate (self-signed test fronts only).
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[tokio::main]
@@ -62,7 +69,11 @@ async fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let mut ctx = match Ctx::new(&args.url, &args.autobuild_version) {
+    let tls = conformance::Tls {
+        ca_file: args.ca_file.clone(),
+        insecure: args.insecure,
+    };
+    let mut ctx = match Ctx::with_tls(&args.url, &args.autobuild_version, &tls) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("cannot build an HTTP client: {e}");

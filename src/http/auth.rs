@@ -101,7 +101,7 @@ pub async fn check(State(state): State<SharedState>, mut request: Request, next:
     let Ok(token) = auth::bearer(header) else {
         return ApiError::Unauthenticated("missing bearer token".into()).into_response();
     };
-    let Ok(scope) = auth::verify(secret.expose(), token, state.clock.now_ms()) else {
+    let Ok(scope) = secret.verify(token, state.clock.now_ms()) else {
         return ApiError::Unauthenticated("invalid or expired token".into()).into_response();
     };
     let addressed = match Addressed::of(request.uri().path()) {

@@ -1,9 +1,14 @@
 //! Store-assigned times: epoch milliseconds inside, JavaScript
 //! `Date.prototype.toISOString()` text on the wire.
 //!
-//! Hand-rolled (days-from-civil arithmetic) because the exact JS spelling
-//! matters, including the six-digit signed years JS uses outside 0000–9999,
-//! and the conversion is a few lines.
+//! The calendar arithmetic is the `time` crate's (with `large-dates`, so the
+//! whole JavaScript range of ±275,760 years converts). The spelling is written
+//! out here because JavaScript's is exact and not one of `time`'s well-known
+//! formats: always three fraction digits, and six-digit signed years outside
+//! 0000–9999.
+
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 /// The largest instant JavaScript can represent (±8.64e15 ms).
 pub const MAX_JS_TIME_MS: i64 = 8_640_000_000_000_000;
@@ -11,15 +16,11 @@ pub const MAX_JS_TIME_MS: i64 = 8_640_000_000_000_000;
 /// Format epoch milliseconds exactly as `new Date(ms).toISOString()`.
 pub fn format_iso(ms: i64) -> String {
     let ms = ms.clamp(-MAX_JS_TIME_MS, MAX_JS_TIME_MS);
-    let days = ms.div_euclid(86_400_000);
-    let in_day = ms.rem_euclid(86_400_000);
-    let (y, m, d) = civil_from_days(days);
-    let (hh, mm, ss, mmm) = (
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000,
-    );
+    // Within ±8.64e15 ms every instant is representable with `large-dates`;
+    // the epoch is the unreachable fallback.
+    let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let y = at.year();
     let year = if (0..=9999).contains(&y) {
         format!("{y:04}")
     } else if y < 0 {
@@ -27,29 +28,32 @@ pub fn format_iso(ms: i64) -> String {
     } else {
         format!("+{y:06}")
     };
-    format!("{year}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{mmm:03}Z")
+    format!(
+        "{year}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.millisecond()
+    )
 }
 
-/// Parse `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC only) into epoch milliseconds.
+/// Parse `YYYY-MM-DDTHH:MM:SS[.fff…]Z` (four-digit year, UTC only) into
+/// epoch milliseconds; fraction digits past the third are truncated.
 pub fn parse_iso(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    if b.len() < 20 || *b.last()? != b'Z' {
+    let (date_time, fraction) = (text.get(..19)?, text.get(19..)?.strip_suffix('Z')?);
+    // `time` would also take a signed or longer year; the wire's is four digits.
+    if !date_time.get(..4)?.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(range)?;
-        if s.bytes().all(|c| c.is_ascii_digit()) {
-            s.parse().ok()
-        } else {
-            None
-        }
-    };
-    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let millis = match &text[19..text.len() - 1] {
+    let at = PrimitiveDateTime::parse(
+        date_time,
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]"),
+    )
+    .ok()?
+    .assume_utc();
+    let millis: i64 = match fraction {
         "" => 0,
         frac if frac.len() >= 2 && frac.starts_with('.') => {
             let digits = &frac[1..];
@@ -61,42 +65,9 @@ pub fn parse_iso(text: &str) -> Option<i64> {
         }
         _ => return None,
     };
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59 {
-        return None;
-    }
-    Some(days_from_civil(y, mo, d) * 86_400_000 + h * 3_600_000 + mi * 60_000 + s * 1000 + millis)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-// Howard Hinnant's civil-calendar algorithms (public domain), proleptic Gregorian.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000)
+        .ok()?
+        .checked_add(millis)
 }
 
 #[cfg(test)]
@@ -110,6 +81,16 @@ mod tests {
         assert_eq!(format_iso(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(format_iso(-1), "1969-12-31T23:59:59.999Z");
         assert_eq!(format_iso(MAX_JS_TIME_MS), "+275760-09-13T00:00:00.000Z");
+        assert_eq!(format_iso(-MAX_JS_TIME_MS), "-271821-04-20T00:00:00.000Z");
+        assert_eq!(format_iso(i64::MAX), "+275760-09-13T00:00:00.000Z");
+        assert_eq!(
+            format_iso(253_402_300_800_000),
+            "+010000-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_iso(-62_167_219_200_001),
+            "-000001-12-31T23:59:59.999Z"
+        );
     }
 
     #[test]
@@ -132,6 +113,11 @@ mod tests {
             "2026-07-15T12:00:00.Z",
             "2026-07-15 12:00:00.000Z",
             "2026-07-15T12:00:00+01:00",
+            "2026-07-15T12:00:60.000Z",
+            "+026-07-15T12:00:00.000Z",
+            "2026-7-15T12:00:00.000Z",
+            "2026-07-15T12:00:00.0a0Z",
+            "2026-07-15T12:00:00.000ZZ",
         ] {
             assert_eq!(parse_iso(bad), None, "{bad}");
         }
