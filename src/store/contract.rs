@@ -310,7 +310,7 @@ async fn artifacts_and_deposits(h: &Harness) {
         Err(StoreError::Rejected("no".into()))
     };
     let err = s
-        .deposit(&b, vec![artifact("plan", b"two")], &reject)
+        .deposit(&b, vec![artifact("plan", b"two")], Box::new(reject))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Rejected(m) if m == "no"));
@@ -326,7 +326,7 @@ async fn artifacts_and_deposits(h: &Harness) {
         .deposit(
             &b,
             vec![artifact("plan", b"two"), artifact("plan", b"three")],
-            &accept,
+            Box::new(accept),
         )
         .await
         .unwrap();
@@ -406,7 +406,7 @@ async fn concurrency(h: &Harness) {
         let (s, b) = (s.clone(), b.clone());
         tokio::spawn(async move {
             let ok = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Ok(event(0)) };
-            s.deposit(&b, vec![artifact("plan", &[n])], &ok)
+            s.deposit(&b, vec![artifact("plan", &[n])], Box::new(ok))
                 .await
                 .unwrap()
                 .1[0]
@@ -614,7 +614,7 @@ async fn sessions(h: &Harness) {
     attrs.insert("repo".into(), "acme/w".into());
     attrs.insert("operator".into(), "alice".into());
     assert!(matches!(
-        s.create_session("acme/w", "os_1", attrs.clone(), &first)
+        s.create_session("acme/w", "os_1", attrs.clone(), Box::new(first))
             .await,
         Err(StoreError::NotFound)
     ));
@@ -622,7 +622,7 @@ async fn sessions(h: &Harness) {
     // A rejected session.created leaves no record and no event.
     let reject = || -> super::StoreResult<NewEvent> { Err(StoreError::Rejected("no".into())) };
     assert!(matches!(
-        s.create_session("acme/w", "os_0", attrs.clone(), &reject)
+        s.create_session("acme/w", "os_0", attrs.clone(), Box::new(reject))
             .await,
         Err(StoreError::Rejected(_))
     ));
@@ -630,7 +630,7 @@ async fn sessions(h: &Harness) {
     assert!(s.get_record(&session("os_0")).await.unwrap().is_none());
     // Same millisecond: creation order still holds.
     for id in ["os_b", "os_a", "os_c"] {
-        s.create_session("acme/w", id, attrs.clone(), &first)
+        s.create_session("acme/w", id, attrs.clone(), Box::new(first))
             .await
             .unwrap();
     }
