@@ -210,9 +210,7 @@ pub async fn select_events(
                         };
                         let envelopes = conn
                             .prepare_cached(SELECT_EVENTS)?
-                            .query_map(params!["build", slug, 0i64], |row| {
-                                row.get::<_, String>(0)
-                            })?
+                            .query_map(params!["build", slug, 0i64], |row| row.get::<_, String>(0))?
                             .collect::<Result<Vec<_>, _>>()?;
                         idle.lock()
                             .unwrap_or_else(PoisonError::into_inner)

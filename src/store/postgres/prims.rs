@@ -58,17 +58,18 @@ const PING: &str = "SELECT 1 AS one";
 
 const INSERT_RESOURCE: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
      VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT (kind, id) DO NOTHING";
-const INSERT_EVENT: &str =
-    "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)";
-const BUMP_SEQ: &str =
-    "UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2";
+/// The event and the counter in one statement (one round trip, not two).
+const APPEND_EVENT: &str = "WITH bumped AS (\
+     UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2) \
+     INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $5)";
 const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
-const NEXT_REVISION: &str = "INSERT INTO artifact_heads (kind, resource_id, artifact_kind, next_revision) \
+/// Assign the next revision and insert the metadata in one statement.
+const INSERT_ARTIFACT: &str = "WITH head AS (\
+     INSERT INTO artifact_heads (kind, resource_id, artifact_kind, next_revision) \
      VALUES ($1, $2, $3, 1) ON CONFLICT (kind, resource_id, artifact_kind) \
-     DO UPDATE SET next_revision = artifact_heads.next_revision + 1 RETURNING next_revision - 1 AS revision";
-const INSERT_ARTIFACT: &str = "INSERT INTO artifacts \
-     (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+     DO UPDATE SET next_revision = artifact_heads.next_revision + 1 RETURNING next_revision - 1 AS revision) \
+     INSERT INTO artifacts (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
+     SELECT $1, $2, $3, head.revision, $4, $5, $6, $7 FROM head RETURNING revision";
 const SET_LEASE: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, lease_ttl_ms = $5, \
      updated_at = $6 WHERE kind = $1 AND id = $2";
 const EXTEND_LEASE: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, updated_at = $5 \
@@ -85,8 +86,9 @@ const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN 
      AND latest.status = 'closed' ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
 const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
      VALUES ($1, $2, $3, $4, 'open', $5, $6)";
-const INSERT_CHUNK: &str = "INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)";
-const BUMP_CHUNK_SEQ: &str = "UPDATE streams SET last_seq = $2 WHERE id = $1";
+/// The chunk and the stream's counter in one statement.
+const APPEND_CHUNK: &str = "WITH bumped AS (UPDATE streams SET last_seq = $2 WHERE id = $1) \
+     INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)";
 const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
      artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
 
@@ -362,18 +364,12 @@ impl Writes for PgTx {
         now: i64,
         envelope: &str,
     ) -> StoreResult<()> {
-        counted::<Postgres>(INSERT_EVENT)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(seq)
-            .bind(envelope)
-            .execute(&mut *self.tx)
-            .await?;
-        counted::<Postgres>(BUMP_SEQ)
+        counted::<Postgres>(APPEND_EVENT)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(seq)
             .bind(now)
+            .bind(envelope)
             .execute(&mut *self.tx)
             .await?;
         Ok(())
@@ -387,24 +383,17 @@ impl Writes for PgTx {
     ) -> StoreResult<Vec<ArtifactMeta>> {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
-            let revision: i64 = counted::<Postgres>(NEXT_REVISION)
+            let revision: i64 = counted::<Postgres>(INSERT_ARTIFACT)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(&artifact.kind)
-                .fetch_one(&mut *self.tx)
-                .await?
-                .try_get("revision")?;
-            counted::<Postgres>(INSERT_ARTIFACT)
-                .bind(r.kind.tag())
-                .bind(&r.id)
-                .bind(&artifact.kind)
-                .bind(revision)
                 .bind(&artifact.blob_ref)
                 .bind(artifact.size)
                 .bind(Value::Object(artifact.metadata.clone()).to_string())
                 .bind(now)
-                .execute(&mut *self.tx)
-                .await?;
+                .fetch_one(&mut *self.tx)
+                .await?
+                .try_get("revision")?;
             metas.push(ArtifactMeta {
                 resource: r.clone(),
                 kind: artifact.kind,
@@ -552,15 +541,10 @@ impl Writes for PgTx {
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        counted::<Postgres>(INSERT_CHUNK)
+        counted::<Postgres>(APPEND_CHUNK)
             .bind(id)
             .bind(seq)
             .bind(chunk)
-            .execute(&mut *self.tx)
-            .await?;
-        counted::<Postgres>(BUMP_CHUNK_SEQ)
-            .bind(id)
-            .bind(seq)
             .execute(&mut *self.tx)
             .await?;
         Ok(())
