@@ -251,13 +251,10 @@ async fn leases_follow_the_clock_when_it_steps_back() {
         }
     };
     let clock = |iso: &'static str| post("/_test/clock", json!({ "now": iso }));
-    let lease = |op: &'static str, body: Value| {
-        let post = post.clone();
-        async move {
-            let (status, answer) = post(&format!("/builds/lc/lease/{op}"), body).await;
-            assert_eq!(status, 200, "{answer}");
-            answer["ok"].as_bool().unwrap()
-        }
+    let lease = |op: &'static str, body: Value| async move {
+        let (status, answer) = post(&format!("/builds/lc/lease/{op}"), body).await;
+        assert_eq!(status, 200, "{answer}");
+        answer["ok"].as_bool().unwrap()
     };
     assert_eq!(
         post("/builds", json!({"slug": "lc", "repo": "acme/w"}))

@@ -73,9 +73,7 @@ async fn create_session(
     let payload = Value::Object(attrs.clone());
     // Owned: the store may run it after this handler is gone (DESIGN 14).
     let event_state = state.clone();
-    let (event_actor, event_payload) = (actor.clone(), payload.clone());
     let make_event = move || {
-        let (actor, payload) = (&event_actor, &event_payload);
         event_state
             .catalogs
             .validate(Sessions::CATALOG, &actor, "session.created", &payload)

@@ -443,12 +443,7 @@ pub(crate) async fn release_lease(
     holder: &str,
 ) -> StoreResult<Written<()>> {
     let row = locked(tx, r).await?;
-    if !row
-        .record
-        .lease
-        .as_ref()
-        .is_some_and(|l| l.holder == holder)
-    {
+    if row.record.lease.as_ref().is_none_or(|l| l.holder != holder) {
         return Ok(Written::unchanged(()));
     }
     let now = write_time(tx, &row);
