@@ -51,6 +51,17 @@ fn run_batch(conn: &Connection, batch: Vec<Job>) {
     let mut finished = Vec::with_capacity(batch.len());
     for job in batch {
         finished.push(run_job(conn, job));
+        // Some errors (disk full, I/O) make SQLite roll the whole
+        // transaction back by itself: nothing of this batch is kept, so
+        // every job of it fails and the rest are refused unrun (dropped
+        // with the iterator on return).
+        if conn.is_autocommit() {
+            tracing::error!("SQLite rolled the batch's transaction back");
+            for finish in finished {
+                finish(Err("the transaction was rolled back".into()));
+            }
+            return;
+        }
     }
     let committed = conn.execute_batch("COMMIT").map_err(|err| {
         let message = err.to_string();
