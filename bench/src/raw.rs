@@ -1,17 +1,15 @@
-//! Raw backend baselines measured with sqlx directly, in the same run as the
+//! Raw backend baselines measured with the drivers directly (rusqlite for
+//! SQLite, as the server uses; sqlx for PostgreSQL), in the same run as the
 //! server figures: what the database alone can do for the same work.
 
-use std::str::FromStr as _;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
+use rusqlite::{Connection, OpenFlags, params};
 use sqlx::Row as _;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
 
 use crate::harness::{Ctx, Db, LoadResult, measure};
 
@@ -22,48 +20,56 @@ pub fn envelope(slug: &str, seq: i64) -> String {
     )
 }
 
-/// The server's SQLite connection settings: WAL, `synchronous=FULL`.
-fn sqlite_options(db: &Db) -> Result<SqliteConnectOptions> {
-    Ok(SqliteConnectOptions::from_str(&db.url)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(10)))
+/// The SQLite file a `sqlite://PATH` URL names.
+fn sqlite_path(db: &Db) -> Result<&str> {
+    db.url
+        .strip_prefix("sqlite://")
+        .context("the raw SQLite baseline needs a sqlite://PATH database")
+}
+
+/// A connection with the server's settings: WAL, `synchronous=FULL`.
+fn sqlite_connection(path: &str, read_only: bool) -> Result<Connection> {
+    let conn = if read_only {
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+    } else {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn
+    };
+    conn.busy_timeout(Duration::from_secs(10))?;
+    Ok(conn)
 }
 
 /// "Insert one row + commit (fsync)" on a SQLite file shaped like abstore's
 /// `events` table. SQLite admits one writer, so `clients` tasks share one
-/// connection, exactly as abstore's writer does (16 connections would only
-/// add busy-handler sleeps).
+/// connection (16 connections would only add busy-handler sleeps); each
+/// transaction is one hop onto the blocking pool.
 pub async fn sqlite_insert(ctx: &Ctx, db: &Db, clients: usize) -> Result<LoadResult> {
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(sqlite_options(db)?)
-        .await?;
-    sqlx::query(
+    let conn = sqlite_connection(sqlite_path(db)?, false)?;
+    conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS events (kind TEXT NOT NULL, resource_id TEXT NOT NULL, seq INTEGER NOT NULL, \
          envelope TEXT NOT NULL, PRIMARY KEY (kind, resource_id, seq)) WITHOUT ROWID",
-    )
-    .execute(&pool)
-    .await?;
+    )?;
+    let conn = Arc::new(Mutex::new(conn));
     let seq = Arc::new(AtomicI64::new(0));
     let (result, _) = measure(ctx, None, clients, move |worker, _| {
-        let (pool, seq) = (pool.clone(), seq.clone());
+        let (conn, seq) = (conn.clone(), seq.clone());
         async move {
-            let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
-            let slug = format!("b-{worker}");
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-            sqlx::query(
-                "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $4)",
-            )
-            .bind("build")
-            .bind(&slug)
-            .bind(seq)
-            .bind(envelope(&slug, seq))
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(())
+            tokio::task::spawn_blocking(move || -> Result<()> {
+                let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
+                let slug = format!("b-{worker}");
+                let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+                let tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                tx.prepare_cached(
+                    "INSERT INTO events (kind, resource_id, seq, envelope) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params!["build", slug, seq, envelope(&slug, seq)])?;
+                tx.commit()?;
+                Ok(())
+            })
+            .await?
         }
     })
     .await?;
@@ -190,25 +196,29 @@ pub async fn select_events(
             Ok(result)
         }
         _ => {
-            let pool: SqlitePool = SqlitePoolOptions::new()
-                .max_connections(clients as u32)
-                .connect_with(sqlite_options(db)?.read_only(true))
-                .await?;
+            // Read-only connections like the server's readers, one per client.
+            let idle: Arc<Mutex<Vec<Connection>>> = Arc::new(Mutex::new(Vec::new()));
+            let path = sqlite_path(db)?.to_owned();
             let (result, _) = measure(ctx, None, clients, move |_, _| {
-                let (pool, slug) = (pool.clone(), slug.clone());
+                let (idle, slug, path) = (idle.clone(), slug.clone(), path.clone());
                 async move {
-                    let rows = sqlx::query(SELECT_EVENTS)
-                        .bind("build")
-                        .bind(&slug)
-                        .bind(0i64)
-                        .fetch_all(&pool)
-                        .await?;
-                    let envelopes = rows
-                        .iter()
-                        .map(|r| r.try_get::<String, _>("envelope"))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    anyhow::ensure!(envelopes.len() == expect, "{} rows", envelopes.len());
-                    Ok(())
+                    tokio::task::spawn_blocking(move || -> Result<()> {
+                        let pooled = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                        let conn = match pooled {
+                            Some(conn) => conn,
+                            None => sqlite_connection(&path, true)?,
+                        };
+                        let envelopes = conn
+                            .prepare_cached(SELECT_EVENTS)?
+                            .query_map(params!["build", slug, 0i64], |row| row.get::<_, String>(0))?
+                            .collect::<Result<Vec<_>, _>>()?;
+                        idle.lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(conn);
+                        anyhow::ensure!(envelopes.len() == expect, "{} rows", envelopes.len());
+                        Ok(())
+                    })
+                    .await?
                 }
             })
             .await?;

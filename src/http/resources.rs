@@ -381,7 +381,9 @@ pub async fn deposit<F: Family>(
         return Err(ApiError::unknown(&r));
     }
     let artifacts = write_blobs(&state, prepared).await?;
-    let make_event = |metas: &[crate::store::ArtifactMeta]| {
+    // Owned: the store may run it after this handler is gone (DESIGN 14).
+    let event_state = state.clone();
+    let make_event = move |metas: &[crate::store::ArtifactMeta]| {
         let assigned: Vec<Assigned<'_>> = metas
             .iter()
             .map(|m| Assigned {
@@ -395,11 +397,11 @@ pub async fn deposit<F: Family>(
             payload: write.payload.clone(),
         };
         placeholders::substitute(&mut substituted.payload, &assigned);
-        validated_event::<F>(&state, &substituted).map_err(StoreError::Rejected)
+        validated_event::<F>(&event_state, &substituted).map_err(StoreError::Rejected)
     };
     let (envelope, metas) = state
         .store
-        .deposit(&r, artifacts, &make_event)
+        .deposit(&r, artifacts, Box::new(make_event))
         .await
         .map_err(|e| ApiError::from_store(e, &r))?;
     metrics::counter!("abstore_deposits_total", "family" => F::KIND.tag()).increment(1);

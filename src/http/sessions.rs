@@ -72,8 +72,10 @@ async fn create_session(
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
     let payload = Value::Object(attrs.clone());
-    let make_event = || {
-        state
+    // Owned: the store may run it after this handler is gone (DESIGN 14).
+    let event_state = state.clone();
+    let make_event = move || {
+        event_state
             .catalogs
             .validate(Sessions::CATALOG, &actor, "session.created", &payload)
             .map_err(|err| StoreError::Rejected(err.message))?;
@@ -85,7 +87,12 @@ async fn create_session(
     };
     let record = state
         .store
-        .create_session(&repo.id, &new_session_id(), attrs.clone(), &make_event)
+        .create_session(
+            &repo.id,
+            &new_session_id(),
+            attrs.clone(),
+            Box::new(make_event),
+        )
         .await
         .map_err(|e| ApiError::from_store(e, &repo))?;
     metrics::counter!("abstore_sessions_created_total").increment(1);

@@ -309,7 +309,7 @@ async fn artifacts_and_deposits(h: &Harness) {
         Err(StoreError::Rejected("no".into()))
     };
     let err = s
-        .deposit(&b, vec![artifact("plan", b"two")], &reject)
+        .deposit(&b, vec![artifact("plan", b"two")], Box::new(reject))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Rejected(m) if m == "no"));
@@ -325,7 +325,7 @@ async fn artifacts_and_deposits(h: &Harness) {
         .deposit(
             &b,
             vec![artifact("plan", b"two"), artifact("plan", b"three")],
-            &accept,
+            Box::new(accept),
         )
         .await
         .unwrap();
@@ -405,7 +405,7 @@ async fn concurrency(h: &Harness) {
         let (s, b) = (s.clone(), b.clone());
         tokio::spawn(async move {
             let ok = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Ok(event(0)) };
-            s.deposit(&b, vec![artifact("plan", &[n])], &ok)
+            s.deposit(&b, vec![artifact("plan", &[n])], Box::new(ok))
                 .await
                 .unwrap()
                 .1[0]
@@ -613,7 +613,7 @@ async fn sessions(h: &Harness) {
     attrs.insert("repo".into(), "acme/w".into());
     attrs.insert("operator".into(), "alice".into());
     assert!(matches!(
-        s.create_session("acme/w", "os_1", attrs.clone(), &first)
+        s.create_session("acme/w", "os_1", attrs.clone(), Box::new(first))
             .await,
         Err(StoreError::NotFound)
     ));
@@ -621,7 +621,7 @@ async fn sessions(h: &Harness) {
     // A rejected session.created leaves no record and no event.
     let reject = || -> super::StoreResult<NewEvent> { Err(StoreError::Rejected("no".into())) };
     assert!(matches!(
-        s.create_session("acme/w", "os_0", attrs.clone(), &reject)
+        s.create_session("acme/w", "os_0", attrs.clone(), Box::new(reject))
             .await,
         Err(StoreError::Rejected(_))
     ));
@@ -629,7 +629,7 @@ async fn sessions(h: &Harness) {
     assert!(s.get_record(&session("os_0")).await.unwrap().is_none());
     // Same millisecond: creation order still holds.
     for id in ["os_b", "os_a", "os_c"] {
-        s.create_session("acme/w", id, attrs.clone(), &first)
+        s.create_session("acme/w", id, attrs.clone(), Box::new(first))
             .await
             .unwrap();
     }
@@ -670,6 +670,153 @@ async fn sessions(h: &Harness) {
     );
 }
 
+/// Group commit: writes that fail or change nothing, queued together with
+/// writes that succeed (on SQLite they share batches), leave nothing behind
+/// and consume no sequence or revision; the others all commit.
+async fn mixed_batches(h: &Harness) {
+    let s = h.store.clone();
+    s.create_build("g", attrs()).await.unwrap();
+    let b = build("g");
+    let mut tasks = Vec::new();
+    for n in 0..48u8 {
+        let (s, b) = (s.clone(), b.clone());
+        tasks.push(tokio::spawn(async move {
+            match n % 6 {
+                // Appends that succeed.
+                0 | 1 => s
+                    .append(&b, event(n.into()), None)
+                    .await
+                    .map(|e| e.is_some()),
+                // Stale conditional appends: no-ops.
+                2 => s
+                    .append(&b, event(n.into()), Some(10_000))
+                    .await
+                    .map(|e| e.is_some()),
+                // Deposits whose event is rejected.
+                3 => {
+                    let reject = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
+                        Err(StoreError::Rejected("no".into()))
+                    };
+                    match s
+                        .deposit(&b, vec![artifact("plan", &[n])], Box::new(reject))
+                        .await
+                    {
+                        Err(StoreError::Rejected(_)) => Ok(false),
+                        other => panic!("a rejected deposit answered {other:?}"),
+                    }
+                }
+                // Deposits that succeed.
+                4 => {
+                    let ok = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
+                        Ok(event(0))
+                    };
+                    s.deposit(&b, vec![artifact("plan", &[n])], Box::new(ok))
+                        .await
+                        .map(|_| true)
+                }
+                // Lease claims: one wins, the others change nothing.
+                _ => s.claim_lease(&b, &format!("h{n}"), 60_000).await,
+            }
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.expect("task").expect("store"));
+    }
+    let won = |kind: u8| {
+        outcomes
+            .iter()
+            .enumerate()
+            .filter(|(n, ok)| *n as u8 % 6 == kind && **ok)
+            .count()
+    };
+    assert_eq!(
+        (won(0) + won(1), won(2), won(3), won(4), won(5)),
+        (16, 0, 0, 8, 1)
+    );
+    let seqs: Vec<i64> = s
+        .events_since(&b, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| seq_of(e))
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=24).collect::<Vec<_>>(),
+        "no sequence consumed by a failure"
+    );
+    let revisions: Vec<i64> = s
+        .list_artifacts(&b, Some("plan"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.revision)
+        .collect();
+    assert_eq!(
+        revisions,
+        (0..8).collect::<Vec<_>>(),
+        "no revision consumed by a failure"
+    );
+    // The next writes continue right after.
+    assert_eq!(
+        seq_of(&s.append(&b, event(0), Some(24)).await.unwrap().unwrap()),
+        25
+    );
+}
+
+/// Spec section 10: leases are judged and extended by the clock's own time,
+/// even when it stepped back behind the resource's `updatedAt`; event `ts`
+/// and `updatedAt` stay nondecreasing.
+async fn leases_by_the_clock(h: &Harness) {
+    let s = &h.store;
+    let b = build("lc");
+    s.create_build("lc", attrs()).await.unwrap();
+    h.clock.set(T0 + 1_000);
+    assert!(s.claim_lease(&b, "r1", 1_000).await.unwrap());
+    h.clock.set(T0 + 5_000);
+    s.append(&b, event(1), None).await.unwrap();
+    // The clock steps back: the lease (expiring at T0+2000) is still held.
+    h.clock.set(T0 + 1_500);
+    assert!(!s.claim_lease(&b, "r2", 1_000).await.unwrap());
+    assert!(
+        s.heartbeat(&b, "r1").await.unwrap(),
+        "held by the clock's own time"
+    );
+    let rec = s.get_record(&b).await.unwrap().unwrap();
+    assert_eq!(
+        rec.lease.unwrap().expires_at,
+        T0 + 2_500,
+        "now + ttl by the clock"
+    );
+    assert_eq!(rec.heartbeat_at, Some(T0 + 1_500));
+    assert_eq!(rec.updated_at, T0 + 5_000, "updatedAt never runs backwards");
+    let envelope = s.append(&b, event(2), None).await.unwrap().unwrap();
+    let ts = serde_json::from_str::<Value>(&envelope).unwrap()["ts"].clone();
+    assert_eq!(ts, json!(crate::protocol::time::format_iso(T0 + 5_000)));
+    // Expiry by the clock: expiresAt <= now.
+    h.clock.set(T0 + 2_500);
+    assert!(!s.heartbeat(&b, "r1").await.unwrap());
+    assert!(s.claim_lease(&b, "r2", 1_000).await.unwrap());
+    assert_eq!(
+        s.get_record(&b)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease
+            .unwrap()
+            .expires_at,
+        T0 + 3_500
+    );
+    s.release_lease(&b, "r1").await.unwrap();
+    assert!(
+        s.get_record(&b).await.unwrap().unwrap().lease.is_some(),
+        "not r1's to release"
+    );
+    s.release_lease(&b, "r2").await.unwrap();
+    assert!(s.get_record(&b).await.unwrap().unwrap().lease.is_none());
+}
+
 async fn futures_join<T: Send + 'static>(
     handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
 ) -> Vec<T> {
@@ -699,7 +846,9 @@ contract!(
     tails,
     streams,
     concurrent_chunks,
-    sessions
+    sessions,
+    mixed_batches,
+    leases_by_the_clock
 );
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append

@@ -10,9 +10,9 @@
 //!   transaction so times never run backwards along a resource's sequence;
 //! - event envelopes are stored as the JSON text that is later served.
 
+mod ops;
 pub mod postgres;
 mod records;
-mod sql;
 pub mod sqlite;
 
 #[cfg(test)]
@@ -42,6 +42,12 @@ pub enum StoreError {
     /// Anything else: the backend failed. Never shown to clients verbatim.
     #[error(transparent)]
     Backend(#[from] sqlx::Error),
+    /// The SQLite backend failed.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The group commit holding this write failed: nothing of it was kept.
+    #[error("commit failed: {0}")]
+    Commit(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     /// The stream is closed: nothing may be appended.
@@ -80,14 +86,16 @@ pub struct NewArtifact {
     pub metadata: Map<String, Value>,
 }
 
+/// Builds a session's `session.created` event inside the creating
+/// transaction; an error leaves no record. Owned (`'static`) because the
+/// operation runs on the SQLite writer thread or in its own task, outliving
+/// the request if need be (DESIGN decision 14).
+pub type MakeFirstEvent = Box<dyn Fn() -> StoreResult<NewEvent> + Send + Sync>;
+
 /// Builds a deposit's event from the metadata assigned inside the
 /// transaction (placeholder substitution + catalog validation). Returning
 /// `Err(StoreError::Rejected)` rolls the whole deposit back.
-/// Builds a session's `session.created` event inside the creating
-/// transaction; an error leaves no record.
-pub type MakeFirstEvent<'a> = dyn Fn() -> StoreResult<NewEvent> + Send + Sync + 'a;
-
-pub type MakeEvent<'a> = dyn Fn(&[ArtifactMeta]) -> StoreResult<NewEvent> + Send + Sync + 'a;
+pub type MakeEvent = Box<dyn Fn(&[ArtifactMeta]) -> StoreResult<NewEvent> + Send + Sync>;
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -120,7 +128,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         resource: &ResourceRef,
         artifacts: Vec<NewArtifact>,
-        make_event: &MakeEvent<'_>,
+        make_event: MakeEvent,
     ) -> StoreResult<(String, Vec<ArtifactMeta>)>;
     /// Latest revision when `rev` is `None`; `Ok(None)` for a missing kind or revision.
     async fn get_artifact(
@@ -157,7 +165,7 @@ pub trait Store: Send + Sync + 'static {
         repo: &str,
         id: &str,
         attrs: Map<String, Value>,
-        make_event: &MakeFirstEvent<'_>,
+        make_event: MakeFirstEvent,
     ) -> StoreResult<Record>;
     /// A repository's sessions in creation order; `NotFound` for an unknown repository.
     async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>>;
@@ -193,7 +201,7 @@ pub trait Store: Send + Sync + 'static {
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
 
-    /// Connection pool usage (the writer pool on SQLite is not counted).
+    /// Connection pool usage (the SQLite writer connection is not counted).
     fn pool_stats(&self) -> PoolStats;
 }
 

@@ -1,0 +1,576 @@
+//! The store operations, written once (DESIGN decision 16) against two small
+//! interfaces of domain primitives: [`Reads`] (queries outside any write
+//! transaction) and [`Writes`] (the primitives of one write transaction).
+//!
+//! Every rule lives here and nowhere else: the conditional append, the
+//! deposit composition, the lease truth table, stream close checks and chunk
+//! pruning. Backends only say how a primitive is stored, and may fuse
+//! statements to do it in fewer round trips.
+//!
+//! The methods are `async fn`: PostgreSQL awaits its round trips, while the
+//! SQLite implementation never pends (rusqlite is synchronous), so its writer
+//! thread drives these same functions with [`drive`].
+
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
+
+use serde_json::{Map, Value};
+
+use super::{
+    ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, Record,
+    StoreError, StoreResult, StreamArtifact, StreamRecord, envelope_json,
+};
+use crate::protocol::{ResourceKind, ResourceRef};
+
+/// The resource row as reads and locks return it.
+pub(crate) struct ResourceRow {
+    pub record: Record,
+    pub last_seq: i64,
+    pub lease_ttl_ms: Option<i64>,
+}
+
+/// What a write operation produced: its answer, whether its changes are
+/// kept (a no-op outcome such as a stale conditional append rolls back),
+/// and the resource whose held readers must wake after the commit.
+pub(crate) struct Written<T> {
+    pub value: T,
+    pub keep: bool,
+    pub wake: Option<ResourceRef>,
+}
+
+impl<T> Written<T> {
+    fn kept(value: T) -> Self {
+        Written {
+            value,
+            keep: true,
+            wake: None,
+        }
+    }
+
+    fn waking(value: T, resource: ResourceRef) -> Self {
+        Written {
+            value,
+            keep: true,
+            wake: Some(resource),
+        }
+    }
+
+    /// Nothing changed (or nothing may be kept): roll back, answer `value`.
+    fn unchanged(value: T) -> Self {
+        Written {
+            value,
+            keep: false,
+            wake: None,
+        }
+    }
+}
+
+/// Queries outside a write transaction.
+pub(crate) trait Reads {
+    async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>>;
+    async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool>;
+    /// Records of one kind in creation order.
+    async fn resources(&mut self, kind: ResourceKind) -> StoreResult<Vec<Record>>;
+    async fn events_since(&mut self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>>;
+    /// One revision, or the latest when `rev` is `None`.
+    async fn artifact(
+        &mut self,
+        r: &ResourceRef,
+        kind: &str,
+        rev: Option<i64>,
+    ) -> StoreResult<Option<ArtifactMeta>>;
+    async fn artifacts(
+        &mut self,
+        r: &ResourceRef,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<ArtifactMeta>>;
+    async fn sessions(&mut self, repo: &str) -> StoreResult<Vec<Record>>;
+    async fn streams(&mut self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>>;
+    async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>>;
+    async fn chunks_since(&mut self, id: &str, since: i64) -> StoreResult<Vec<String>>;
+    /// `last_seq` of each existing resource; a closed stream reports `i64::MAX`.
+    async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
+    async fn ping(&mut self) -> StoreResult<()>;
+}
+
+/// The primitives of one write transaction.
+pub(crate) trait Writes {
+    /// The injected clock's current time.
+    fn now(&self) -> i64;
+    /// Read the resource row, holding it until the transaction ends.
+    async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>>;
+    /// Insert a resource with no events; `false` when it already exists.
+    async fn insert_resource(
+        &mut self,
+        r: &ResourceRef,
+        attrs: Option<&str>,
+        now: i64,
+    ) -> StoreResult<bool>;
+    /// Store `envelope` as sequence `seq` and make it the tail (`updated_at = now`).
+    async fn append_event(
+        &mut self,
+        r: &ResourceRef,
+        seq: i64,
+        now: i64,
+        envelope: &str,
+    ) -> StoreResult<()>;
+    /// Assign the next revision of each artifact's kind and store the
+    /// metadata, in order.
+    async fn insert_artifacts(
+        &mut self,
+        r: &ResourceRef,
+        artifacts: Vec<NewArtifact>,
+        now: i64,
+    ) -> StoreResult<Vec<ArtifactMeta>>;
+    async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()>;
+    async fn set_lease(
+        &mut self,
+        r: &ResourceRef,
+        holder: &str,
+        expires_at: i64,
+        ttl_ms: i64,
+        now: i64,
+    ) -> StoreResult<()>;
+    async fn extend_lease(
+        &mut self,
+        r: &ResourceRef,
+        expires_at: i64,
+        heartbeat_at: i64,
+        now: i64,
+    ) -> StoreResult<()>;
+    async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()>;
+    /// The next value of a resource's child counter, which orders the
+    /// sessions and streams it creates (and stream closes) within a millisecond.
+    async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64>;
+    async fn insert_session(
+        &mut self,
+        id: &str,
+        attrs: &str,
+        now: i64,
+        repo: &str,
+        order: i64,
+    ) -> StoreResult<()>;
+    /// Drop the chunks of every closed stream of `scope` but the most
+    /// recently closed one.
+    async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()>;
+    async fn insert_stream(
+        &mut self,
+        id: &str,
+        scope: &ResourceRef,
+        label: &str,
+        now: i64,
+        order: i64,
+    ) -> StoreResult<()>;
+    /// A stream's scope, without locking anything.
+    async fn stream_scope(&mut self, id: &str) -> StoreResult<Option<ResourceRef>>;
+    async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>>;
+    /// Store `chunk` as sequence `seq` and make it the stream's tail.
+    async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()>;
+    async fn mark_closed(
+        &mut self,
+        id: &str,
+        now: i64,
+        order: i64,
+        outcome: &str,
+        artifact: &StreamArtifact,
+    ) -> StoreResult<()>;
+}
+
+/// Run an operation whose futures never pend (the SQLite primitives) to
+/// completion on the current thread.
+pub(crate) fn drive<T>(operation: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+    let mut operation = std::pin::pin!(operation);
+    match operation
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => Err(StoreError::Corrupt(
+            "a synchronous store operation tried to wait".into(),
+        )),
+    }
+}
+
+// ------------------------------------------------------------------ reads
+
+pub(crate) async fn get_record(
+    db: &mut impl Reads,
+    r: &ResourceRef,
+) -> StoreResult<Option<Record>> {
+    Ok(db.resource(r).await?.map(|row| row.record))
+}
+
+/// No rows means either nothing there or no resource: only an empty answer
+/// pays for the existence check.
+async fn found<T>(db: &mut impl Reads, r: &ResourceRef, rows: Vec<T>) -> StoreResult<Vec<T>> {
+    if rows.is_empty() && !db.exists(r).await? {
+        return Err(StoreError::NotFound);
+    }
+    Ok(rows)
+}
+
+pub(crate) async fn events_since(
+    db: &mut impl Reads,
+    r: &ResourceRef,
+    since: i64,
+) -> StoreResult<Vec<String>> {
+    let rows = db.events_since(r, since).await?;
+    found(db, r, rows).await
+}
+
+pub(crate) async fn get_artifact(
+    db: &mut impl Reads,
+    r: &ResourceRef,
+    kind: &str,
+    rev: Option<i64>,
+) -> StoreResult<Option<ArtifactMeta>> {
+    match db.artifact(r, kind, rev).await? {
+        Some(meta) => Ok(Some(meta)),
+        None if db.exists(r).await? => Ok(None),
+        None => Err(StoreError::NotFound),
+    }
+}
+
+pub(crate) async fn list_artifacts(
+    db: &mut impl Reads,
+    r: &ResourceRef,
+    kind: Option<&str>,
+) -> StoreResult<Vec<ArtifactMeta>> {
+    let rows = db.artifacts(r, kind).await?;
+    found(db, r, rows).await
+}
+
+pub(crate) async fn list_sessions(db: &mut impl Reads, repo: &str) -> StoreResult<Vec<Record>> {
+    let rows = db.sessions(repo).await?;
+    found(db, &ResourceRef::new(ResourceKind::Repo, repo), rows).await
+}
+
+pub(crate) async fn list_streams(
+    db: &mut impl Reads,
+    scope: &ResourceRef,
+) -> StoreResult<Vec<StreamRecord>> {
+    let rows = db.streams(scope).await?;
+    found(db, scope, rows).await
+}
+
+/// Chunks first, then the record: a close landing between the two reads is
+/// seen as closed with every chunk already read.
+pub(crate) async fn read_chunks(
+    db: &mut impl Reads,
+    id: &str,
+    since: i64,
+) -> StoreResult<(StreamRecord, Vec<String>)> {
+    let chunks = db.chunks_since(id, since).await?;
+    let stream = db.stream(id).await?.ok_or(StoreError::NotFound)?;
+    Ok((stream, chunks))
+}
+
+/// The held-read sweep: resources and streams in at most two queries.
+pub(crate) async fn tails(
+    db: &mut impl Reads,
+    resources: &[ResourceRef],
+) -> StoreResult<Vec<(ResourceRef, i64)>> {
+    if resources.is_empty() {
+        return Ok(Vec::new());
+    }
+    db.tails(resources).await
+}
+
+// ----------------------------------------------------------------- writes
+
+async fn locked(tx: &mut impl Writes, r: &ResourceRef) -> StoreResult<ResourceRow> {
+    tx.lock_resource(r).await?.ok_or(StoreError::NotFound)
+}
+
+/// A time for a write that never precedes the resource's last write, so
+/// `ts` and `updatedAt` are nondecreasing along a resource's sequence even
+/// if the clock steps back. Lease decisions use the clock itself.
+fn write_time(tx: &impl Writes, row: &ResourceRow) -> i64 {
+    tx.now().max(row.record.updated_at)
+}
+
+/// Append `event` after `row`'s tail; returns the envelope text.
+async fn append_after(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    last_seq: i64,
+    now: i64,
+    event: &NewEvent,
+) -> StoreResult<String> {
+    let seq = last_seq + 1;
+    let envelope = envelope_json(r, seq, now, event);
+    tx.append_event(r, seq, now, &envelope).await?;
+    Ok(envelope)
+}
+
+pub(crate) async fn create_build(
+    tx: &mut impl Writes,
+    slug: &str,
+    attrs: Map<String, Value>,
+) -> StoreResult<Written<Record>> {
+    let r = ResourceRef::new(ResourceKind::Build, slug);
+    let now = tx.now();
+    let text = Value::Object(attrs.clone()).to_string();
+    if !tx.insert_resource(&r, Some(&text), now).await? {
+        return Err(StoreError::Conflict);
+    }
+    Ok(Written::kept(Record {
+        resource: r,
+        attrs,
+        created_at: now,
+        updated_at: now,
+        lease: None,
+        heartbeat_at: None,
+    }))
+}
+
+/// `ensureRepo`: creates the repository or returns it untouched.
+pub(crate) async fn ensure_repo(tx: &mut impl Writes, repo: &str) -> StoreResult<Written<Record>> {
+    let r = ResourceRef::new(ResourceKind::Repo, repo);
+    let now = tx.now();
+    let inserted = tx.insert_resource(&r, None, now).await?;
+    let row = locked(tx, &r).await?;
+    Ok(Written {
+        value: row.record,
+        keep: inserted,
+        wake: None,
+    })
+}
+
+/// Append; with `expected_seq`, only when the tail is exactly that sequence
+/// (`None` otherwise, writing nothing).
+pub(crate) async fn append(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    event: &NewEvent,
+    expected_seq: Option<i64>,
+) -> StoreResult<Written<Option<String>>> {
+    let row = locked(tx, r).await?;
+    if expected_seq.is_some_and(|expected| expected != row.last_seq) {
+        return Ok(Written::unchanged(None));
+    }
+    let now = write_time(tx, &row);
+    let envelope = append_after(tx, r, row.last_seq, now, event).await?;
+    Ok(Written::waking(Some(envelope), r.clone()))
+}
+
+pub(crate) async fn put_artifact(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    artifact: NewArtifact,
+) -> StoreResult<Written<ArtifactMeta>> {
+    let row = locked(tx, r).await?;
+    let now = write_time(tx, &row);
+    let meta = tx
+        .insert_artifacts(r, vec![artifact], now)
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
+    tx.touch(r, now).await?;
+    Ok(Written::kept(meta))
+}
+
+/// Revisions, `make_event` over the assigned metadata, and the event, in one
+/// transaction: a rejection leaves nothing and consumes nothing.
+pub(crate) async fn deposit(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    artifacts: Vec<NewArtifact>,
+    make_event: &MakeEvent,
+) -> StoreResult<Written<(String, Vec<ArtifactMeta>)>> {
+    let row = locked(tx, r).await?;
+    let now = write_time(tx, &row);
+    let metas = tx.insert_artifacts(r, artifacts, now).await?;
+    let event = make_event(&metas)?;
+    let envelope = append_after(tx, r, row.last_seq, now, &event).await?;
+    Ok(Written::waking((envelope, metas), r.clone()))
+}
+
+fn lease_expiry(now: i64, ttl_ms: i64) -> i64 {
+    now.saturating_add(ttl_ms)
+        .min(crate::protocol::time::MAX_JS_TIME_MS)
+}
+
+/// Spec section 10: a claim succeeds when the lease is free, expired by the
+/// server's clock, or already held by `holder`; it sets `now + ttl`.
+pub(crate) async fn claim_lease(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    holder: &str,
+    ttl_ms: i64,
+) -> StoreResult<Written<bool>> {
+    let row = locked(tx, r).await?;
+    let now = tx.now();
+    if let Some(lease) = &row.record.lease
+        && lease.holder != holder
+        && lease.expires_at > now
+    {
+        return Ok(Written::unchanged(false));
+    }
+    let updated = write_time(tx, &row);
+    tx.set_lease(r, holder, lease_expiry(now, ttl_ms), ttl_ms, updated)
+        .await?;
+    Ok(Written::kept(true))
+}
+
+/// A heartbeat extends an unexpired lease held by `holder` by its ttl.
+pub(crate) async fn heartbeat(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    holder: &str,
+) -> StoreResult<Written<bool>> {
+    let row = locked(tx, r).await?;
+    let now = tx.now();
+    let held = row
+        .record
+        .lease
+        .as_ref()
+        .is_some_and(|l| l.holder == holder && l.expires_at > now);
+    if !held {
+        return Ok(Written::unchanged(false));
+    }
+    let ttl = row.lease_ttl_ms.unwrap_or(0);
+    let updated = write_time(tx, &row);
+    tx.extend_lease(r, lease_expiry(now, ttl), now, updated)
+        .await?;
+    Ok(Written::kept(true))
+}
+
+/// Releasing a lease one does not hold changes nothing.
+pub(crate) async fn release_lease(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    holder: &str,
+) -> StoreResult<Written<()>> {
+    let row = locked(tx, r).await?;
+    if row.record.lease.as_ref().is_none_or(|l| l.holder != holder) {
+        return Ok(Written::unchanged(()));
+    }
+    let now = write_time(tx, &row);
+    tx.clear_lease(r, now).await?;
+    Ok(Written::kept(()))
+}
+
+/// The record and its `session.created` event as sequence 1, together or not at all.
+pub(crate) async fn create_session(
+    tx: &mut impl Writes,
+    repo: &str,
+    id: &str,
+    attrs: Map<String, Value>,
+    make_event: &MakeFirstEvent,
+) -> StoreResult<Written<Record>> {
+    let repo_ref = ResourceRef::new(ResourceKind::Repo, repo);
+    let session = ResourceRef::new(ResourceKind::Session, id);
+    locked(tx, &repo_ref).await?;
+    let now = tx.now();
+    let order = tx.next_child_order(&repo_ref).await?;
+    tx.insert_session(
+        id,
+        &Value::Object(attrs.clone()).to_string(),
+        now,
+        repo,
+        order,
+    )
+    .await?;
+    let event = make_event()?;
+    append_after(tx, &session, 0, now, &event).await?;
+    Ok(Written::kept(Record {
+        resource: session,
+        attrs,
+        created_at: now,
+        updated_at: now,
+        lease: None,
+        heartbeat_at: None,
+    }))
+}
+
+/// A new open stream; the scope's old closed streams lose their chunks
+/// (spec section 6 retention) in the same transaction.
+pub(crate) async fn create_stream(
+    tx: &mut impl Writes,
+    scope: &ResourceRef,
+    id: &str,
+    label: &str,
+) -> StoreResult<Written<StreamRecord>> {
+    locked(tx, scope).await?;
+    let now = tx.now();
+    let order = tx.next_child_order(scope).await?;
+    tx.prune_closed_chunks(scope).await?;
+    tx.insert_stream(id, scope, label, now, order).await?;
+    Ok(Written::kept(StreamRecord {
+        id: id.to_owned(),
+        scope: scope.clone(),
+        label: label.to_owned(),
+        closed: false,
+        created_at: now,
+        closed_at: None,
+        outcome: None,
+        artifact: None,
+        last_seq: 0,
+    }))
+}
+
+pub(crate) async fn append_chunk(
+    tx: &mut impl Writes,
+    id: &str,
+    parts_json: &str,
+) -> StoreResult<Written<String>> {
+    let stream = tx.lock_stream(id).await?.ok_or(StoreError::NotFound)?;
+    if stream.closed {
+        return Err(StoreError::Closed);
+    }
+    let seq = stream.last_seq + 1;
+    let ts = tx.now().max(stream.created_at);
+    let chunk = super::chunk_json(id, seq, ts, parts_json);
+    tx.append_chunk(id, seq, &chunk).await?;
+    Ok(Written::waking(
+        chunk,
+        ResourceRef::new(ResourceKind::Stream, id),
+    ))
+}
+
+/// Close: the finalized artifact and the closed mark together, only if the
+/// stream still has `expected_last_seq` chunks.
+pub(crate) async fn close_stream(
+    tx: &mut impl Writes,
+    id: &str,
+    outcome: &str,
+    expected_last_seq: i64,
+    artifact: NewArtifact,
+) -> StoreResult<Written<CloseOutcome>> {
+    let scope = tx.stream_scope(id).await?.ok_or(StoreError::NotFound)?;
+    // Resource row before stream row: the order every writer locks in.
+    let row = locked(tx, &scope).await?;
+    let stream = tx.lock_stream(id).await?.ok_or(StoreError::NotFound)?;
+    if stream.closed {
+        return Ok(Written::unchanged(CloseOutcome::AlreadyClosed(stream)));
+    }
+    if stream.last_seq != expected_last_seq {
+        return Ok(Written::unchanged(CloseOutcome::Moved));
+    }
+    let now = write_time(tx, &row);
+    let meta = tx
+        .insert_artifacts(&scope, vec![artifact], now)
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
+    let stream_artifact = StreamArtifact {
+        kind: meta.kind,
+        revision: meta.revision,
+        blob_ref: meta.blob_ref,
+    };
+    let order = tx.next_child_order(&scope).await?;
+    tx.mark_closed(id, now, order, outcome, &stream_artifact)
+        .await?;
+    tx.touch(&scope, now).await?;
+    Ok(Written::waking(
+        CloseOutcome::Closed(StreamRecord {
+            closed: true,
+            closed_at: Some(now),
+            outcome: Some(outcome.to_owned()),
+            artifact: Some(stream_artifact),
+            ..stream
+        }),
+        ResourceRef::new(ResourceKind::Stream, id),
+    ))
+}

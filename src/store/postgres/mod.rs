@@ -1,0 +1,376 @@
+//! The production backend: PostgreSQL as the single source of truth for any
+//! number of replicas. The operations are the shared ones ([`ops`]) over
+//! [`prims`]; each write runs in its own task so that a request dropped
+//! mid-way never cancels a transaction halfway (DESIGN decision 14).
+
+mod prims;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use self::prims::{PgRead, PgTx};
+use crate::clock::Clock;
+use crate::notify::Notifier;
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::ops::{self, Written};
+use crate::store::{
+    ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats,
+    Record, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
+};
+
+/// A write operation's future over one borrowed transaction (the shape
+/// sqlx's own `Connection::transaction` takes).
+type OpFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<Written<T>>> + Send + 'a>>;
+
+/// The channel every replica listens on; payloads name a resource, never content.
+pub const CHANNEL: &str = "abstore_events";
+
+/// One statement notifying a batch of resources (payloads `kind:id`).
+const PUBLISH: &str = "SELECT pg_notify('abstore_events', p) FROM unnest($1::text[]) AS p";
+
+/// Payloads per NOTIFY statement.
+const PUBLISH_BATCH: usize = 512;
+
+/// How long a request waits for a pooled connection before failing.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct PgStore {
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+    notifier: Arc<Notifier>,
+    published: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+impl PgStore {
+    pub async fn connect(
+        url: &str,
+        options: &StoreOptions,
+        clock: Arc<dyn Clock>,
+        notifier: Arc<Notifier>,
+    ) -> anyhow::Result<Self> {
+        let connect = PgConnectOptions::from_str(url)?.application_name("abstore");
+        // One direct connection first: a pool only reports "timed out" after
+        // retrying, where this names the cause (refused, auth, no database).
+        use sqlx::Connection as _;
+        sqlx::PgConnection::connect_with(&connect)
+            .await?
+            .close()
+            .await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.pool_size.max(1))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(connect)
+            .await?;
+        if options.migrate {
+            sqlx::migrate!("migrations/postgres").run(&pool).await?;
+        }
+        tokio::spawn(listen(url.to_owned(), notifier.clone()));
+        let (published, pending) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(publish_batches(pool.clone(), pending));
+        Ok(PgStore {
+            pool,
+            clock,
+            notifier,
+            published,
+        })
+    }
+
+    fn reads(&self) -> PgRead<'_> {
+        PgRead(&self.pool)
+    }
+
+    /// Run `op` in one transaction in its own task: it commits (when its
+    /// outcome is kept) or rolls back whatever happens to the caller. After
+    /// a commit, this process's held reads wake and the other replicas are
+    /// told (NOTIFY, batched by one task: it takes a database-wide lock at
+    /// commit, so it stays out of the append transactions; a notification
+    /// lost to a crash is covered by the sweep).
+    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&'a mut PgTx) -> OpFuture<'a, T> + Send + 'static,
+    {
+        let pool = self.pool.clone();
+        let clock = self.clock.clone();
+        let notifier = self.notifier.clone();
+        let published = self.published.clone();
+        tokio::spawn(async move {
+            let mut tx = PgTx {
+                tx: pool.begin().await?,
+                clock,
+            };
+            // An error drops `tx`, which rolls it back.
+            let written = op(&mut tx).await?;
+            if written.keep {
+                tx.tx.commit().await?;
+            } else {
+                tx.tx.rollback().await?;
+            }
+            if let Some(resource) = &written.wake {
+                notifier.notify(resource);
+                if let Some(payload) = crate::store::notify_payload(resource) {
+                    let _ = published.send(payload);
+                }
+            }
+            Ok(written.value)
+        })
+        .await
+        .map_err(|err| StoreError::Corrupt(format!("store task failed: {err}")))?
+    }
+}
+
+/// Send queued notifications, as many per statement as are waiting.
+async fn publish_batches(pool: PgPool, mut pending: tokio::sync::mpsc::UnboundedReceiver<String>) {
+    while let Some(first) = pending.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < PUBLISH_BATCH {
+            match pending.try_recv() {
+                Ok(payload) => batch.push(payload),
+                Err(_) => break,
+            }
+        }
+        batch.sort_unstable();
+        batch.dedup();
+        if let Err(err) = crate::store::counted::<sqlx::Postgres>(PUBLISH)
+            .bind(&batch)
+            .execute(&pool)
+            .await
+        {
+            tracing::warn!(error = %err, count = batch.len(), "NOTIFY failed; the sweep will wake those readers");
+        }
+    }
+}
+
+/// The process's one LISTEN connection: fans notifications out to local
+/// held reads. sqlx's listener reconnects by itself; notifications sent
+/// while it is down are lost, which the once-a-second sweep covers.
+async fn listen(url: String, notifier: Arc<Notifier>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match sqlx::postgres::PgListener::connect(&url).await {
+            Ok(mut listener) => match listener.listen(CHANNEL).await {
+                Ok(()) => {
+                    backoff = Duration::from_millis(100);
+                    metrics::gauge!("abstore_listen_connected").set(1.0);
+                    tracing::info!("LISTEN connection up");
+                    loop {
+                        match listener.try_recv().await {
+                            Ok(Some(note)) => {
+                                if let Some(resource) =
+                                    crate::store::parse_notify_payload(note.payload())
+                                {
+                                    notifier.notify(&resource);
+                                }
+                            }
+                            // The connection dropped; sqlx re-LISTENs on the next call.
+                            Ok(None) => {
+                                metrics::gauge!("abstore_listen_connected").set(0.0);
+                                tracing::warn!("LISTEN connection lost; reconnecting");
+                            }
+                            Err(err) => {
+                                tracing::warn!(error = %err, "LISTEN connection failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "LISTEN failed"),
+            },
+            Err(err) => tracing::warn!(error = %err, "LISTEN connection could not connect"),
+        }
+        metrics::gauge!("abstore_listen_connected").set(0.0);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
+        let slug = slug.to_owned();
+        self.write(move |tx| Box::pin(async move { ops::create_build(tx, &slug, attrs).await }))
+            .await
+    }
+
+    async fn list_builds(&self) -> StoreResult<Vec<Record>> {
+        ops::Reads::resources(&mut self.reads(), ResourceKind::Build).await
+    }
+
+    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
+        let r = ResourceRef::new(ResourceKind::Repo, repo);
+        if let Some(record) = self.get_record(&r).await? {
+            return Ok(record);
+        }
+        self.write(move |tx| Box::pin(async move { ops::ensure_repo(tx, &r.id).await }))
+            .await
+    }
+
+    async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
+        ops::get_record(&mut self.reads(), r).await
+    }
+
+    async fn append(
+        &self,
+        r: &ResourceRef,
+        event: NewEvent,
+        expected_seq: Option<i64>,
+    ) -> StoreResult<Option<String>> {
+        let r = r.clone();
+        self.write(move |tx| {
+            Box::pin(async move { ops::append(tx, &r, &event, expected_seq).await })
+        })
+        .await
+    }
+
+    async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
+        ops::events_since(&mut self.reads(), r, since).await
+    }
+
+    async fn put_artifact(
+        &self,
+        r: &ResourceRef,
+        artifact: NewArtifact,
+    ) -> StoreResult<ArtifactMeta> {
+        let r = r.clone();
+        self.write(move |tx| Box::pin(async move { ops::put_artifact(tx, &r, artifact).await }))
+            .await
+    }
+
+    async fn deposit(
+        &self,
+        r: &ResourceRef,
+        artifacts: Vec<NewArtifact>,
+        make_event: MakeEvent,
+    ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
+        let r = r.clone();
+        self.write(move |tx| {
+            Box::pin(async move { ops::deposit(tx, &r, artifacts, &make_event).await })
+        })
+        .await
+    }
+
+    async fn get_artifact(
+        &self,
+        r: &ResourceRef,
+        kind: &str,
+        rev: Option<i64>,
+    ) -> StoreResult<Option<ArtifactMeta>> {
+        ops::get_artifact(&mut self.reads(), r, kind, rev).await
+    }
+
+    async fn list_artifacts(
+        &self,
+        r: &ResourceRef,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<ArtifactMeta>> {
+        ops::list_artifacts(&mut self.reads(), r, kind).await
+    }
+
+    async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
+        let (r, holder) = (r.clone(), holder.to_owned());
+        self.write(move |tx| {
+            Box::pin(async move { ops::claim_lease(tx, &r, &holder, ttl_ms).await })
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, r: &ResourceRef, holder: &str) -> StoreResult<bool> {
+        let (r, holder) = (r.clone(), holder.to_owned());
+        self.write(move |tx| Box::pin(async move { ops::heartbeat(tx, &r, &holder).await }))
+            .await
+    }
+
+    async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
+        let (r, holder) = (r.clone(), holder.to_owned());
+        self.write(move |tx| Box::pin(async move { ops::release_lease(tx, &r, &holder).await }))
+            .await
+    }
+
+    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
+        ops::tails(&mut self.reads(), resources).await
+    }
+
+    async fn create_session(
+        &self,
+        repo: &str,
+        id: &str,
+        attrs: Map<String, Value>,
+        make_event: MakeFirstEvent,
+    ) -> StoreResult<Record> {
+        let (repo, id) = (repo.to_owned(), id.to_owned());
+        self.write(move |tx| {
+            Box::pin(async move { ops::create_session(tx, &repo, &id, attrs, &make_event).await })
+        })
+        .await
+    }
+
+    async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
+        ops::list_sessions(&mut self.reads(), repo).await
+    }
+
+    async fn create_stream(
+        &self,
+        scope: &ResourceRef,
+        id: &str,
+        label: &str,
+    ) -> StoreResult<StreamRecord> {
+        let (scope, id, label) = (scope.clone(), id.to_owned(), label.to_owned());
+        self.write(move |tx| {
+            Box::pin(async move { ops::create_stream(tx, &scope, &id, &label).await })
+        })
+        .await
+    }
+
+    async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
+        ops::list_streams(&mut self.reads(), scope).await
+    }
+
+    async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
+        ops::Reads::stream(&mut self.reads(), id).await
+    }
+
+    async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
+        let (id, parts_json) = (id.to_owned(), parts_json.to_owned());
+        self.write(move |tx| Box::pin(async move { ops::append_chunk(tx, &id, &parts_json).await }))
+            .await
+    }
+
+    async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)> {
+        ops::read_chunks(&mut self.reads(), id, since).await
+    }
+
+    async fn close_stream(
+        &self,
+        id: &str,
+        outcome: &str,
+        expected_last_seq: i64,
+        artifact: NewArtifact,
+    ) -> StoreResult<CloseOutcome> {
+        let (id, outcome) = (id.to_owned(), outcome.to_owned());
+        self.write(move |tx| {
+            Box::pin(async move {
+                ops::close_stream(tx, &id, &outcome, expected_last_seq, artifact).await
+            })
+        })
+        .await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        ops::Reads::ping(&mut self.reads()).await
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        PoolStats {
+            size: self.pool.size(),
+            idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
+            max: self.pool.options().get_max_connections(),
+        }
+    }
+}

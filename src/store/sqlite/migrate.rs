@@ -1,0 +1,146 @@
+//! Embedded migrations applied with rusqlite, recorded exactly as sqlx's
+//! migrator records them (`_sqlx_migrations`: version, description,
+//! installed_on, success, checksum = SHA-384 of the SQL, execution_time), so
+//! a store migrated by earlier (sqlx-based) versions opens without
+//! re-running anything and tools using sqlx accept ours.
+//! `sqlx::migrate!` embeds the files and computes the checksums; only the
+//! applying is done here, since sqlx's SQLite driver is no longer linked.
+
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+/// The same DDL sqlx's SQLite migrator uses.
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
+    version BIGINT PRIMARY KEY,
+    description TEXT NOT NULL,
+    installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    success BOOLEAN NOT NULL,
+    checksum BLOB NOT NULL,
+    execution_time BIGINT NOT NULL
+)";
+
+pub(super) fn run(conn: &mut Connection) -> anyhow::Result<()> {
+    let migrator = sqlx::migrate!("migrations/sqlite");
+    conn.execute_batch(CREATE_TABLE)?;
+    for migration in migrator.iter() {
+        if migration.migration_type.is_down_migration() {
+            continue;
+        }
+        let applied: Option<(bool, Vec<u8>)> = conn
+            .query_row(
+                "SELECT success, checksum FROM _sqlx_migrations WHERE version = ?1",
+                params![migration.version],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        match applied {
+            Some((false, _)) => bail!(
+                "migration {} was left half-applied (dirty); repair the database",
+                migration.version
+            ),
+            Some((true, checksum)) if checksum != *migration.checksum => bail!(
+                "migration {} was applied with different SQL than this version embeds",
+                migration.version
+            ),
+            Some(_) => continue,
+            None => {}
+        }
+        let started = Instant::now();
+        let tx = conn.transaction()?;
+        tx.execute_batch(migration.sql.as_str())
+            .with_context(|| format!("applying migration {}", migration.version))?;
+        let elapsed = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        tx.execute(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (?1, ?2, TRUE, ?3, ?4)",
+            params![
+                migration.version,
+                migration.description.as_ref(),
+                migration.checksum.as_ref(),
+                elapsed
+            ],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
+    /// from a database the sqlx-based server migrated).
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 3] = [
+        (
+            1,
+            "initial",
+            "49FAB207C5C9C776B7325DD150A2F30C30D8CDFC2678890FE63D86D034A703763EC3ED7FF8B976C6B0649D9063E4AFB0",
+        ),
+        (
+            2,
+            "streams",
+            "BFFC6667389704D11376D7A781845C82BEAF4A1A67CD78C45A051B19A065CAB50ABFEE0A2CB53A4CB04FD1463AD2DE11",
+        ),
+        (
+            3,
+            "sessions",
+            "2A97F08AB73D81BAD4CB787132A9010E853F3E5DA48F0F60572BD1DF8F2E5332FFF84DD34A1B74A9A8DB3466B438895C",
+        ),
+    ];
+
+    fn recorded(conn: &Connection) -> Vec<(i64, String, String, bool)> {
+        let mut statement = conn
+            .prepare(
+                "SELECT version, description, hex(checksum), success FROM _sqlx_migrations ORDER BY version",
+            )
+            .unwrap();
+        statement
+            .query_map([], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn records_what_sqlx_records_and_never_reruns() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::run(&mut conn).unwrap();
+        let expected: Vec<(i64, String, String, bool)> = SQLX_CHECKSUMS
+            .iter()
+            .map(|(v, d, c)| (*v, (*d).to_owned(), (*c).to_owned(), true))
+            .collect();
+        assert_eq!(recorded(&conn), expected);
+        // A second open (as over a database sqlx migrated) runs nothing:
+        // re-running 0001 would fail on the existing tables.
+        super::run(&mut conn).unwrap();
+        assert_eq!(recorded(&conn), expected);
+    }
+
+    #[test]
+    fn refuses_a_database_migrated_with_other_sql_or_left_dirty() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::run(&mut conn).unwrap();
+        conn.execute(
+            "UPDATE _sqlx_migrations SET checksum = x'00' WHERE version = 2",
+            [],
+        )
+        .unwrap();
+        let err = super::run(&mut conn).unwrap_err().to_string();
+        assert!(
+            err.contains("migration 2 was applied with different SQL"),
+            "{err}"
+        );
+        conn.execute(
+            "UPDATE _sqlx_migrations SET success = FALSE WHERE version = 2",
+            [],
+        )
+        .unwrap();
+        let err = super::run(&mut conn).unwrap_err().to_string();
+        assert!(err.contains("dirty"), "{err}");
+    }
+}

@@ -1,0 +1,449 @@
+//! The embedded backend: one SQLite file in WAL mode with `synchronous=FULL`,
+//! on rusqlite.
+//!
+//! - Writes: one dedicated thread owns the write connection and commits
+//!   queued operations in groups ([`writer`]); callers hand it a job and
+//!   await a oneshot answer.
+//! - Reads: a small pool of read-only connections, each read one hop onto
+//!   tokio's blocking pool (never a hop per row).
+//! - `sqlite::memory:`: an in-memory database exists per connection, so the
+//!   writer thread's connection serves reads and writes alike and lives as
+//!   long as the store.
+//! - A lock file beside the database admits one process per file.
+
+mod conn;
+mod migrate;
+mod readers;
+mod writer;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use rusqlite::Connection;
+use serde_json::{Map, Value};
+
+use self::conn::Conn;
+use self::readers::Readers;
+use self::writer::{Done, Job};
+use crate::clock::Clock;
+use crate::notify::Notifier;
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::ops::{self, Written, drive};
+use crate::store::{
+    ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats,
+    Record, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
+};
+
+/// How long a statement waits for another connection's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a `sqlite:` URL points.
+#[derive(Debug, PartialEq, Eq)]
+enum Location {
+    Memory,
+    File(PathBuf),
+}
+
+/// `sqlite::memory:`, `sqlite:PATH`, `sqlite://PATH`, each optionally with a
+/// `?query` (only `mode=memory` is understood; other options are ignored).
+fn location(url: &str) -> anyhow::Result<Location> {
+    let rest = url
+        .strip_prefix("sqlite:")
+        .context("a SQLite URL starts with sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path == ":memory:" || query.split('&').any(|option| option == "mode=memory") {
+        return Ok(Location::Memory);
+    }
+    anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file");
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8()?;
+    Ok(Location::File(PathBuf::from(decoded.as_ref())))
+}
+
+/// The write connection's settings (readers set their own).
+fn configure(conn: &Connection, in_memory: bool) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(
+        None,
+        "journal_mode",
+        if in_memory { "MEMORY" } else { "WAL" },
+    )?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// An exclusive advisory lock on `<database>.lock`, held as long as the
+/// returned file is open: a second server on the same file would bypass the
+/// single writer (and its group commit) and break the `tails` sweep's view.
+fn lock_database(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = PathBuf::from(lock_path);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening lock file {}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another abstore process is using the SQLite database {} (lock file {} is held); \
+             one process per SQLite file",
+            path.display(),
+            lock_path.display()
+        ),
+        Err(std::fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("locking {}", lock_path.display()))
+        }
+    }
+}
+
+pub struct SqliteStore {
+    jobs: Sender<Job>,
+    /// `None` in memory: reads go to the writer.
+    readers: Option<Arc<Readers>>,
+    pool_size: u32,
+    clock: Arc<dyn Clock>,
+    notifier: Arc<Notifier>,
+    _lock: Option<std::fs::File>,
+}
+
+impl SqliteStore {
+    pub async fn connect(
+        url: &str,
+        options: &StoreOptions,
+        clock: Arc<dyn Clock>,
+        notifier: Arc<Notifier>,
+    ) -> anyhow::Result<Self> {
+        let location = location(url)?;
+        let (mut conn, lock, readers) = match &location {
+            Location::Memory => (Connection::open_in_memory()?, None, None),
+            Location::File(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)?;
+                }
+                let lock = lock_database(path)?;
+                let conn = Connection::open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                (
+                    conn,
+                    Some(lock),
+                    Some(Arc::new(Readers::new(path.clone(), options.pool_size))),
+                )
+            }
+        };
+        configure(&conn, location == Location::Memory)?;
+        if options.migrate {
+            migrate::run(&mut conn)?;
+        }
+        let (jobs, queue) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("abstore-sqlite-writer".into())
+            .spawn(move || writer::run(conn, queue))?;
+        Ok(SqliteStore {
+            jobs,
+            readers,
+            pool_size: options.pool_size.max(1),
+            clock,
+            notifier,
+            _lock: lock,
+        })
+    }
+
+    /// Queue `op` on the writer thread and await its answer, given after the
+    /// batch commits (when its held readers are also woken).
+    async fn write<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Conn<'_>) -> StoreResult<Written<T>> + Send + 'static,
+    ) -> StoreResult<T> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let clock = self.clock.clone();
+        let notifier = self.notifier.clone();
+        let job: Job = Box::new(
+            move |conn: &Connection| match op(&mut Conn::new(conn, &*clock)) {
+                Ok(written) => Done {
+                    keep: written.keep,
+                    finish: Box::new(move |committed| match committed {
+                        Ok(()) => {
+                            if let Some(resource) = &written.wake {
+                                notifier.notify(resource);
+                            }
+                            let _ = answer.send(Ok(written.value));
+                        }
+                        Err(message) => {
+                            let _ = answer.send(Err(StoreError::Commit(message)));
+                        }
+                    }),
+                },
+                Err(err) => Done {
+                    keep: false,
+                    finish: Box::new(move |_| {
+                        let _ = answer.send(Err(err));
+                    }),
+                },
+            },
+        );
+        self.jobs
+            .send(job)
+            .map_err(|_| StoreError::Commit("the SQLite writer has stopped".into()))?;
+        answered
+            .await
+            .map_err(|_| StoreError::Commit("the SQLite writer refused the write".into()))?
+    }
+
+    /// Run a read on a pooled read-only connection (or, in memory, on the
+    /// writer's connection, where it commits nothing).
+    async fn read<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut Conn<'_>) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        match &self.readers {
+            Some(readers) => {
+                let clock = self.clock.clone();
+                readers
+                    .run(move |conn| op(&mut Conn::new(conn, &*clock)))
+                    .await
+            }
+            None => {
+                self.write(move |conn| {
+                    Ok(Written {
+                        value: op(conn)?,
+                        keep: false,
+                        wake: None,
+                    })
+                })
+                .await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
+        let slug = slug.to_owned();
+        self.write(move |c| drive(ops::create_build(c, &slug, attrs)))
+            .await
+    }
+
+    async fn list_builds(&self) -> StoreResult<Vec<Record>> {
+        self.read(|c| drive(ops::Reads::resources(c, ResourceKind::Build)))
+            .await
+    }
+
+    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
+        let r = ResourceRef::new(ResourceKind::Repo, repo);
+        if let Some(record) = self.get_record(&r).await? {
+            return Ok(record);
+        }
+        self.write(move |c| drive(ops::ensure_repo(c, &r.id))).await
+    }
+
+    async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
+        let r = r.clone();
+        self.read(move |c| drive(ops::get_record(c, &r))).await
+    }
+
+    async fn append(
+        &self,
+        r: &ResourceRef,
+        event: NewEvent,
+        expected_seq: Option<i64>,
+    ) -> StoreResult<Option<String>> {
+        let r = r.clone();
+        self.write(move |c| drive(ops::append(c, &r, &event, expected_seq)))
+            .await
+    }
+
+    async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
+        let r = r.clone();
+        self.read(move |c| drive(ops::events_since(c, &r, since)))
+            .await
+    }
+
+    async fn put_artifact(
+        &self,
+        r: &ResourceRef,
+        artifact: NewArtifact,
+    ) -> StoreResult<ArtifactMeta> {
+        let r = r.clone();
+        self.write(move |c| drive(ops::put_artifact(c, &r, artifact)))
+            .await
+    }
+
+    async fn deposit(
+        &self,
+        r: &ResourceRef,
+        artifacts: Vec<NewArtifact>,
+        make_event: MakeEvent,
+    ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
+        let r = r.clone();
+        self.write(move |c| drive(ops::deposit(c, &r, artifacts, &make_event)))
+            .await
+    }
+
+    async fn get_artifact(
+        &self,
+        r: &ResourceRef,
+        kind: &str,
+        rev: Option<i64>,
+    ) -> StoreResult<Option<ArtifactMeta>> {
+        let (r, kind) = (r.clone(), kind.to_owned());
+        self.read(move |c| drive(ops::get_artifact(c, &r, &kind, rev)))
+            .await
+    }
+
+    async fn list_artifacts(
+        &self,
+        r: &ResourceRef,
+        kind: Option<&str>,
+    ) -> StoreResult<Vec<ArtifactMeta>> {
+        let (r, kind) = (r.clone(), kind.map(str::to_owned));
+        self.read(move |c| drive(ops::list_artifacts(c, &r, kind.as_deref())))
+            .await
+    }
+
+    async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
+        let (r, holder) = (r.clone(), holder.to_owned());
+        self.write(move |c| drive(ops::claim_lease(c, &r, &holder, ttl_ms)))
+            .await
+    }
+
+    async fn heartbeat(&self, r: &ResourceRef, holder: &str) -> StoreResult<bool> {
+        let (r, holder) = (r.clone(), holder.to_owned());
+        self.write(move |c| drive(ops::heartbeat(c, &r, &holder)))
+            .await
+    }
+
+    async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
+        let (r, holder) = (r.clone(), holder.to_owned());
+        self.write(move |c| drive(ops::release_lease(c, &r, &holder)))
+            .await
+    }
+
+    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
+        let resources = resources.to_vec();
+        self.read(move |c| drive(ops::tails(c, &resources))).await
+    }
+
+    async fn create_session(
+        &self,
+        repo: &str,
+        id: &str,
+        attrs: Map<String, Value>,
+        make_event: MakeFirstEvent,
+    ) -> StoreResult<Record> {
+        let (repo, id) = (repo.to_owned(), id.to_owned());
+        self.write(move |c| drive(ops::create_session(c, &repo, &id, attrs, &make_event)))
+            .await
+    }
+
+    async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
+        let repo = repo.to_owned();
+        self.read(move |c| drive(ops::list_sessions(c, &repo)))
+            .await
+    }
+
+    async fn create_stream(
+        &self,
+        scope: &ResourceRef,
+        id: &str,
+        label: &str,
+    ) -> StoreResult<StreamRecord> {
+        let (scope, id, label) = (scope.clone(), id.to_owned(), label.to_owned());
+        self.write(move |c| drive(ops::create_stream(c, &scope, &id, &label)))
+            .await
+    }
+
+    async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
+        let scope = scope.clone();
+        self.read(move |c| drive(ops::list_streams(c, &scope)))
+            .await
+    }
+
+    async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
+        let id = id.to_owned();
+        self.read(move |c| drive(ops::Reads::stream(c, &id))).await
+    }
+
+    async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
+        let (id, parts_json) = (id.to_owned(), parts_json.to_owned());
+        self.write(move |c| drive(ops::append_chunk(c, &id, &parts_json)))
+            .await
+    }
+
+    async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)> {
+        let id = id.to_owned();
+        self.read(move |c| drive(ops::read_chunks(c, &id, since)))
+            .await
+    }
+
+    async fn close_stream(
+        &self,
+        id: &str,
+        outcome: &str,
+        expected_last_seq: i64,
+        artifact: NewArtifact,
+    ) -> StoreResult<CloseOutcome> {
+        let (id, outcome) = (id.to_owned(), outcome.to_owned());
+        self.write(move |c| {
+            drive(ops::close_stream(
+                c,
+                &id,
+                &outcome,
+                expected_last_seq,
+                artifact,
+            ))
+        })
+        .await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.read(|c| drive(ops::Reads::ping(c))).await
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        match &self.readers {
+            Some(readers) => readers.stats(self.pool_size),
+            None => PoolStats {
+                size: 1,
+                idle: 1,
+                max: 1,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Location, location};
+
+    #[test]
+    fn urls_name_memory_or_a_file() {
+        assert_eq!(location("sqlite::memory:").unwrap(), Location::Memory);
+        assert_eq!(
+            location("sqlite:file:x?mode=memory&cache=shared").unwrap(),
+            Location::Memory
+        );
+        assert_eq!(
+            location("sqlite:///tmp/a b.db").unwrap(),
+            Location::File("/tmp/a b.db".into())
+        );
+        assert_eq!(
+            location("sqlite://./data/abstore.db?mode=rwc").unwrap(),
+            Location::File("./data/abstore.db".into())
+        );
+        assert_eq!(
+            location("sqlite:rel.db").unwrap(),
+            Location::File("rel.db".into())
+        );
+        assert!(location("sqlite://").is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! Read-only connections for concurrent reads under WAL. Each read is one
+//! hop onto tokio's blocking pool with a pooled connection; rows are read
+//! there, never one channel round trip per row. The blocking task finishes
+//! (and returns its connection) even if the awaiting request is dropped.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::Semaphore;
+
+use super::BUSY_TIMEOUT;
+use crate::store::{PoolStats, StoreError, StoreResult};
+
+pub(super) struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    /// Bounds concurrent reads (and so open connections) to the pool size.
+    permits: Arc<Semaphore>,
+    opened: std::sync::atomic::AtomicU32,
+}
+
+impl Readers {
+    pub(super) fn new(path: PathBuf, size: u32) -> Self {
+        Readers {
+            path,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(size.max(1) as usize)),
+            opened: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    fn open(&self) -> StoreResult<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(conn)
+    }
+
+    fn take(&self) -> StoreResult<Connection> {
+        let pooled = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match pooled {
+            Some(conn) => Ok(conn),
+            None => self.open(),
+        }
+    }
+
+    fn give_back(&self, conn: Connection) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(conn);
+    }
+
+    pub(super) async fn run<T: Send + 'static>(
+        self: &Arc<Self>,
+        op: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Corrupt("reader pool closed".into()))?;
+        let readers = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let conn = readers.take()?;
+            let out = op(&conn);
+            readers.give_back(conn);
+            out
+        })
+        .await
+        .map_err(|err| StoreError::Corrupt(format!("read task failed: {err}")))?
+    }
+
+    pub(super) fn stats(&self, max: u32) -> PoolStats {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        PoolStats {
+            size: self.opened.load(std::sync::atomic::Ordering::Relaxed),
+            idle: u32::try_from(idle).unwrap_or(u32::MAX),
+            max,
+        }
+    }
+}
