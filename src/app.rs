@@ -97,6 +97,7 @@ impl App {
             autobuild_version: args.autobuild_version.clone(),
             shutdown: CancellationToken::new(),
             held_reads: Default::default(),
+            drains: Default::default(),
             event_flights: Default::default(),
             chunk_flights: Default::default(),
             held_requeries: tokio::sync::Semaphore::new((args.db.db_pool_size as usize / 2).max(1)),

@@ -44,6 +44,11 @@ impl Server {
         &self.url
     }
 
+    /// The running process's id (for tests that read `/proc/<pid>`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
     /// Everything the process wrote to stderr so far (the last 64 KiB), across
     /// restarts.
     pub fn stderr(&self) -> String {
