@@ -74,6 +74,8 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections as usize));
+    // Looked up once: a handle, not a registry lookup per connection.
+    let open_gauge = metrics::gauge!("abstore_connections_open");
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -95,7 +97,12 @@ pub async fn serve(
             Ok(permit) => {
                 let router = router.clone();
                 let shutdown = shutdown.clone();
-                tokio::spawn(serve_connection(stream, router, limits, shutdown, permit));
+                let open_gauge = open_gauge.clone();
+                open_gauge.increment(1.0);
+                tokio::spawn(async move {
+                    serve_connection(stream, router, limits, shutdown, permit).await;
+                    open_gauge.decrement(1.0);
+                });
             }
             Err(_) => {
                 tokio::spawn(refuse(stream));
