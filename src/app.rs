@@ -20,6 +20,7 @@ pub struct App {
     listener: TcpListener,
     state: SharedState,
     grace: Duration,
+    connections: crate::connections::ConnectionLimits,
     metrics: Option<crate::metrics::MetricsServer>,
 }
 
@@ -101,6 +102,7 @@ impl App {
             autobuild_version: args.autobuild_version.clone(),
             shutdown: CancellationToken::new(),
             held_reads: Default::default(),
+            drains: Default::default(),
             event_flights: Default::default(),
             chunk_flights: Default::default(),
             held_requeries: tokio::sync::Semaphore::new((args.db.db_pool_size as usize / 2).max(1)),
@@ -117,6 +119,16 @@ impl App {
             state,
             metrics,
             grace: Duration::from_secs(args.shutdown_grace_seconds),
+            connections: crate::connections::ConnectionLimits {
+                deadlines: crate::connections::Deadlines {
+                    header_read: Duration::from_secs(args.header_read_timeout_seconds),
+                    idle: Duration::from_secs(args.idle_timeout_seconds),
+                },
+                body_read: Duration::from_secs(args.body_read_timeout_seconds),
+                max_connections: crate::connections::effective_max_connections(
+                    args.max_connections,
+                ),
+            },
         })
     }
 
@@ -147,13 +159,15 @@ impl App {
         let app = router(self.state);
         let held = state.shutdown.clone();
         let stop = shutdown.clone();
-        let server = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+        tokio::spawn(async move {
             stop.cancelled().await;
             held.cancel();
         });
+        let server =
+            crate::connections::serve(self.listener, app, self.connections, shutdown.clone());
         let grace = self.grace;
         tokio::select! {
-            served = server => served?,
+            () = server => {}
             _ = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!(?grace, "requests still running after the shutdown grace period; exiting");
             }
@@ -263,6 +277,10 @@ fn log_configuration(args: &ServeArgs, catalog: &str) {
         shutdown_grace_seconds = args.shutdown_grace_seconds,
         request_timeout_seconds = args.request_timeout_seconds,
         max_concurrent_requests = args.max_concurrent_requests,
+        max_connections = args.max_connections,
+        header_read_timeout_seconds = args.header_read_timeout_seconds,
+        idle_timeout_seconds = args.idle_timeout_seconds,
+        body_read_timeout_seconds = args.body_read_timeout_seconds,
         metrics_listen = ?args.metrics_listen,
         catalog = %catalog,
         test_clock = ?args.test_clock,

@@ -128,6 +128,27 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]
     pub shutdown_grace_seconds: u64,
 
+    /// Connections open at once (held reads each keep one); over it a new
+    /// connection is answered `503` and closed. Lowered to what the open-file
+    /// limit allows.
+    #[arg(long, env = "ABSTORE_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Longest a client may take to send a request head, from its first byte;
+    /// then the connection is closed.
+    #[arg(long, env = "ABSTORE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_seconds: u64,
+
+    /// Longest a connection may stay open with no request in progress and no
+    /// bytes arriving (idle keep-alive, or never sending anything).
+    #[arg(long, env = "ABSTORE_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_seconds: u64,
+
+    /// Longest a request body may go without data before the request is
+    /// answered `400 validation`.
+    #[arg(long, env = "ABSTORE_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_read_timeout_seconds: u64,
+
     /// Held reads allowed at once in this process; beyond it reads answer immediately.
     #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
     pub max_held_reads: usize,

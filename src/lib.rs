@@ -6,6 +6,7 @@
 //! - [`secret`]: the token signing secret.
 //! - [`config`]: the command line and `ABSTORE_*` settings.
 //! - [`app`]: builds the server from its settings and serves it.
+//! - [`connections`]: accepting and serving connections under their bounds.
 //! - [`http`]: routes, identity check, request parsing, the error shape.
 //! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders,
 //!   the identifier bound).
@@ -22,6 +23,7 @@ pub mod auth;
 pub mod blobs;
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod healthcheck;
 pub mod http;
 pub mod metrics;

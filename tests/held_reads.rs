@@ -436,6 +436,8 @@ async fn metrics_are_served_separately_without_ids_in_labels() {
     ] {
         assert!(text.contains(series), "{series} missing from:\n{text}");
     }
+    // The client's keep-alive connection is still open.
+    assert!(metric(&c, &metrics_url, "abstore_connections_open").await >= 1.0);
     assert!(text.contains("route=\"/builds/{id}/events\""), "{text}");
     assert!(
         !text.contains("secret-slug-123"),

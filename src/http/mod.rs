@@ -101,6 +101,8 @@ pub struct AppState {
     /// Cancelled on shutdown: held reads answer at once.
     pub shutdown: CancellationToken,
     pub held_reads: HeldReads,
+    /// Slots for lingering drains of refused requests' bodies.
+    pub drains: ops::Drains,
     /// Permits for `Limits::max_concurrent_requests`.
     pub in_flight: tokio::sync::Semaphore,
     /// Held reads' queries after subscribing run at most this many at once

@@ -70,17 +70,20 @@ pub async fn bound(
 /// or 409 comes before the body by the spec's order) would leave the client
 /// still sending when the server closes: the kernel then resets the
 /// connection and the client can lose the response. So the unread rest of
-/// the body is drained first (a lingering close, bounded by the body limit
-/// and a few seconds), and the response says `Connection: close`, so
-/// keep-alive clients and proxy upstream pools do not reuse the connection.
+/// the body is drained first (a lingering close), and the response says
+/// `Connection: close`, so keep-alive clients and proxy upstream pools do not
+/// reuse the connection.
+///
+/// The drain reads and drops frames, never collects them: memory stays at
+/// one frame per drain. It is bounded per request (the body limit and
+/// [`LINGER`]) and across the process ([`Drains`]): with every drain slot
+/// taken, the connection closes without lingering.
 pub async fn close_unread(
     axum::extract::State(state): axum::extract::State<SharedState>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
-    /// Longest a refused request's body is drained before the connection closes.
-    const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
     let headers = request.headers();
     let has_body = headers.contains_key(TRANSFER_ENCODING)
         || headers
@@ -106,17 +109,43 @@ pub async fn close_unread(
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .take();
     if let Some(rest) = rest {
-        // Errors and overlong bodies just end the drain; the connection closes anyway.
-        let _ = tokio::time::timeout(
-            LINGER,
-            axum::body::to_bytes(rest, state.limits.max_body_bytes),
-        )
-        .await;
+        if let Ok(_slot) = state.drains.0.try_acquire() {
+            let _ = tokio::time::timeout(LINGER, discard(rest, state.limits.max_body_bytes)).await;
+        }
         response
             .headers_mut()
             .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
     }
     response
+}
+
+/// Longest a refused request's body is drained before the connection closes.
+const LINGER: Duration = Duration::from_secs(5);
+
+/// Lingering drains allowed at once across all connections.
+pub struct Drains(tokio::sync::Semaphore);
+
+impl Default for Drains {
+    fn default() -> Drains {
+        /// Each holds one frame (at most hyper's read buffer) at a time.
+        const AT_ONCE: usize = 64;
+        Drains(tokio::sync::Semaphore::new(AT_ONCE))
+    }
+}
+
+/// Read `body` to its end or `limit` bytes, dropping every frame; errors
+/// just end the drain (the connection closes anyway).
+async fn discard(mut body: axum::body::Body, limit: usize) {
+    use http_body_util::BodyExt as _;
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(data) = frame.data_ref() {
+            seen = seen.saturating_add(data.len());
+            if seen > limit {
+                return;
+            }
+        }
+    }
 }
 
 /// A request body that, when dropped before its end, hands what is left

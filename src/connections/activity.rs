@@ -1,0 +1,139 @@
+//! What one connection is doing, for its idle and header-read deadlines:
+//! whether a request is in progress, when the last one finished, and when
+//! the bytes of the next request head started to arrive.
+//!
+//! hyper 1.x has a single header-read timer that also runs while a
+//! keep-alive connection waits for its next request, so it cannot give the
+//! two bounds separately; this does, from the connection's own reads and
+//! requests. Everything here happens on the connection's task (hyper polls
+//! the service future there), so relaxed atomics are enough.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Marks "no request head has started since the last response".
+const NONE: u64 = u64::MAX;
+
+pub struct Activity {
+    epoch: Instant,
+    in_flight: AtomicU32,
+    /// Milliseconds since `epoch` when the first byte of the next head came.
+    head_started: AtomicU64,
+    /// Milliseconds since `epoch` when the last request finished (or the
+    /// connection opened).
+    last_finished: AtomicU64,
+    /// Wakes the connection's watch when its deadline moves.
+    changed: tokio::sync::Notify,
+}
+
+/// The per-connection bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadlines {
+    /// From a request head's first byte to its end.
+    pub header_read: Duration,
+    /// A connection with no request in progress and no bytes arriving.
+    pub idle: Duration,
+}
+
+impl Activity {
+    pub fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            epoch: Instant::now(),
+            in_flight: AtomicU32::new(0),
+            head_started: AtomicU64::new(NONE),
+            last_finished: AtomicU64::new(0),
+            changed: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(NONE - 1)
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.epoch + Duration::from_millis(ms)
+    }
+
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.load(Relaxed) > 0
+    }
+
+    /// Bytes arrived: between requests they start the header-read clock.
+    pub fn on_read(&self) {
+        if !self.in_flight() && self.head_started.load(Relaxed) == NONE {
+            self.head_started.store(self.now_ms(), Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
+    /// A request head was parsed and handed to the service.
+    pub fn begin(self: &Arc<Self>) -> RequestGuard {
+        self.in_flight.fetch_add(1, Relaxed);
+        self.head_started.store(NONE, Relaxed);
+        RequestGuard(self.clone())
+    }
+
+    /// Resolves when the deadline may have moved.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// When the connection is due to close if nothing changes, or `None`
+    /// while a request is in progress (requests have their own bound).
+    pub fn deadline(&self, bounds: Deadlines) -> Option<Instant> {
+        if self.in_flight() {
+            return None;
+        }
+        Some(match self.head_started.load(Relaxed) {
+            NONE => self.at(self.last_finished.load(Relaxed)) + bounds.idle,
+            started => self.at(started) + bounds.header_read,
+        })
+    }
+}
+
+/// A request in progress; dropped when its response body has been sent (or
+/// the request was abandoned), which restarts the idle clock.
+pub struct RequestGuard(Arc<Activity>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        activity.in_flight.fetch_sub(1, Relaxed);
+        activity.last_finished.store(activity.now_ms(), Relaxed);
+        activity.changed.notify_one();
+    }
+}
+
+/// A response body that holds its request's [`RequestGuard`] until the
+/// body is done, so a long download is not mistaken for an idle connection.
+pub struct GuardedBody {
+    pub inner: axum::body::Body,
+    pub guard: Option<RequestGuard>,
+}
+
+impl http_body::Body for GuardedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            self.guard = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,191 @@
+//! Accepting and serving connections: HTTP/1.1 over hyper with the bounds
+//! `axum::serve` does not have — a cap on open connections, a header-read
+//! timeout, an idle keep-alive timeout and a body-read (stall) timeout —
+//! and a graceful shutdown that lets in-flight requests finish.
+//!
+//! Over the cap a connection is accepted, answered `503` with the protocol's
+//! JSON error and closed at once, so a flood cannot exhaust descriptors and
+//! a client learns why instead of hanging in the kernel's backlog.
+
+mod activity;
+mod body;
+mod io;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+pub use activity::Deadlines;
+use activity::{Activity, GuardedBody};
+
+/// The connection-level bounds (each a flag).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    pub deadlines: Deadlines,
+    /// Longest a request body may go without data.
+    pub body_read: Duration,
+    /// Connections open at once.
+    pub max_connections: u32,
+}
+
+/// Descriptors kept free of connections for the database, blob files,
+/// the metrics listener and the like.
+const RESERVED_DESCRIPTORS: u64 = 128;
+
+/// Raise the open-file limit to its hard ceiling (as Go's runtime does) and
+/// lower `wanted` connections to what the descriptors allow, so the cap is
+/// reached before `accept` starts failing for everyone.
+pub fn effective_max_connections(wanted: u32) -> u32 {
+    let available = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit.saturating_sub(RESERVED_DESCRIPTORS).max(1),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read the open-file limit; the connection cap is not checked against it");
+            return wanted;
+        }
+    };
+    if u64::from(wanted) > available {
+        let lowered = u32::try_from(available).unwrap_or(u32::MAX);
+        tracing::warn!(
+            max_connections = wanted,
+            lowered_to = lowered,
+            "the open-file limit allows fewer connections than --max-connections; raise `ulimit -n`"
+        );
+        lowered
+    } else {
+        wanted
+    }
+}
+
+/// Serve `router` on `listener` until `shutdown` is cancelled, then stop
+/// accepting, let every open connection finish its request, and return once
+/// all are closed.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) {
+    let open = Arc::new(Semaphore::new(limits.max_connections as usize));
+    // Looked up once: a handle, not a registry lookup per connection.
+    let open_gauge = metrics::gauge!("abstore_connections_open");
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Per-connection errors (reset before accept) are routine;
+                // anything else (EMFILE) is waited out briefly, not spun on.
+                if !is_connection_error(&err) {
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                continue;
+            }
+        };
+        match open.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let router = router.clone();
+                let shutdown = shutdown.clone();
+                let open_gauge = open_gauge.clone();
+                open_gauge.increment(1.0);
+                tokio::spawn(async move {
+                    serve_connection(stream, router, limits, shutdown, permit).await;
+                    open_gauge.decrement(1.0);
+                });
+            }
+            Err(_) => {
+                tokio::spawn(refuse(stream));
+            }
+        }
+    }
+    // Every open connection holds a permit: all returned means all closed.
+    let _ = open.acquire_many(limits.max_connections).await;
+}
+
+fn is_connection_error(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        err.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    )
+}
+
+/// Answer a connection over the cap and close it.
+async fn refuse(mut stream: TcpStream) {
+    const BODY: &str = r#"{"error":"too many open connections; retry shortly","kind":"internal"}"#;
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+) {
+    let activity = Activity::new();
+    let io = TokioIo::new(io::WatchedStream::new(stream, activity.clone()));
+    let service_activity = activity.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let guard = service_activity.begin();
+        let request = request
+            .map(|body| axum::body::Body::new(body::StallBoundedBody::new(body, limits.body_read)));
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request).await?;
+            Ok::<_, std::convert::Infallible>(response.map(|inner| GuardedBody {
+                inner,
+                guard: Some(guard),
+            }))
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut draining = false;
+    loop {
+        let deadline = activity.deadline(limits.deadlines);
+        // While a request runs there is no deadline (requests have the
+        // request timeout); its end wakes this loop through `changed`.
+        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + limits.deadlines.idle);
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(err) = served {
+                    tracing::debug!(error = %err, "connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(wake) => {
+                let due = activity.deadline(limits.deadlines);
+                if due.is_some_and(|due| due <= tokio::time::Instant::now()) {
+                    // Idle or too slow sending a head: nothing is in
+                    // progress, so closing loses nothing.
+                    return;
+                }
+            }
+            () = activity.changed() => {}
+            () = shutdown.cancelled(), if !draining => {
+                draining = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
