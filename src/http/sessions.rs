@@ -72,14 +72,14 @@ async fn create_session(
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
     let payload = Value::Object(attrs.clone());
     let make_event = || {
-        state
+        let validated = state
             .catalogs
             .validate(Sessions::CATALOG, &actor, "session.created", &payload)
             .map_err(|err| StoreError::Rejected(err.message))?;
         Ok(NewEvent {
             actor_json: actor.to_string(),
             type_json: "\"session.created\"".into(),
-            payload_json: payload.to_string(),
+            payload_json: validated.to_string(),
         })
     };
     let record = state
