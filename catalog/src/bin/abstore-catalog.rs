@@ -14,7 +14,9 @@ use abstore_catalog::{Catalogs, Family};
 use serde_json::{Value, json};
 
 fn family(name: &str) -> Option<Family> {
-    Family::ALL.into_iter().find(|family| family.as_str() == name)
+    Family::ALL
+        .into_iter()
+        .find(|family| family.as_str() == name)
 }
 
 fn answer(catalogs: &Catalogs, line: &str) -> Value {
