@@ -6,6 +6,7 @@
 //! schemas, the precomputed "allowed" and "known types" lists) is built here
 //! once, so [`Catalog::validate`] only formats strings on the failure path.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use jsonschema::{Draft, PatternOptions, Validator};
@@ -13,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::actor::{self, ActorKind};
 use crate::detail::payload_detail;
+use crate::normalize::{self, Normalizer};
 use crate::rules::{Rule, RuleFailure, RuleInput};
 use crate::{CatalogError, EventValidationError, Family};
 
@@ -49,6 +51,8 @@ struct Entry {
     /// `k1, k2` as it appears in the actor-kind message.
     allowed: String,
     validator: Validator,
+    /// Defaults and trims the schema declares (`None`: the payload is kept as sent).
+    normalizer: Option<Normalizer>,
     rules: Vec<BoundRule>,
     provisional: bool,
 }
@@ -58,6 +62,7 @@ impl std::fmt::Debug for Entry {
         f.debug_struct("Entry")
             .field("name", &self.name)
             .field("actors", &self.actors)
+            .field("normalizer", &self.normalizer)
             .field("rules", &self.rules)
             .field("provisional", &self.provisional)
             .finish_non_exhaustive()
@@ -163,13 +168,16 @@ impl Catalog {
             .map(|&position| self.entries[position].provisional)
     }
 
-    /// type known → actor shape → actor kind allowed → payload schema → rules.
-    pub(crate) fn validate(
+    /// type known → actor shape → actor kind allowed → normalisation →
+    /// payload schema → rules, on the normalised payload (zod checks the
+    /// output of its transforms). Returns the normalised payload, borrowed
+    /// when the entry normalises nothing.
+    pub(crate) fn validate<'p>(
         &self,
         actor: &Value,
         event_type: &str,
-        payload: &Value,
-    ) -> Result<(), EventValidationError> {
+        payload: &'p Value,
+    ) -> Result<Cow<'p, Value>, EventValidationError> {
         let Some(entry) = self
             .index
             .get(event_type)
@@ -191,14 +199,23 @@ impl Catalog {
                 entry.allowed
             )));
         }
-        if !entry.validator.is_valid(payload) {
+        let payload = match &entry.normalizer {
+            None => Cow::Borrowed(payload),
+            Some(normalizer) => {
+                let mut owned = payload.clone();
+                normalizer.apply(&mut owned);
+                Cow::Owned(owned)
+            }
+        };
+        let payload_ref: &Value = &payload;
+        if !entry.validator.is_valid(payload_ref) {
             return Err(EventValidationError::new(format!(
                 "invalid payload for \"{event_type}\": {}",
-                payload_detail(&entry.validator, payload)
+                payload_detail(&entry.validator, payload_ref)
             )));
         }
         for bound in &entry.rules {
-            let Some(target) = payload.pointer(&bound.at) else {
+            let Some(target) = payload_ref.pointer(&bound.at) else {
                 continue;
             };
             let input = RuleInput {
@@ -220,7 +237,7 @@ impl Catalog {
                 }
             }
         }
-        Ok(())
+        Ok(payload)
     }
 }
 
@@ -291,11 +308,15 @@ fn compile_entry(
     let Some(payload) = members.get("payload") else {
         return Err(entry_error("missing \"payload\" schema".to_owned()));
     };
-    let validator = compile_schema(payload, defs).map_err(|message| CatalogError::Schema {
+    let schema_error = |message: String| CatalogError::Schema {
         file: file.to_owned(),
         event: name.to_owned(),
         message,
-    })?;
+    };
+    let validator = compile_schema(payload, defs).map_err(schema_error)?;
+    let scope = definitions_in_scope(payload, defs);
+    let compile_branch = |branch: &Value| compile_schema(branch, Some(&scope));
+    let normalizer = normalize::compile(payload, &scope, &compile_branch).map_err(schema_error)?;
 
     let rules = match members.get("rules") {
         None => Vec::new(),
@@ -317,6 +338,7 @@ fn compile_entry(
         actors,
         allowed,
         validator,
+        normalizer,
         rules,
         provisional,
     })
@@ -376,6 +398,16 @@ fn bind_rule(file: &str, event: &str, binding: &Value) -> Result<BoundRule, Cata
         rule,
         at: at.to_owned(),
     })
+}
+
+/// The definitions a payload's `#/$defs/…` references see: the document's
+/// shared ones, overridden by the payload's own.
+fn definitions_in_scope(payload: &Value, defs: Option<&Map<String, Value>>) -> Map<String, Value> {
+    let mut scope = defs.cloned().unwrap_or_default();
+    if let Some(Value::Object(own)) = payload.get("$defs") {
+        scope.extend(own.iter().map(|(key, value)| (key.clone(), value.clone())));
+    }
+    scope
 }
 
 /// Compile one payload schema with the document's shared `$defs` in scope, so

@@ -27,8 +27,10 @@ mod actor;
 mod detail;
 mod document;
 mod error;
+mod normalize;
 mod rules;
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde_json::Value;
@@ -145,15 +147,18 @@ impl Catalogs {
         })
     }
 
-    /// Validate one event write before any mutation: `Ok(())`, or the exact
-    /// message the `422` response carries.
-    pub fn validate(
+    /// Validate one event write before any mutation: the *validated payload*
+    /// (protocol §3) — the payload after the catalog's normalisations
+    /// (defaults, trims; see `docs/catalog.md`), which is what a server stores
+    /// — or the exact message the `422` response carries. Borrowed when the
+    /// type normalises nothing.
+    pub fn validate<'p>(
         &self,
         family: Family,
         actor: &Value,
         event_type: &str,
-        payload: &Value,
-    ) -> Result<(), EventValidationError> {
+        payload: &'p Value,
+    ) -> Result<Cow<'p, Value>, EventValidationError> {
         self.catalog(family).validate(actor, event_type, payload)
     }
 
@@ -209,7 +214,7 @@ mod tests {
     fn message(family: Family, actor: Value, event_type: &str, payload: Value) -> String {
         let catalogs = Catalogs::embedded().expect("embedded catalogs compile");
         match catalogs.validate(family, &actor, event_type, &payload) {
-            Ok(()) => panic!("{event_type} {payload} accepted"),
+            Ok(_) => panic!("{event_type} {payload} accepted"),
             Err(error) => error.message,
         }
     }

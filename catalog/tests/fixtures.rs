@@ -1,6 +1,8 @@
 //! Walks `fixtures/catalog/<family>/<type>/*.json` through the embedded
 //! catalogs. `valid-*.json` must be accepted; `invalid-*.json` must be rejected
-//! with a message containing its `expect` fragment. Every catalog type must
+//! with a message containing its `expect` fragment. A valid fixture's
+//! validated (normalised) payload must equal its `normalized` member, or the
+//! payload as sent when it has none. Every catalog type must
 //! have at least one valid and two invalid fixtures (`_any/` holds
 //! cross-cutting cases: unknown types, actor rules).
 
@@ -66,8 +68,21 @@ fn every_fixture_has_the_expected_outcome() {
                 checked += 1;
                 if name.starts_with("valid-") {
                     count.0 += 1;
-                    if let Err(error) = outcome {
-                        failures.push(format!("{}: rejected: {error}", file.display()));
+                    match outcome {
+                        Err(error) => {
+                            failures.push(format!("{}: rejected: {error}", file.display()));
+                        }
+                        // The validated payload is the fixture's `normalized`
+                        // member when it has one, else the payload as sent.
+                        Ok(validated) => {
+                            let expected = fixture.get("normalized").unwrap_or(&fixture["payload"]);
+                            if *validated != *expected {
+                                failures.push(format!(
+                                    "{}: validated payload\n    got:    {validated}\n    expect: {expected}",
+                                    file.display()
+                                ));
+                            }
+                        }
                     }
                 } else if name.starts_with("invalid-") {
                     count.1 += 1;
@@ -75,7 +90,7 @@ fn every_fixture_has_the_expected_outcome() {
                         .as_str()
                         .expect("invalid fixture has expect");
                     match outcome {
-                        Ok(()) => failures.push(format!("{}: accepted", file.display())),
+                        Ok(_) => failures.push(format!("{}: accepted", file.display())),
                         Err(error) if !error.message.contains(expect) => failures.push(format!(
                             "{}:\n    got:    {}\n    expect: {expect}",
                             file.display(),

@@ -1,10 +1,22 @@
 #!/usr/bin/env node
 // Catalog drift check: runs Autobuild's OWN event validators over every
 // fixture in fixtures/catalog/{build,repository} and reports each
-// disagreement with the fixture's expectation.
+// disagreement with the fixture's expectation, and, for every valid fixture,
+// each difference between the payload Autobuild's validator returns (its
+// normalised, stored payload) and the one abstore's catalog returns.
 //
 //   npx tsx conformance/autobuild/drift.mjs --autobuild /path/to/autobuild \
-//       [--fixtures fixtures/catalog] [--json]
+//       [--fixtures fixtures/catalog] [--abstore-catalog BIN] [--strict-messages] [--json]
+//
+// A rejection whose message has the fixture's rule prefix (the text before
+// the first ": ", e.g. `invalid payload for "x"`) but a different detail is
+// listed as DETAIL DIFFERS and does not fail the check: the protocol fixes
+// the prefix, and Autobuild's detail is zod's issue list, abstore's one
+// path-naming issue. --strict-messages counts them as disagreements.
+//
+// abstore's validated payloads come from `abstore-catalog normalize` (the
+// catalog crate's binary, the same validator the server runs): BIN when
+// given, else `cargo run -q -p abstore-catalog --bin abstore-catalog`.
 //
 // --autobuild is an Autobuild checkout or an installed package directory
 // (e.g. node_modules/@defrex/autobuild) with its dependencies installed. The
@@ -17,6 +29,7 @@
 //
 // Exit code: 0 no disagreement, 1 disagreements found, 2 setup error.
 
+import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -26,7 +39,7 @@ const here = dirname(fileURLToPath(import.meta.url))
 function usage(message) {
   if (message) console.error(`drift: ${message}`)
   console.error(
-    'usage: npx tsx conformance/autobuild/drift.mjs --autobuild DIR [--fixtures DIR] [--json]',
+    'usage: npx tsx conformance/autobuild/drift.mjs --autobuild DIR [--fixtures DIR] [--abstore-catalog BIN] [--strict-messages] [--json]',
   )
   process.exit(2)
 }
@@ -38,6 +51,8 @@ function parseArgs(argv) {
     if (a === '--autobuild') args.autobuild = argv[++i]
     else if (a === '--fixtures') args.fixtures = argv[++i]
     else if (a === '--json') args.json = true
+    else if (a === '--abstore-catalog') args.abstoreCatalog = argv[++i]
+    else if (a === '--strict-messages') args.strictMessages = true
     else if (a === '--help' || a === '-h') usage()
     else usage(`unknown argument ${a}`)
   }
@@ -88,6 +103,40 @@ function messageOf(err) {
   return err instanceof Error ? err.message : String(err)
 }
 
+/** abstore's validated payloads for `writes`, from `abstore-catalog normalize`. */
+function abstoreValidate(writes, bin) {
+  const input = writes.map((w) => JSON.stringify(w)).join('\n') + '\n'
+  const [cmd, argv] = bin
+    ? [bin, ['normalize']]
+    : ['cargo', ['run', '-q', '-p', 'abstore-catalog', '--bin', 'abstore-catalog', '--', 'normalize']]
+  const run = spawnSync(cmd, argv, {
+    cwd: resolve(here, '../..'),
+    input,
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  if (run.status !== 0) {
+    throw new Error(`${cmd} ${argv.join(' ')} failed (${run.error?.message ?? `status ${run.status}`})`)
+  }
+  const lines = run.stdout.split('\n').filter((l) => l.length > 0)
+  if (lines.length !== writes.length) {
+    throw new Error(`abstore-catalog answered ${lines.length} lines for ${writes.length} writes`)
+  }
+  return lines.map((l) => JSON.parse(l))
+}
+
+/** JSON equality: member order is not significant, everything else is. */
+function sameJson(a, b) {
+  if (a === b) return true
+  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return false
+  if (Array.isArray(a) !== Array.isArray(b)) return false
+  if (Array.isArray(a)) return a.length === b.length && a.every((x, i) => sameJson(x, b[i]))
+  const ka = Object.keys(a)
+  const kb = Object.keys(b)
+  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && sameJson(a[k], b[k]))
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2))
   const root = resolve(args.autobuild)
@@ -112,31 +161,55 @@ async function main() {
     process.exit(2)
   }
 
-  const results = { checked: 0, agree: 0, disagreements: [] }
+  // Every readable fixture, with abstore's answer for it (one process run).
+  const fixtures = []
+  const results = { checked: 0, agree: 0, payloadsCompared: 0, disagreements: [] }
   for (const family of ['build', 'repository']) {
-    const { fn } = validators[family]
     for (const f of listFixtures(args.fixtures, family)) {
-      results.checked++
       const id = `${family}/${f.type}/${f.file}`
-      let doc
       try {
-        doc = JSON.parse(readFileSync(f.path, 'utf8'))
+        fixtures.push({ ...f, id, doc: JSON.parse(readFileSync(f.path, 'utf8')) })
       } catch (err) {
+        results.checked++
         results.disagreements.push({ id, kind: 'unreadable', detail: messageOf(err) })
-        continue
       }
-      const { expect, ...write } = doc
+    }
+  }
+  let abstore
+  try {
+    abstore = abstoreValidate(
+      fixtures.map((f) => ({ family: f.family, actor: f.doc.actor, type: f.doc.type, payload: f.doc.payload })),
+      args.abstoreCatalog,
+    )
+  } catch (err) {
+    console.error(`drift: abstore's validator: ${messageOf(err)}`)
+    process.exit(2)
+  }
+
+  for (const [index, f] of fixtures.entries()) {
+    const { fn } = validators[f.family]
+    results.checked++
+    const id = f.id
+    {
+      const { expect, ...write } = f.doc
       let accepted = true
       let message = ''
+      let returned
       try {
-        fn({ actor: write.actor, type: write.type, payload: write.payload })
+        returned = fn({ actor: write.actor, type: write.type, payload: write.payload })
       } catch (err) {
         accepted = false
         message = messageOf(err)
         if (err?.name !== 'EventValidationError') message = `${err?.name ?? 'Error'}: ${message}`
       }
+      const ours = abstore[index]
       if (f.valid && !accepted) {
         results.disagreements.push({ id, kind: 'valid-rejected', autobuild: message })
+      } else if (f.valid && !('ok' in ours)) {
+        results.disagreements.push({ id, kind: 'abstore-rejected', abstore: ours.error })
+      } else if (f.valid && !sameJson(returned.payload, ours.ok)) {
+        results.payloadsCompared++
+        results.disagreements.push({ id, kind: 'payload-differs', autobuild: returned.payload, abstore: ours.ok })
       } else if (!f.valid && accepted) {
         results.disagreements.push({ id, kind: 'invalid-accepted', expect })
       } else if (!f.valid && typeof expect === 'string' && !message.includes(expect)) {
@@ -146,6 +219,7 @@ async function main() {
         const samePrefix = head !== expect && message.startsWith(`${head}: `)
         results.disagreements.push({ id, kind: 'message-differs', samePrefix, expect, autobuild: message })
       } else {
+        if (f.valid) results.payloadsCompared++
         results.agree++
       }
     }
@@ -166,7 +240,15 @@ async function main() {
           break
         case 'message-differs':
           console.log(
-            `MESSAGE DIFFERS   ${d.id}${d.samePrefix ? ' (same rule prefix, different detail)' : ''}\n    fixture expects: ${JSON.stringify(d.expect)}\n    autobuild:       ${JSON.stringify(d.autobuild)}`,
+            `${d.samePrefix ? 'DETAIL DIFFERS    ' : 'MESSAGE DIFFERS   '}${d.id}${d.samePrefix ? ' (same rule prefix, different detail)' : ''}\n    fixture expects: ${JSON.stringify(d.expect)}\n    autobuild:       ${JSON.stringify(d.autobuild)}`,
+          )
+          break
+        case 'abstore-rejected':
+          console.log(`ABSTORE REJECTED  ${d.id}\n    abstore: ${d.abstore}`)
+          break
+        case 'payload-differs':
+          console.log(
+            `PAYLOAD DIFFERS   ${d.id}\n    autobuild: ${JSON.stringify(d.autobuild)}\n    abstore:   ${JSON.stringify(d.abstore)}`,
           )
           break
         default:
@@ -178,10 +260,12 @@ async function main() {
       `${results.checked} fixtures: ${results.agree} agree, ${results.disagreements.length} disagree ` +
         `(${by('valid-rejected')} valid rejected, ${by('invalid-accepted')} invalid accepted, ` +
         `${by('message-differs')} message differs [${results.disagreements.filter((d) => d.samePrefix).length} with the same rule prefix], ` +
-        `${by('unreadable')} unreadable)`,
+        `${by('payload-differs')} validated payload differs [of ${results.payloadsCompared} compared], ` +
+        `${by('abstore-rejected')} valid rejected by abstore, ${by('unreadable')} unreadable)`,
     )
   }
-  process.exit(results.disagreements.length > 0 ? 1 : 0)
+  const failing = results.disagreements.filter((d) => args.strictMessages || !d.samePrefix)
+  process.exit(failing.length > 0 ? 1 : 0)
 }
 
 await main()

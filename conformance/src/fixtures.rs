@@ -123,6 +123,10 @@ pub struct CatalogFixture {
     /// The event write (`expect` removed).
     pub event: Value,
     pub expect: Option<String>,
+    /// The validated payload the server must store when it differs from the
+    /// one sent (the catalog's defaults and trims; `normalized` removed from
+    /// `event`).
+    pub normalized: Option<Value>,
 }
 
 static CATALOG_DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
@@ -190,6 +194,7 @@ pub fn catalog_fixtures() -> Vec<CatalogFixture> {
                 .as_object_mut()
                 .and_then(|o| o.remove("expect"))
                 .and_then(|v| v.as_str().map(str::to_string));
+            let normalized = event.as_object_mut().and_then(|o| o.remove("normalized"));
             CatalogFixture {
                 valid: file.starts_with("valid-"),
                 family,
@@ -197,6 +202,7 @@ pub fn catalog_fixtures() -> Vec<CatalogFixture> {
                 file,
                 event,
                 expect,
+                normalized,
             }
         })
         .collect()

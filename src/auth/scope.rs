@@ -3,7 +3,8 @@
 //!
 //! Parsing is deliberately strict: a scope must match exactly one of the four
 //! shapes below; unknown keys, missing keys, wrong JSON types, empty strings and
-//! non-integer `exp` values are all invalid. Strictness matters here because the
+//! non-integer `exp` values are all invalid (an integral `exp` is an integer
+//! however JSON writes it, as for JavaScript). Strictness matters here because the
 //! scope *is* the credential: a lenient parser would let a differently-shaped
 //! payload (minted by some other tool with the same secret) mean something the
 //! minter did not intend.
@@ -371,11 +372,21 @@ fn nonempty(object: &Map<String, Value>, key: &str) -> Result<String, InvalidSco
 
 /// `exp` must be a JSON integer that fits `i64`: `1.0`, `1e3`, strings and
 /// out-of-range integers are invalid (Autobuild never emits them).
+/// `exp` is an integer as JavaScript reads JSON (Autobuild checks it with
+/// zod's `.int()`): `1784116800000`, `1784116800000.0` and `1.7841168e12` are
+/// the same number. A written fraction is only accepted within the safe-integer
+/// range, where the float is exact.
 fn exp(object: &Map<String, Value>) -> Result<i64, InvalidScope> {
-    object
-        .get("exp")
-        .and_then(Value::as_i64)
-        .ok_or(InvalidScope("exp must be an integer of epoch milliseconds"))
+    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+    let invalid = || InvalidScope("exp must be an integer of epoch milliseconds");
+    let value = object.get("exp").ok_or_else(invalid)?;
+    if let Some(int) = value.as_i64() {
+        return Ok(int);
+    }
+    match value.as_f64() {
+        Some(float) if float.trunc() == float && float.abs() <= MAX_SAFE => Ok(float as i64),
+        _ => Err(invalid()),
+    }
 }
 
 fn via(object: &Map<String, Value>) -> Result<Option<Via>, InvalidScope> {
@@ -504,10 +515,11 @@ mod tests {
             json!({"operator": {"user": "  \t"}, "exp": 5}),
             // deployment session must be the wildcard
             json!({"operator": true, "session": "s_1", "exp": 5}),
-            // non-integer exp
+            // non-integer exp, or a float past the safe-integer range
             json!({"build": "b", "session": "s", "exp": 5.5}),
-            json!({"build": "b", "session": "s", "exp": 5.0}),
-            json!({"build": "b", "session": "s", "exp": 1e12}),
+            json!({"build": "b", "session": "s", "exp": 1e300}),
+            json!({"build": "b", "session": "s", "exp": 9_007_199_254_740_992.0}),
+            json!({"build": "b", "session": "s", "exp": "5"}),
             json!({"build": "b", "session": "s", "exp": u64::MAX}),
             // malformed via
             json!({"resource": {"kind": "repo", "id": "r"}, "session": "s", "exp": 5, "via": null}),
@@ -521,6 +533,15 @@ mod tests {
         ];
         for value in bad {
             assert!(parse(value.clone()).is_err(), "accepted {value}");
+        }
+    }
+
+    #[test]
+    fn an_integral_float_exp_is_an_integer() {
+        for exp in [json!(5.0), json!(1e12), json!(-0.0)] {
+            let scope = parse(json!({"build": "b", "session": "s", "exp": exp}))
+                .unwrap_or_else(|error| panic!("exp {exp}: {error:?}"));
+            assert_eq!(scope.exp() as f64, exp.as_f64().unwrap_or(f64::NAN));
         }
     }
 

@@ -308,6 +308,23 @@ mod tests {
     }
 
     #[test]
+    fn an_integral_exp_is_accepted_however_written() {
+        // JavaScript (and so Autobuild's verifier) reads all three as the
+        // integer 1784116800001.
+        for exp in ["1784116800001", "1784116800001.0", "1.784116800001e12"] {
+            let payload = format!(r#"{{"build":"b","session":"s","exp":{exp}}}"#);
+            let scope = verify(SECRET, &signed(&payload), NOW)
+                .unwrap_or_else(|error| panic!("{payload}: {error}"));
+            assert_eq!(scope.exp(), 1_784_116_800_001, "{payload}");
+        }
+        let expired = signed(r#"{"build":"b","session":"s","exp":1784116800000.0}"#);
+        assert_eq!(
+            verify(SECRET, &expired, 1_784_116_800_000),
+            Err(InvalidToken)
+        );
+    }
+
+    #[test]
     fn rejects_signed_but_malformed_payloads() {
         let cases = [
             "",
@@ -320,8 +337,8 @@ mod tests {
             r#"{"build":"b","session":"s","exp":1784116800001,"extra":true}"#,
             r#"{"build":"b","session":"s","exp":"1784116800001"}"#,
             r#"{"build":"b","session":"s","exp":1784116800001.5}"#,
-            r#"{"build":"b","session":"s","exp":1784116800001.0}"#,
-            r#"{"build":"b","session":"s","exp":1.784116800001e12}"#,
+            r#"{"build":"b","session":"s","exp":1.7841168000015e12}"#,
+            r#"{"build":"b","session":"s","exp":1e300}"#,
             r#"{"build":"","session":"s","exp":1784116800001}"#,
             r#"{"build":"b","session":"","exp":1784116800001}"#,
             r#"{"resource":{"kind":"repo","id":""},"session":"s","exp":1784116800001}"#,

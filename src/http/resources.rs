@@ -106,16 +106,18 @@ pub(super) async fn prepare<T>(
     }
 }
 
-/// Check an event write against family `F`'s catalog and serialise it.
+/// Check an event write against family `F`'s catalog and serialise it with
+/// the *validated* payload: the catalog's normalisation (defaults, trims) is
+/// what the envelope carries (spec section 3), as in Autobuild.
 fn validated_event<F: Family>(state: &SharedState, write: &EventWrite) -> Result<NewEvent, String> {
-    state
+    let payload = state
         .catalogs
         .validate(F::CATALOG, &write.actor, &write.event_type, &write.payload)
         .map_err(|err| err.message)?;
     Ok(NewEvent {
         actor_json: write.actor.to_string(),
         type_json: Value::String(write.event_type.clone()).to_string(),
-        payload_json: write.payload.to_string(),
+        payload_json: payload.to_string(),
     })
 }
 

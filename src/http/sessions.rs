@@ -75,14 +75,14 @@ async fn create_session(
     // Owned: the store may run it after this handler is gone (DESIGN 14).
     let event_state = state.clone();
     let make_event = move || {
-        event_state
+        let validated = event_state
             .catalogs
             .validate(Sessions::CATALOG, &actor, "session.created", &payload)
             .map_err(|err| StoreError::Rejected(err.message))?;
         Ok(NewEvent {
             actor_json: actor.to_string(),
             type_json: "\"session.created\"".into(),
-            payload_json: payload.to_string(),
+            payload_json: validated.to_string(),
         })
     };
     let record = state

@@ -40,6 +40,7 @@ pub fn register(r: &mut Registry) {
     r.add("s7.401.tampered_payload", "7", tampered_payload);
     r.add("s7.401.signature_over_decoded_json", "7", signed_decoded);
     r.add("s7.401.expired", "7", expired);
+    r.add("s7.token.integral_exp_however_written", "7", integral_exp);
     r.add_clock("s7.401.expiry_boundary", "7", expiry_boundary);
     r.add("s7.401.health_needs_no_token", "7", health_open);
 
@@ -675,6 +676,30 @@ async fn signed_decoded(c: Ctx) -> CheckResult {
         .send()
         .await?
         .error_msg(401, "auth", INVALID)?;
+    Ok(())
+}
+
+/// `exp` is a JavaScript number checked for integrality (Autobuild's zod
+/// `.int()`): `N.0` and `Ne0` are the integer `N` and verify; `N.5` does not.
+async fn integral_exp(c: Ctx) -> CheckResult {
+    let secret = c.need_secret()?;
+    for exp in [format!("{}.0", c.exp_ms), format!("{}e0", c.exp_ms)] {
+        let text = format!(r#"{{"build":"*","session":"*","exp":{exp}}}"#);
+        let token = crate::token::mint_text(secret, &text);
+        c.get("/builds")
+            .bearer(&token)
+            .send()
+            .await?
+            .json_status(200)
+            .map_err(|e| format!("scope {text}: {e}"))?;
+    }
+    let text = format!(r#"{{"build":"*","session":"*","exp":{}.5}}"#, c.exp_ms);
+    c.get("/builds")
+        .bearer(&crate::token::mint_text(secret, &text))
+        .send()
+        .await?
+        .error_msg(401, "auth", INVALID)
+        .map_err(|e| format!("scope {text}: {e}"))?;
     Ok(())
 }
 

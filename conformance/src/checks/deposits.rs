@@ -20,6 +20,9 @@ pub fn register(r: &mut Registry) {
         r.add(format!("{p}.placeholder_substituted"), s, move |c| {
             substituted(c, res)
         });
+        r.add(format!("{p}.validated_payload_stored"), s, move |c| {
+            validated_payload(c, res)
+        });
         r.add(
             format!("{p}.placeholder_index_maps_to_request_order"),
             s,
@@ -207,6 +210,47 @@ async fn substituted(c: Ctx, res: Res) -> CheckResult {
         &v["event"]["payload"]["artifact"],
         &json!({"kind": "plan", "rev": 2}),
     )?;
+    Ok(())
+}
+
+/// Section 3's envelope carries the *validated* payload, and section 9 has
+/// the deposit validate after substitution: a review verdict whose finding
+/// omits `persists` is stored with Autobuild's default `persists: []` (and
+/// the substituted artifact), in the response and when read back.
+async fn validated_payload(c: Ctx, res: Res) -> CheckResult {
+    let id = c.create(res).await?;
+    let agent = json!({"kind": "agent", "role": "review", "session": "s_conformance"});
+    let finding = json!({"id": "f_1", "severity": "minor", "summary": "no persists sent"});
+    let mut payload = json!({
+        "round": 1,
+        "verdict": "revise",
+        "findings": [finding],
+        "artifact": {"kind": "review", "rev": -1},
+    });
+    let event_type = match res {
+        Res::Build => "plan-review.verdict",
+        Res::Repo => {
+            payload["run"] = json!("h_conformance");
+            "harvest.review.verdict"
+        }
+    };
+    let body = json!({
+        "artifacts": [art("review", b"verdict")],
+        "event": {"actor": agent, "type": event_type, "payload": payload},
+    });
+    let r = c.deposit(res, &id, &body).await?;
+    let v = r.json_status(201)?;
+    let mut want = body["event"]["payload"].clone();
+    want["artifact"] = json!({"kind": "review", "rev": 0});
+    want["findings"][0]["persists"] = json!([]);
+    same(
+        &format!("deposited payload (sent {})", r.sent),
+        &v["event"]["payload"],
+        &want,
+    )?;
+    let events = c.events(res, &id, "").await?;
+    let stored = events.last().ok_or("the deposit appended no event")?;
+    same("payload read back", &stored["payload"], &want)?;
     Ok(())
 }
 

@@ -39,6 +39,12 @@ pub fn is_mode_skip(reason: &str) -> bool {
     [NEEDS_SECRET, NEEDS_AUTH, NEEDS_OPEN].contains(&reason)
 }
 
+/// Whether a check asserts an abstore choice rather than the spec: its id
+/// starts with `abstore.` (skipped by `--strict-spec`).
+pub fn is_abstore_specific(id: &str) -> bool {
+    id.starts_with("abstore.")
+}
+
 /// Why a check did not pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
