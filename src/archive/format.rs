@@ -10,7 +10,7 @@
 //! stream*                     streams with their closed record, by id
 //! stream_chunk*               chunks exactly as stored, by (stream_id, seq)
 //! blob*                       every referenced blob: sha256, size, base64 bytes, by sha256
-//! footer                      counts, and the SHA-256 of every byte before the footer line
+//! footer                      counts, and the SHA-256 of every line between header and footer
 //! ```
 //!
 //! Rows are the schema's columns (migrations/) under their column names, in
