@@ -6,6 +6,8 @@
 //! create databases on; S3 legs when `ABSTORE_TEST_S3_URL` is set
 //! (`scripts/s3-test-server`). Unset, they skip loudly (and fail under CI).
 
+#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
