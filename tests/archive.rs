@@ -335,6 +335,9 @@ async fn round_trip_sqlite_postgres_sqlite() {
         export(&pg.url, &blobs, &second);
         assert_same_body(&first, &second, "SQLite and PostgreSQL archives differ");
         assert!(lines(&second)[0]["source"] == "postgres");
+        let source = serve(&source_db, &source_blobs).await;
+        let on_pg = serve(&pg.url, &blobs).await;
+        assert_same_reads(&reads(&source, &first).await, &reads(&on_pg, &first).await);
         middle = second;
     }
 
@@ -368,22 +371,31 @@ async fn export_during_writes_is_a_consistent_snapshot() {
     let c = ctx(&server);
     let (slug, _) = c.new_build().await.unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = {
-        let (c, slug, stop) = (c.clone(), slug.clone(), stop.clone());
+        let (c, slug, stop, done) = (c.clone(), slug.clone(), stop.clone(), done.clone());
         tokio::spawn(async move {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 c.append_n(Res::Build, &slug, 1).await.unwrap();
-                let bytes = format!("artifact {n}");
-                c.put_artifact(Res::Build, &slug, "log", bytes.as_bytes(), None)
-                    .await
-                    .unwrap();
+                // A deposit: an artifact and the event that references it.
+                let body = json!({
+                    "artifacts": [{"kind": "log", "contentBase64": b64(format!("artifact {n}").as_bytes())}],
+                    "event": Res::Build.ref_event(json!({"kind": "log", "rev": -1})),
+                });
+                let r = c.deposit(Res::Build, &slug, &body).await.unwrap();
+                assert!(r.status < 300, "{}", r.got());
                 n += 1;
+                done.store(n, std::sync::atomic::Ordering::Relaxed);
             }
             n
         })
     };
     for i in 0..3 {
+        let target = 5 * (i + 1);
+        while done.load(std::sync::atomic::Ordering::Relaxed) < target {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         let out = dir.path().join(format!("snap{i}.ndjson"));
         let db = db.clone();
         let blobs = blobs.clone();
@@ -415,6 +427,20 @@ async fn export_during_writes_is_a_consistent_snapshot() {
             .count() as i64;
         if let Some(head) = head {
             assert_eq!(head["next_revision"].as_i64().unwrap(), artifacts);
+        }
+        // No event whose artifact is missing.
+        for envelope in records.iter().filter(|l| l["type"] == "event") {
+            let envelope: Value =
+                serde_json::from_str(envelope["envelope"].as_str().unwrap()).unwrap();
+            let reference = &envelope["payload"]["artifact"];
+            if reference.is_object() {
+                assert!(
+                    records.iter().any(|l| l["type"] == "artifact"
+                        && l["artifact_kind"] == reference["kind"]
+                        && l["revision"] == reference["rev"]),
+                    "snapshot {i}: event {envelope} references a missing artifact"
+                );
+            }
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
