@@ -221,10 +221,12 @@ impl Table {
         )
     }
 
+    /// Inserts a row unless its key exists (both backends' syntax); the
+    /// affected-row count says which happened.
     pub fn insert_sql(&self, placeholder: fn(usize) -> String) -> String {
         let values: Vec<String> = (1..=self.columns.len()).map(placeholder).collect();
         format!(
-            "INSERT INTO {} ({}) VALUES ({})",
+            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING",
             self.table,
             self.column_list(),
             values.join(", ")

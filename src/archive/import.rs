@@ -134,13 +134,20 @@ async fn import_rows(
             Record::Blob { .. } | Record::Footer(_) => break,
         };
         let table = &TABLES[index];
-        match destination.find(table, &row).await? {
-            Some(existing) if existing == row => report.present_records += 1,
-            Some(existing) => {
-                let column = table
-                    .columns
+        // Insert first: into a new store every row is new, so one statement
+        // a row; only a row whose key exists is read back and compared.
+        let inserted = destination
+            .insert(table, &row)
+            .await
+            .with_context(|| format!("inserting {}", table.describe_key(&row)))?;
+        if inserted {
+            report.new_records += 1;
+        } else {
+            let existing = destination.find(table, &row).await?;
+            if existing.as_ref() != Some(&row) {
+                let column = existing
                     .iter()
-                    .zip(existing.iter().zip(&row))
+                    .flat_map(|existing| table.columns.iter().zip(existing.iter().zip(&row)))
                     .find(|(_, (a, b))| a != b)
                     .map_or("?", |(c, _)| c.name);
                 bail!(
@@ -149,13 +156,7 @@ async fn import_rows(
                     column
                 );
             }
-            None => {
-                destination
-                    .insert(table, &row)
-                    .await
-                    .with_context(|| format!("inserting {}", table.describe_key(&row)))?;
-                report.new_records += 1;
-            }
+            report.present_records += 1;
         }
         progress.add(1, bytes);
     }
@@ -167,7 +168,8 @@ async fn import_rows(
 #[async_trait(?Send)]
 trait Destination {
     async fn find(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<Option<Vec<Val>>>;
-    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<()>;
+    /// Inserts the row unless its key exists; true when it did.
+    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool>;
     /// Commits when `commit`, rolls back otherwise.
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()>;
 }
@@ -207,8 +209,8 @@ impl Destination for EmptyDestination {
     async fn find(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<Option<Vec<Val>>> {
         Ok(None)
     }
-    async fn insert(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<()> {
-        Ok(())
+    async fn insert(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<bool> {
+        Ok(true)
     }
     async fn finish(&mut self, _: bool) -> anyhow::Result<()> {
         Ok(())
@@ -233,12 +235,11 @@ impl Destination for SqliteDestination {
         }
     }
 
-    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<()> {
+    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool> {
         let mut statement = self
             .conn
             .prepare_cached(&table.insert_sql(db::sqlite_placeholder))?;
-        statement.execute(rusqlite::params_from_iter(db::sqlite_params(row)))?;
-        Ok(())
+        Ok(statement.execute(rusqlite::params_from_iter(db::sqlite_params(row)))? == 1)
     }
 
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {
@@ -267,12 +268,12 @@ impl Destination for PgDestination {
         }
     }
 
-    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<()> {
+    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool> {
         let sql = table.insert_sql(db::pg_placeholder);
-        db::pg_bind(sqlx::query(sqlx::AssertSqlSafe(sql)), table, row)
+        let done = db::pg_bind(sqlx::query(sqlx::AssertSqlSafe(sql)), table, row)
             .execute(&mut self.conn)
             .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {
