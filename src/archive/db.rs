@@ -172,3 +172,22 @@ pub fn sqlite_placeholder(i: usize) -> String {
 pub fn pg_placeholder(i: usize) -> String {
     format!("${i}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_urls() {
+        assert!(
+            matches!(Db::parse("sqlite://./data/a.db?mode=rwc"), Ok(Db::Sqlite(p)) if p == Path::new("./data/a.db"))
+        );
+        assert!(
+            matches!(Db::parse("sqlite:///abs/a.db"), Ok(Db::Sqlite(p)) if p == Path::new("/abs/a.db"))
+        );
+        assert!(matches!(Db::parse("postgres://u@h/d"), Ok(Db::Postgres(_))));
+        let err = Db::parse("sqlite::memory:").unwrap_err().to_string();
+        assert!(err.contains("in-memory"), "{err}");
+        assert!(Db::parse("mysql://x").is_err());
+    }
+}

@@ -267,16 +267,13 @@ impl Table {
                     .get(column.name)
                     .ok_or_else(|| format!("{} lacks `{}`", self.record, column.name))?;
                 Val::from_json(value, column).ok_or_else(|| {
-                    format!(
-                        "{}.{} is not a{} {}",
-                        self.record,
-                        column.name,
-                        if column.nullable { " nullable" } else { "n" },
-                        match column.ty {
-                            Ty::Text => "string",
-                            Ty::Int => "integer",
-                        }
-                    )
+                    let expected = match (column.ty, column.nullable) {
+                        (Ty::Text, false) => "a string",
+                        (Ty::Int, false) => "an integer",
+                        (Ty::Text, true) => "a string or null",
+                        (Ty::Int, true) => "an integer or null",
+                    };
+                    format!("{}.{} is not {expected}", self.record, column.name)
                 })
             })
             .collect()
@@ -404,4 +401,84 @@ pub fn footer_line(counts: &Counts, digest_hex: &str) -> String {
         "sha256": digest_hex,
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_their_line() {
+        let table = &TABLES[0];
+        let row = vec![
+            Val::Text("build".into()),
+            Val::Text("b-1 \"é\"".into()),
+            Val::Null,
+            Val::Int(1),
+            Val::Int(2),
+            Val::Int(3),
+            Val::Text("worker".into()),
+            Val::Int(4),
+            Val::Int(5),
+            Val::Null,
+            Val::Int(0),
+            Val::Null,
+            Val::Null,
+        ];
+        let line = table.encode(&row);
+        assert!(line.starts_with(r#"{"type":"resource","kind":"build","id":"b-1 \"é\"","#));
+        let value: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(table.decode(value.as_object().unwrap()).unwrap(), row);
+    }
+
+    #[test]
+    fn decoding_is_strict() {
+        let table = &TABLES[1];
+        let decode = |text: &str| {
+            let value: Value = serde_json::from_str(text).unwrap();
+            table.decode(value.as_object().unwrap())
+        };
+        let good = r#"{"type":"event","kind":"build","resource_id":"b","seq":1,"envelope":"{}"}"#;
+        assert!(decode(good).is_ok());
+        let err = decode(
+            r#"{"type":"event","kind":"build","resource_id":"b","seq":"1","envelope":"{}"}"#,
+        );
+        assert_eq!(err.unwrap_err(), "event.seq is not an integer");
+        let err = decode(r#"{"type":"event","kind":"build","resource_id":"b","seq":1}"#);
+        assert_eq!(err.unwrap_err(), "event lacks `envelope`");
+        let err = decode(
+            r#"{"type":"event","kind":"build","resource_id":"b","seq":1,"envelope":"{}","x":1}"#,
+        );
+        assert!(err.unwrap_err().contains("unknown members"));
+        let err =
+            decode(r#"{"type":"event","kind":null,"resource_id":"b","seq":1,"envelope":"{}"}"#);
+        assert_eq!(err.unwrap_err(), "event.kind is not a string");
+    }
+
+    #[test]
+    fn keys_order_bytewise() {
+        let table = &TABLES[1];
+        let row = |id: &str, seq| {
+            vec![
+                Val::Text("build".into()),
+                Val::Text(id.into()),
+                Val::Int(seq),
+                Val::Text("{}".into()),
+            ]
+        };
+        assert!(table.compare_keys(&row("B", 9), &row("a", 1)).is_lt());
+        assert!(table.compare_keys(&row("a", 2), &row("a", 10)).is_lt());
+        assert!(table.compare_keys(&row("a", 2), &row("a", 2)).is_eq());
+    }
+
+    #[test]
+    fn counts_round_trip() {
+        let counts = Counts {
+            rows: [1, 2, 3, 4, 5, 6],
+            blobs: 7,
+            blob_bytes: 8,
+        };
+        assert_eq!(Counts::from_json(&counts.to_json()), Some(counts));
+        assert_eq!(Counts::from_json(&serde_json::json!({"resource": 1})), None);
+    }
 }
