@@ -676,3 +676,55 @@ async fn backup_while_serving_restores_the_same_store() {
         &reads(&restored, &archive).await,
     );
 }
+
+/// An export that cannot complete names the reason and leaves no file (not
+/// even its temporary one); without `--force` it never replaces a file.
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_export_names_the_missing_blob_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("src.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let mut server = serve(&db, &blobs).await;
+    seed_small(&ctx(&server)).await;
+    server.stop().await.unwrap();
+    let out = dir.path().join("out").join("a.ndjson");
+    std::fs::create_dir(out.parent().unwrap()).unwrap();
+    export(&db, &blobs, &out);
+    let (ok_, _, err) = abstore(&[
+        "export",
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert!(!ok_ && err.contains("--force"), "{err}");
+
+    let missing = blob_ref(b"# Plan\n");
+    Blobs::open(&blobs).unwrap().delete(&missing).await.unwrap();
+    let again = dir.path().join("out").join("b.ndjson");
+    let (ok_, _, err) = abstore(&[
+        "export",
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--out",
+        s(&again),
+        "--quiet",
+    ]);
+    assert!(!ok_, "an export without its blob passed");
+    assert!(
+        err.contains(&format!(
+            "blob {missing}, referenced by the store, cannot be read"
+        )),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("a.ndjson")]);
+}

@@ -45,12 +45,13 @@ pub async fn export(options: &ExportOptions) -> anyhow::Result<Counts> {
         Db::Postgres(url) => tokio::spawn(async move { read_postgres(&url, &tx).await }),
     };
     let written = write_archive(output.tmp_path(), db.kind(), rx, &blobs, options.quiet).await;
-    // A reader error explains a writer that saw the channel end early.
-    reader
+    let read = reader
         .await
-        .map_err(|err| anyhow!("the snapshot reader failed: {err}"))?
-        .context("reading the snapshot")?;
+        .map_err(|err| anyhow!("the snapshot reader failed: {err}"))?;
+    // A writer error comes first (the reader then only saw the channel close);
+    // a reader error explains a writer that saw the channel end early.
     let counts = written?;
+    read.context("reading the snapshot")?;
     output.commit()?;
     Ok(counts)
 }
