@@ -106,6 +106,60 @@ impl Blobs {
     pub async fn get(&self, blob_ref: &str) -> object_store::Result<bytes::Bytes> {
         self.store.get(&key(blob_ref)).await?.bytes().await
     }
+
+    /// The stored blob's size and write time, or `None` when absent.
+    pub async fn head(&self, blob_ref: &str) -> object_store::Result<Option<BlobInfo>> {
+        match self.store.head(&key(blob_ref)).await {
+            Ok(meta) => Ok(BlobInfo::from_meta(&meta)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Removes a blob (garbage collection only: metadata never points at
+    /// a blob that may be deleted).
+    pub async fn delete(&self, blob_ref: &str) -> object_store::Result<()> {
+        match self.store.delete(&key(blob_ref)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Every stored blob, in no particular order; keys that are not
+    /// content addresses are not blobs and are skipped.
+    pub fn list(&self) -> impl futures_util::Stream<Item = object_store::Result<BlobInfo>> + use<> {
+        use futures_util::StreamExt as _;
+        self.store
+            .list(Some(&Path::from("sha256")))
+            .filter_map(|meta| async move {
+                match meta {
+                    Ok(meta) => BlobInfo::from_meta(&meta).map(Ok),
+                    Err(err) => Some(Err(err)),
+                }
+            })
+    }
+}
+
+/// A stored blob as listed.
+#[derive(Clone, Debug)]
+pub struct BlobInfo {
+    pub blob_ref: String,
+    pub size: u64,
+    /// Last write, epoch milliseconds.
+    pub modified_ms: i64,
+}
+
+impl BlobInfo {
+    fn from_meta(meta: &object_store::ObjectMeta) -> Option<BlobInfo> {
+        let name = meta.location.filename()?;
+        let is_ref =
+            name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        is_ref.then(|| BlobInfo {
+            blob_ref: name.to_string(),
+            size: meta.size,
+            modified_ms: meta.last_modified.timestamp_millis(),
+        })
+    }
 }
 
 /// A local directory store that syncs every write (see the module doc).

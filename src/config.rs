@@ -40,6 +40,17 @@ pub enum Command {
     /// Event catalog tools.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// Write one consistent snapshot of a store (records and blobs) to a
+    /// portable archive file.
+    Export(crate::archive::cli::ExportArgs),
+    /// Check an archive completely; exit 0 and one verdict line if valid.
+    Verify(crate::archive::cli::VerifyArgs),
+    /// Import an archive into a store (a dry run unless `--apply`).
+    Import(crate::archive::cli::ImportArgs),
+    /// Copy the embedded SQLite store and its blobs while it serves.
+    Backup(crate::archive::cli::BackupArgs),
+    /// List (and with `--apply` delete) blobs no record references.
+    Gc(crate::archive::cli::GcArgs),
 }
 
 #[derive(Debug, Subcommand)]

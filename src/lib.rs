@@ -16,9 +16,11 @@
 //! - [`metrics`]: Prometheus metrics on their own listener.
 //! - [`notify`]: wake-ups for held reads.
 //! - [`clock`]: the one injectable clock.
+//! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
 
 pub mod app;
+pub mod archive;
 pub mod auth;
 pub mod blobs;
 pub mod clock;

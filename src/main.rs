@@ -108,6 +108,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("catalog {} is valid", dir.display());
             Ok(())
         }
+        Command::Export(args) => abstore::archive::cli::export(args).await,
+        Command::Verify(args) => abstore::archive::cli::verify(args),
+        Command::Import(args) => abstore::archive::cli::import(args).await,
+        Command::Backup(args) => abstore::archive::cli::backup(args).await,
+        Command::Gc(args) => abstore::archive::cli::gc(args).await,
     }
 }
 

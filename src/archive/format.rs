@@ -1,0 +1,484 @@
+//! The archive format (docs/operations.md, "The archive format"): one UTF-8
+//! file of newline-terminated JSON objects, each with a `"type"` member.
+//!
+//! ```text
+//! header                      format name and version, abstore version, source kind, time
+//! resource*                   every build, repository and session row, by (kind, id)
+//! event*                      every envelope exactly as stored, by (kind, resource_id, seq)
+//! artifact_head*              next revision counters, by (kind, resource_id, artifact_kind)
+//! artifact*                   artifact metadata, by (kind, resource_id, artifact_kind, revision)
+//! stream*                     streams with their closed record, by id
+//! stream_chunk*               chunks exactly as stored, by (stream_id, seq)
+//! blob*                       every referenced blob: sha256, size, base64 bytes, by sha256
+//! footer                      counts, and the SHA-256 of every line between header and footer
+//! ```
+//!
+//! Rows are the schema's columns (migrations/) under their column names, in
+//! schema order, so the same store always yields the same bytes whichever
+//! backend holds it. Keys are compared bytewise (both schemas order text
+//! keys bytewise), so the order is canonical and checkable line by line.
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Value};
+
+/// The `format` member of the header.
+pub const FORMAT_NAME: &str = "abstore-archive";
+/// The archive format version this build writes and reads.
+pub const FORMAT_VERSION: i64 = 1;
+/// The longest line a reader accepts: a blob line is about 4/3 of the
+/// blob, and blobs are bounded by the server's `--max-artifact-bytes`.
+pub const MAX_LINE_BYTES: u64 = 512 * 1024 * 1024;
+
+/// A column's SQL type as far as the archive cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    Text,
+    Int,
+}
+
+#[derive(Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub nullable: bool,
+}
+
+/// One table of the schema: its record type, its columns (primary key
+/// columns first), and how many leading columns form the key.
+#[derive(Debug)]
+pub struct Table {
+    pub record: &'static str,
+    pub table: &'static str,
+    pub columns: &'static [Column],
+    pub key_len: usize,
+}
+
+const fn text(name: &'static str) -> Column {
+    Column {
+        name,
+        ty: Ty::Text,
+        nullable: false,
+    }
+}
+const fn int(name: &'static str) -> Column {
+    Column {
+        name,
+        ty: Ty::Int,
+        nullable: false,
+    }
+}
+const fn opt_text(name: &'static str) -> Column {
+    Column {
+        name,
+        ty: Ty::Text,
+        nullable: true,
+    }
+}
+const fn opt_int(name: &'static str) -> Column {
+    Column {
+        name,
+        ty: Ty::Int,
+        nullable: true,
+    }
+}
+
+/// Every table, in archive order, which is also an order that satisfies
+/// the schema's foreign keys when inserting.
+pub static TABLES: [Table; 6] = [
+    Table {
+        record: "resource",
+        table: "resources",
+        columns: &[
+            text("kind"),
+            text("id"),
+            opt_text("attrs"),
+            int("created_at"),
+            int("updated_at"),
+            int("last_seq"),
+            opt_text("lease_holder"),
+            opt_int("lease_expires_at"),
+            opt_int("lease_ttl_ms"),
+            opt_int("heartbeat_at"),
+            int("stream_counter"),
+            opt_text("parent"),
+            opt_int("created_order"),
+        ],
+        key_len: 2,
+    },
+    Table {
+        record: "event",
+        table: "events",
+        columns: &[
+            text("kind"),
+            text("resource_id"),
+            int("seq"),
+            text("envelope"),
+        ],
+        key_len: 3,
+    },
+    Table {
+        record: "artifact_head",
+        table: "artifact_heads",
+        columns: &[
+            text("kind"),
+            text("resource_id"),
+            text("artifact_kind"),
+            int("next_revision"),
+        ],
+        key_len: 3,
+    },
+    Table {
+        record: "artifact",
+        table: "artifacts",
+        columns: &[
+            text("kind"),
+            text("resource_id"),
+            text("artifact_kind"),
+            int("revision"),
+            text("blob_ref"),
+            int("size"),
+            text("metadata"),
+            int("created_at"),
+        ],
+        key_len: 4,
+    },
+    Table {
+        record: "stream",
+        table: "streams",
+        columns: &[
+            text("id"),
+            text("scope_kind"),
+            text("scope_id"),
+            text("label"),
+            text("status"),
+            int("created_at"),
+            int("created_order"),
+            int("last_seq"),
+            opt_int("closed_at"),
+            opt_int("closed_order"),
+            opt_text("outcome"),
+            opt_text("artifact_kind"),
+            opt_int("artifact_revision"),
+            opt_text("artifact_blob_ref"),
+        ],
+        key_len: 1,
+    },
+    Table {
+        record: "stream_chunk",
+        table: "stream_chunks",
+        columns: &[text("stream_id"), int("seq"), text("chunk")],
+        key_len: 2,
+    },
+];
+
+/// The SQL that lists every blob the metadata references, ordered and
+/// distinct (blob refs are lowercase hex, so any collation orders them alike;
+/// PostgreSQL is told "C" anyway).
+pub fn referenced_blobs_sql(postgres: bool) -> String {
+    let collate = if postgres { " COLLATE \"C\"" } else { "" };
+    format!(
+        "SELECT blob_ref{collate} AS r FROM artifacts UNION \
+         SELECT artifact_blob_ref{collate} FROM streams WHERE artifact_blob_ref IS NOT NULL ORDER BY 1"
+    )
+}
+
+impl Table {
+    pub fn column_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| c.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `SELECT` every row in key order.
+    pub fn select_all_sql(&self) -> String {
+        let key: Vec<&str> = self.columns[..self.key_len]
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        format!(
+            "SELECT {} FROM {} ORDER BY {}",
+            self.column_list(),
+            self.table,
+            key.join(", ")
+        )
+    }
+
+    /// `SELECT` one row by key; `placeholder(i)` spells parameter `i` (1-based).
+    pub fn select_one_sql(&self, placeholder: fn(usize) -> String) -> String {
+        let cond: Vec<String> = self.columns[..self.key_len]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{} = {}", c.name, placeholder(i + 1)))
+            .collect();
+        format!(
+            "SELECT {} FROM {} WHERE {}",
+            self.column_list(),
+            self.table,
+            cond.join(" AND ")
+        )
+    }
+
+    /// Inserts a row unless its key exists (both backends' syntax); the
+    /// affected-row count says which happened.
+    pub fn insert_sql(&self, placeholder: fn(usize) -> String) -> String {
+        let values: Vec<String> = (1..=self.columns.len()).map(placeholder).collect();
+        format!(
+            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING",
+            self.table,
+            self.column_list(),
+            values.join(", ")
+        )
+    }
+
+    /// A row's key, for messages: `(build, b-1, 3)`.
+    pub fn describe_key(&self, row: &[Val]) -> String {
+        let parts: Vec<String> = row[..self.key_len].iter().map(Val::to_string).collect();
+        format!("{} ({})", self.record, parts.join(", "))
+    }
+
+    /// The archive line of a row (without the newline).
+    pub fn encode(&self, row: &[Val]) -> String {
+        let mut object = Map::new();
+        object.insert("type".into(), Value::from(self.record));
+        for (column, value) in self.columns.iter().zip(row) {
+            object.insert(column.name.into(), value.to_json());
+        }
+        Value::Object(object).to_string()
+    }
+
+    /// A row from its parsed line: exactly the columns, each of its type.
+    pub fn decode(&self, object: &Map<String, Value>) -> Result<Vec<Val>, String> {
+        if object.len() != self.columns.len() + 1 {
+            let unknown: Vec<&String> = object
+                .keys()
+                .filter(|k| *k != "type" && !self.columns.iter().any(|c| c.name == *k))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(format!("{} has unknown members {unknown:?}", self.record));
+            }
+        }
+        self.columns
+            .iter()
+            .map(|column| {
+                let value = object
+                    .get(column.name)
+                    .ok_or_else(|| format!("{} lacks `{}`", self.record, column.name))?;
+                Val::from_json(value, column).ok_or_else(|| {
+                    let expected = match (column.ty, column.nullable) {
+                        (Ty::Text, false) => "a string",
+                        (Ty::Int, false) => "an integer",
+                        (Ty::Text, true) => "a string or null",
+                        (Ty::Int, true) => "an integer or null",
+                    };
+                    format!("{}.{} is not {expected}", self.record, column.name)
+                })
+            })
+            .collect()
+    }
+
+    /// Bytewise order of two rows' keys.
+    pub fn compare_keys(&self, a: &[Val], b: &[Val]) -> Ordering {
+        a[..self.key_len].cmp(&b[..self.key_len])
+    }
+}
+
+/// One column value.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Val {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+impl Val {
+    pub fn to_json(&self) -> Value {
+        match self {
+            Val::Null => Value::Null,
+            Val::Int(n) => Value::from(*n),
+            Val::Text(s) => Value::from(s.as_str()),
+        }
+    }
+
+    fn from_json(value: &Value, column: &Column) -> Option<Val> {
+        match (value, column.ty) {
+            (Value::Null, _) if column.nullable => Some(Val::Null),
+            (Value::String(s), Ty::Text) => Some(Val::Text(s.clone())),
+            (Value::Number(n), Ty::Int) => n.as_i64().map(Val::Int),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Val {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Val::Null => f.write_str("null"),
+            Val::Int(n) => write!(f, "{n}"),
+            Val::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Record counts by record type, in archive order, plus blob bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub rows: [u64; 6],
+    pub blobs: u64,
+    pub blob_bytes: u64,
+}
+
+impl Counts {
+    pub fn records(&self) -> u64 {
+        self.rows.iter().sum::<u64>() + self.blobs
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        for (table, n) in TABLES.iter().zip(self.rows) {
+            object.insert(table.record.into(), Value::from(n));
+        }
+        object.insert("blob".into(), Value::from(self.blobs));
+        object.insert("blob_bytes".into(), Value::from(self.blob_bytes));
+        Value::Object(object)
+    }
+
+    pub fn from_json(value: &Value) -> Option<Counts> {
+        let object = value.as_object()?;
+        if object.len() != TABLES.len() + 2 {
+            return None;
+        }
+        let mut counts = Counts::default();
+        for (i, table) in TABLES.iter().enumerate() {
+            counts.rows[i] = object.get(table.record)?.as_u64()?;
+        }
+        counts.blobs = object.get("blob")?.as_u64()?;
+        counts.blob_bytes = object.get("blob_bytes")?.as_u64()?;
+        Some(counts)
+    }
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (table, n) in TABLES.iter().zip(self.rows) {
+            write!(f, "{n} {}s, ", table.record)?;
+        }
+        write!(f, "{} blobs ({} bytes)", self.blobs, self.blob_bytes)
+    }
+}
+
+/// The header line. Counts are not known before the snapshot has been
+/// read, so the header carries `"counts": null` and the footer the counts.
+pub fn header_line(source: &str, created_at: &str) -> String {
+    serde_json::json!({
+        "type": "header",
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "abstore": env!("CARGO_PKG_VERSION"),
+        "source": source,
+        "created_at": created_at,
+        "counts": null,
+    })
+    .to_string()
+}
+
+pub fn blob_line(sha256: &str, bytes: &[u8]) -> String {
+    serde_json::json!({
+        "type": "blob",
+        "sha256": sha256,
+        "size": bytes.len(),
+        "base64": crate::protocol::base64::encode(bytes),
+    })
+    .to_string()
+}
+
+pub fn footer_line(counts: &Counts, digest_hex: &str) -> String {
+    serde_json::json!({
+        "type": "footer",
+        "counts": counts.to_json(),
+        "sha256": digest_hex,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_their_line() {
+        let table = &TABLES[0];
+        let row = vec![
+            Val::Text("build".into()),
+            Val::Text("b-1 \"é\"".into()),
+            Val::Null,
+            Val::Int(1),
+            Val::Int(2),
+            Val::Int(3),
+            Val::Text("worker".into()),
+            Val::Int(4),
+            Val::Int(5),
+            Val::Null,
+            Val::Int(0),
+            Val::Null,
+            Val::Null,
+        ];
+        let line = table.encode(&row);
+        assert!(line.starts_with(r#"{"type":"resource","kind":"build","id":"b-1 \"é\"","#));
+        let value: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(table.decode(value.as_object().unwrap()).unwrap(), row);
+    }
+
+    #[test]
+    fn decoding_is_strict() {
+        let table = &TABLES[1];
+        let decode = |text: &str| {
+            let value: Value = serde_json::from_str(text).unwrap();
+            table.decode(value.as_object().unwrap())
+        };
+        let good = r#"{"type":"event","kind":"build","resource_id":"b","seq":1,"envelope":"{}"}"#;
+        assert!(decode(good).is_ok());
+        let err = decode(
+            r#"{"type":"event","kind":"build","resource_id":"b","seq":"1","envelope":"{}"}"#,
+        );
+        assert_eq!(err.unwrap_err(), "event.seq is not an integer");
+        let err = decode(r#"{"type":"event","kind":"build","resource_id":"b","seq":1}"#);
+        assert_eq!(err.unwrap_err(), "event lacks `envelope`");
+        let err = decode(
+            r#"{"type":"event","kind":"build","resource_id":"b","seq":1,"envelope":"{}","x":1}"#,
+        );
+        assert!(err.unwrap_err().contains("unknown members"));
+        let err =
+            decode(r#"{"type":"event","kind":null,"resource_id":"b","seq":1,"envelope":"{}"}"#);
+        assert_eq!(err.unwrap_err(), "event.kind is not a string");
+    }
+
+    #[test]
+    fn keys_order_bytewise() {
+        let table = &TABLES[1];
+        let row = |id: &str, seq| {
+            vec![
+                Val::Text("build".into()),
+                Val::Text(id.into()),
+                Val::Int(seq),
+                Val::Text("{}".into()),
+            ]
+        };
+        assert!(table.compare_keys(&row("B", 9), &row("a", 1)).is_lt());
+        assert!(table.compare_keys(&row("a", 2), &row("a", 10)).is_lt());
+        assert!(table.compare_keys(&row("a", 2), &row("a", 2)).is_eq());
+    }
+
+    #[test]
+    fn counts_round_trip() {
+        let counts = Counts {
+            rows: [1, 2, 3, 4, 5, 6],
+            blobs: 7,
+            blob_bytes: 8,
+        };
+        assert_eq!(Counts::from_json(&counts.to_json()), Some(counts));
+        assert_eq!(Counts::from_json(&serde_json::json!({"resource": 1})), None);
+    }
+}

@@ -1,0 +1,285 @@
+//! `abstore import`: verify the whole archive, then write its blobs, then
+//! all its metadata in one transaction (so readers see all of it or none).
+//! Rows that already exist must be identical: re-importing an archive is a
+//! no-op, and a conflicting row fails the import naming it.
+//!
+//! Without `--apply` the same transaction runs and is rolled back, and no
+//! blob is written: the report says what an apply would write.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use async_trait::async_trait;
+use sqlx::{Connection as _, Executor as _};
+
+use super::db::{self, Db};
+use super::format::{TABLES, Table, Val};
+use super::progress::Progress;
+use super::reader::{ArchiveReader, Record};
+use super::verify;
+use crate::blobs::{Blobs, blob_ref};
+
+pub struct ImportOptions {
+    pub file: PathBuf,
+    pub database: String,
+    pub blobs: String,
+    pub apply: bool,
+    pub quiet: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct ImportReport {
+    pub new_records: u64,
+    pub present_records: u64,
+    pub new_blobs: u64,
+    pub new_blob_bytes: u64,
+    pub present_blobs: u64,
+}
+
+impl std::fmt::Display for ImportReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} records new, {} already present; {} blobs new ({} bytes), {} already present",
+            self.new_records,
+            self.present_records,
+            self.new_blobs,
+            self.new_blob_bytes,
+            self.present_blobs
+        )
+    }
+}
+
+pub async fn import(options: &ImportOptions) -> anyhow::Result<ImportReport> {
+    let db = Db::parse(&options.database)?;
+    let blobs = Blobs::open(&options.blobs).context("opening --blobs")?;
+    verify::verify(&options.file, options.quiet).with_context(|| {
+        format!(
+            "{} is not a valid archive; nothing was imported",
+            options.file.display()
+        )
+    })?;
+    let mut report = ImportReport::default();
+    import_blobs(options, &blobs, &mut report).await?;
+    let mut destination = open_destination(&db, &options.database, options.apply).await?;
+    let written = import_rows(options, destination.as_mut(), &mut report).await;
+    match written {
+        Ok(()) => destination.finish(options.apply).await?,
+        Err(err) => {
+            destination.finish(false).await.ok();
+            return Err(err.context("nothing was imported"));
+        }
+    }
+    Ok(report)
+}
+
+/// Blobs first: metadata that points at them becomes visible only after.
+async fn import_blobs(
+    options: &ImportOptions,
+    blobs: &Blobs,
+    report: &mut ImportReport,
+) -> anyhow::Result<()> {
+    let mut reader = ArchiveReader::open(&options.file)?;
+    let mut progress = Progress::new("import blobs", options.quiet);
+    while reader.next_line()?.is_some() {
+        let Record::Blob { sha256, bytes, .. } = reader.parse()? else {
+            continue;
+        };
+        // Verified already; checked again in case the file changed since.
+        if blob_ref(&bytes) != sha256 {
+            bail!(
+                "line {}: blob {sha256} changed since it was verified",
+                reader.line_no
+            );
+        }
+        let present = blobs
+            .head(&sha256)
+            .await
+            .with_context(|| format!("looking up blob {sha256}"))?
+            .is_some_and(|info| info.size == bytes.len() as u64);
+        if present {
+            report.present_blobs += 1;
+        } else {
+            report.new_blobs += 1;
+            report.new_blob_bytes += bytes.len() as u64;
+            if options.apply {
+                let size = bytes.len() as u64;
+                blobs
+                    .put(&sha256, bytes)
+                    .await
+                    .with_context(|| format!("writing blob {sha256}"))?;
+                progress.add(1, size);
+                continue;
+            }
+        }
+        progress.add(1, 0);
+    }
+    progress.finish();
+    Ok(())
+}
+
+async fn import_rows(
+    options: &ImportOptions,
+    destination: &mut dyn Destination,
+    report: &mut ImportReport,
+) -> anyhow::Result<()> {
+    let mut reader = ArchiveReader::open(&options.file)?;
+    let mut progress = Progress::new("import records", options.quiet);
+    while let Some(line) = reader.next_line()? {
+        let bytes = line.len() as u64;
+        let record = reader.parse()?;
+        let (index, row) = match record {
+            Record::Row(index, row) => (index, row),
+            Record::Header(_) => continue,
+            Record::Blob { .. } | Record::Footer(_) => break,
+        };
+        let table = &TABLES[index];
+        // Insert first: into a new store every row is new, so one statement
+        // a row; only a row whose key exists is read back and compared.
+        let inserted = destination
+            .insert(table, &row)
+            .await
+            .with_context(|| format!("inserting {}", table.describe_key(&row)))?;
+        if inserted {
+            report.new_records += 1;
+        } else {
+            let existing = destination.find(table, &row).await?;
+            if existing.as_ref() != Some(&row) {
+                let column = existing
+                    .iter()
+                    .flat_map(|existing| table.columns.iter().zip(existing.iter().zip(&row)))
+                    .find(|(_, (a, b))| a != b)
+                    .map_or("?", |(c, _)| c.name);
+                bail!(
+                    "{} already exists with different content ({} differs)",
+                    table.describe_key(&row),
+                    column
+                );
+            }
+            report.present_records += 1;
+        }
+        progress.add(1, bytes);
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// Where rows go: one open transaction.
+#[async_trait(?Send)]
+trait Destination {
+    async fn find(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<Option<Vec<Val>>>;
+    /// Inserts the row unless its key exists; true when it did.
+    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool>;
+    /// Commits when `commit`, rolls back otherwise.
+    async fn finish(&mut self, commit: bool) -> anyhow::Result<()>;
+}
+
+async fn open_destination(db: &Db, url: &str, apply: bool) -> anyhow::Result<Box<dyn Destination>> {
+    if apply {
+        db::migrate(url).await?;
+    }
+    match db {
+        Db::Sqlite(path) => {
+            if !apply && !path.exists() {
+                return Ok(Box::new(EmptyDestination));
+            }
+            let conn = db::open_sqlite_write(path)?;
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            Ok(Box::new(SqliteDestination { conn }))
+        }
+        Db::Postgres(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await?;
+            let migrated: bool = sqlx::query_scalar("SELECT to_regclass('resources') IS NOT NULL")
+                .fetch_one(&mut conn)
+                .await?;
+            if !migrated {
+                return Ok(Box::new(EmptyDestination));
+            }
+            conn.execute("BEGIN").await?;
+            Ok(Box::new(PgDestination { conn }))
+        }
+    }
+}
+
+/// A dry run against a store that does not exist yet: everything is new.
+struct EmptyDestination;
+
+#[async_trait(?Send)]
+impl Destination for EmptyDestination {
+    async fn find(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<Option<Vec<Val>>> {
+        Ok(None)
+    }
+    async fn insert(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<bool> {
+        Ok(true)
+    }
+    async fn finish(&mut self, _: bool) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+struct SqliteDestination {
+    conn: rusqlite::Connection,
+}
+
+#[async_trait(?Send)]
+impl Destination for SqliteDestination {
+    async fn find(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<Option<Vec<Val>>> {
+        let mut statement = self
+            .conn
+            .prepare_cached(&table.select_one_sql(db::sqlite_placeholder))?;
+        let key = db::sqlite_params(&row[..table.key_len]);
+        let mut rows = statement.query(rusqlite::params_from_iter(key))?;
+        match rows.next()? {
+            Some(found) => Ok(Some(db::sqlite_row(table, found)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool> {
+        let mut statement = self
+            .conn
+            .prepare_cached(&table.insert_sql(db::sqlite_placeholder))?;
+        Ok(statement.execute(rusqlite::params_from_iter(db::sqlite_params(row)))? == 1)
+    }
+
+    async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {
+        self.conn
+            .execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })?;
+        Ok(())
+    }
+}
+
+struct PgDestination {
+    conn: sqlx::PgConnection,
+}
+
+#[async_trait(?Send)]
+impl Destination for PgDestination {
+    async fn find(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<Option<Vec<Val>>> {
+        let sql = table.select_one_sql(db::pg_placeholder);
+        let query = db::pg_bind(
+            sqlx::query(sqlx::AssertSqlSafe(sql)),
+            table,
+            &row[..table.key_len],
+        );
+        match query.fetch_optional(&mut self.conn).await? {
+            Some(found) => Ok(Some(db::pg_row(table, &found)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool> {
+        let sql = table.insert_sql(db::pg_placeholder);
+        let done = db::pg_bind(sqlx::query(sqlx::AssertSqlSafe(sql)), table, row)
+            .execute(&mut self.conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {
+        self.conn
+            .execute(if commit { "COMMIT" } else { "ROLLBACK" })
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! Moving whole stores: portable archives (`export`, `verify`, `import`),
+//! online SQLite backups (`backup`) and blob garbage collection (`gc`).
+//! docs/operations.md describes the commands and the archive format.
+//!
+//! - [`format`]: the archive's records, their order and canonical form.
+//! - [`reader`]: strict line framing and record parsing.
+//! - [`export`], [`verify`], [`import`], [`backup`], [`gc`]: one command each.
+//! - [`db`]: direct schema access (rusqlite / sqlx) and the one migration call.
+//! - [`output`]: write-to-temporary, fsync, rename.
+//! - [`progress`]: progress lines on stderr.
+//! - [`cli`]: the commands' flags.
+
+pub mod backup;
+pub mod cli;
+pub mod db;
+pub mod export;
+pub mod format;
+pub mod gc;
+pub mod import;
+pub mod output;
+pub mod progress;
+pub mod reader;
+pub mod verify;

@@ -1,0 +1,730 @@
+//! Archives, backups and blob garbage collection through the real binary:
+//! stores seeded over HTTP (the whole conformance suite, for the round
+//! trip), then `abstore export | verify | import | backup | gc`.
+//!
+//! PostgreSQL legs run when `ABSTORE_TEST_POSTGRES_URL` names a server we may
+//! create databases on; S3 legs when `ABSTORE_TEST_S3_URL` is set
+//! (`scripts/s3-test-server`). Unset, they skip loudly (and fail under CI).
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use abstore::blobs::{Blobs, blob_ref};
+use conformance::util::{b64, enc, random_hex};
+use conformance::{Ctx, Res, Server, all_checks, run_checks};
+use serde_json::{Value, json};
+use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
+
+const CLOCK: &str = "2026-07-15T12:00:00.000Z";
+const VERSION: &str = "0.8.0";
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_abstore")
+}
+
+/// Runs `abstore args…`; returns (success, stdout, stderr).
+fn abstore(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run abstore");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(args: &[&str]) -> String {
+    let (ok, stdout, stderr) = abstore(args);
+    assert!(ok, "abstore {args:?} failed:\n{stderr}");
+    stdout
+}
+
+fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+async fn serve(database: &str, blobs: &str) -> Server {
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+        "--test-clock",
+        CLOCK,
+    ];
+    Server::start(bin(), &args)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
+}
+
+fn ctx(server: &Server) -> Ctx {
+    Ctx::new(server.url(), VERSION).expect("http client")
+}
+
+fn export(database: &str, blobs: &str, out: &Path) -> String {
+    ok(&[
+        "export",
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+        "--out",
+        s(out),
+        "--quiet",
+    ])
+}
+
+fn import(file: &Path, database: &str, blobs: &str, apply: bool) -> (bool, String, String) {
+    let mut args = vec![
+        "import",
+        s(file),
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+        "--quiet",
+    ];
+    if apply {
+        args.push("--apply");
+    }
+    abstore(&args)
+}
+
+/// The archive without its header line (the only one naming the source and time).
+fn body(archive: &Path) -> String {
+    let text = std::fs::read_to_string(archive).expect("read archive");
+    let (_, rest) = text.split_once('\n').expect("a header line");
+    rest.to_string()
+}
+
+/// Two archives hold the same records: equal after their headers.
+fn assert_same_body(a: &Path, b: &Path, what: &str) {
+    let (a, b) = (body(a), body(b));
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        assert_eq!(x, y, "{what}: line {} differs", i + 2);
+    }
+    assert_eq!(
+        a.lines().count(),
+        b.lines().count(),
+        "{what}: line counts differ"
+    );
+}
+
+fn lines(archive: &Path) -> Vec<Value> {
+    std::fs::read_to_string(archive)
+        .expect("read archive")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+/// A small store: a build with events, an artifact and a deposit, a repo
+/// with a session and a lease.
+async fn seed_small(c: &Ctx) {
+    let (slug, _) = c.new_build().await.unwrap();
+    c.append_n(Res::Build, &slug, 3).await.unwrap();
+    c.put_artifact(Res::Build, &slug, "plan", b"# Plan\n", None)
+        .await
+        .unwrap();
+    let (repo, _) = c.new_repo().await.unwrap();
+    c.append_n(Res::Repo, &repo, 2).await.unwrap();
+    assert!(c.claim(Res::Repo, &repo, "worker-1", 60_000).await.unwrap());
+    c.put_artifact(Res::Repo, &repo, "notes", b"notes", None)
+        .await
+        .unwrap();
+}
+
+// ── PostgreSQL and S3 ───────────────────────────────────────────────────────
+
+struct PgDb {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl PgDb {
+    async fn create() -> Option<PgDb> {
+        let Ok(admin_url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI requires ABSTORE_TEST_POSTGRES_URL"
+            );
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"\n*** archive PostgreSQL legs SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***\n",
+            );
+            return None;
+        };
+        let name = format!("abstore_archive_{}", random_hex());
+        let mut conn = PgConnection::connect(&admin_url).await.expect("admin");
+        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let mut url = url::Url::parse(&admin_url).expect("URL");
+        url.set_path(&format!("/{name}"));
+        Some(PgDb {
+            admin_url,
+            name,
+            url: url.to_string(),
+        })
+    }
+
+    async fn count(&self, table: &str) -> i64 {
+        let mut conn = PgConnection::connect(&self.url).await.expect("connect");
+        sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_or(-1)
+    }
+
+    async fn drop_db(self) {
+        let mut conn = PgConnection::connect(&self.admin_url).await.expect("admin");
+        sqlx::query(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("drop database");
+    }
+}
+
+/// A fresh S3 prefix, or a directory (with a loud banner) without S3.
+fn s3_or_dir(dir: &Path) -> String {
+    match std::env::var("ABSTORE_TEST_S3_URL") {
+        Ok(base) => format!(
+            "{}/archive-{:016x}",
+            base.trim_end_matches('/'),
+            rand::random::<u64>()
+        ),
+        Err(_) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI requires ABSTORE_TEST_S3_URL"
+            );
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"\n*** archive S3 leg SKIPPED (a directory stands in): run scripts/s3-test-server ***\n",
+            );
+            s(dir).to_string()
+        }
+    }
+}
+
+// ── Comparing what clients see ──────────────────────────────────────────────
+
+/// Every read route's answer for every record in `archive`, from `server`.
+async fn reads(server: &Server, archive: &Path) -> Vec<(String, u16, String)> {
+    let c = ctx(server);
+    let mut paths = vec!["/builds".to_string()];
+    for line in lines(archive) {
+        let text = |name: &str| enc(line[name].as_str().unwrap_or_default());
+        match line["type"].as_str() {
+            Some("resource") => {
+                let base = match line["kind"].as_str() {
+                    Some("build") => format!("/builds/{}", text("id")),
+                    Some("repo") => format!("/repos/{}", text("id")),
+                    _ => format!("/sessions/{}", text("id")),
+                };
+                for tail in ["", "/events", "/artifact-list", "/streams"] {
+                    paths.push(format!("{base}{tail}"));
+                }
+                if line["kind"] == "repo" {
+                    paths.push(format!("{base}/sessions"));
+                }
+            }
+            Some("artifact") => {
+                let collection = match line["kind"].as_str() {
+                    Some("build") => "builds",
+                    Some("repo") => "repos",
+                    _ => "sessions",
+                };
+                paths.push(format!(
+                    "/{collection}/{}/artifacts?kind={}&rev={}",
+                    text("resource_id"),
+                    text("artifact_kind"),
+                    line["revision"]
+                ));
+            }
+            Some("stream") => {
+                paths.push(format!("/streams/{}", text("id")));
+                paths.push(format!("/streams/{}/chunks", text("id")));
+            }
+            _ => {}
+        }
+    }
+    let mut answers = Vec::new();
+    for path in paths {
+        let r = c.get(&path).send().await.expect("GET");
+        answers.push((path, r.status, r.text));
+    }
+    answers
+}
+
+fn assert_same_reads(a: &[(String, u16, String)], b: &[(String, u16, String)]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x, y, "the two stores answer {} differently", x.0);
+    }
+}
+
+// ── The tests ───────────────────────────────────────────────────────────────
+
+/// SQLite + directory blobs → archive → PostgreSQL + S3 → archive → SQLite:
+/// identical archives (but for the header) and identical answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn round_trip_sqlite_postgres_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let source_db = sqlite_url(&dir.path().join("source.db"));
+    let source_blobs = dir.path().join("source-blobs");
+    let source_blobs = s(&source_blobs).to_string();
+    {
+        let mut server = serve(&source_db, &source_blobs).await;
+        let report = run_checks(&ctx(&server), all_checks(), None, 8, |_, _| {}).await;
+        assert!(report.failures().is_empty(), "{:?}", report.failures());
+        seed_small(&ctx(&server)).await;
+        server.stop().await.unwrap();
+    }
+    let first = dir.path().join("first.ndjson");
+    export(&source_db, &source_blobs, &first);
+    let verdict = ok(&["verify", s(&first), "--quiet"]);
+    assert!(verdict.contains(": OK: sqlite archive"), "{verdict}");
+    let kinds: Vec<String> = lines(&first)
+        .iter()
+        .map(|l| l["type"].as_str().unwrap().to_string())
+        .collect();
+    for kind in [
+        "resource",
+        "event",
+        "artifact",
+        "stream",
+        "stream_chunk",
+        "blob",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "the seed has no {kind}");
+    }
+
+    // Through PostgreSQL (+ S3), when available.
+    let mut middle = first.clone();
+    let pg = PgDb::create().await;
+    if let Some(pg) = &pg {
+        let blobs = s3_or_dir(&dir.path().join("pg-blobs"));
+        let (ok_, out, err) = import(&first, &pg.url, &blobs, false);
+        assert!(ok_, "{err}");
+        assert!(out.starts_with("dry run"), "{out}");
+        assert_eq!(pg.count("resources").await, -1, "a dry run created tables");
+        let (ok_, out, err) = import(&first, &pg.url, &blobs, true);
+        assert!(ok_, "{err}");
+        assert!(out.contains(" 0 already present;"), "{out}");
+        let (ok_, out, err) = import(&first, &pg.url, &blobs, true);
+        assert!(ok_, "{err}");
+        assert!(out.contains(" 0 records new"), "re-import wrote: {out}");
+        let second = dir.path().join("second.ndjson");
+        export(&pg.url, &blobs, &second);
+        assert_same_body(&first, &second, "SQLite and PostgreSQL archives differ");
+        assert!(lines(&second)[0]["source"] == "postgres");
+        let source = serve(&source_db, &source_blobs).await;
+        let on_pg = serve(&pg.url, &blobs).await;
+        assert_same_reads(&reads(&source, &first).await, &reads(&on_pg, &first).await);
+        middle = second;
+    }
+
+    let dest_db = sqlite_url(&dir.path().join("dest.db"));
+    let dest_blobs = dir.path().join("dest-blobs");
+    let dest_blobs = s(&dest_blobs).to_string();
+    let (ok_, _, err) = import(&middle, &dest_db, &dest_blobs, true);
+    assert!(ok_, "{err}");
+    let third = dir.path().join("third.ndjson");
+    export(&dest_db, &dest_blobs, &third);
+    assert_same_body(&first, &third, "the round trip changed the archive");
+
+    // Clients see the same store.
+    let source = serve(&source_db, &source_blobs).await;
+    let dest = serve(&dest_db, &dest_blobs).await;
+    assert_same_reads(&reads(&source, &first).await, &reads(&dest, &first).await);
+    if let Some(pg) = pg {
+        pg.drop_db().await;
+    }
+}
+
+/// Appends and deposits keep running while exports are taken: each archive
+/// is a consistent snapshot (verify checks contiguous sequences and that every
+/// referenced blob is present; here also each resource's last_seq).
+#[tokio::test(flavor = "multi_thread")]
+async fn export_during_writes_is_a_consistent_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("live.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let server = serve(&db, &blobs).await;
+    let c = ctx(&server);
+    let (slug, _) = c.new_build().await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (c, slug, stop, done) = (c.clone(), slug.clone(), stop.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c.append_n(Res::Build, &slug, 1).await.unwrap();
+                // A deposit: an artifact and the event that references it.
+                let body = json!({
+                    "artifacts": [{"kind": "log", "contentBase64": b64(format!("artifact {n}").as_bytes())}],
+                    "event": Res::Build.ref_event(json!({"kind": "log", "rev": -1})),
+                });
+                let r = c.deposit(Res::Build, &slug, &body).await.unwrap();
+                assert!(r.status < 300, "{}", r.got());
+                n += 1;
+                done.store(n, std::sync::atomic::Ordering::Relaxed);
+            }
+            n
+        })
+    };
+    for i in 0..3 {
+        let target = 5 * (i + 1);
+        while done.load(std::sync::atomic::Ordering::Relaxed) < target {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let out = dir.path().join(format!("snap{i}.ndjson"));
+        let db = db.clone();
+        let blobs = blobs.clone();
+        let out2 = out.clone();
+        tokio::task::spawn_blocking(move || export(&db, &blobs, &out2))
+            .await
+            .unwrap();
+        ok(&["verify", s(&out), "--quiet"]);
+        let records = lines(&out);
+        let last_seq = records
+            .iter()
+            .find(|l| l["type"] == "resource" && l["id"] == slug.as_str())
+            .map(|l| l["last_seq"].as_i64().unwrap())
+            .unwrap();
+        let events = records
+            .iter()
+            .filter(|l| l["type"] == "event" && l["resource_id"] == slug.as_str())
+            .count() as i64;
+        assert_eq!(
+            events, last_seq,
+            "snapshot {i}: events and last_seq disagree"
+        );
+        let head = records
+            .iter()
+            .find(|l| l["type"] == "artifact_head" && l["resource_id"] == slug.as_str());
+        let artifacts = records
+            .iter()
+            .filter(|l| l["type"] == "artifact" && l["resource_id"] == slug.as_str())
+            .count() as i64;
+        if let Some(head) = head {
+            assert_eq!(head["next_revision"].as_i64().unwrap(), artifacts);
+        }
+        // No event whose artifact is missing.
+        for envelope in records.iter().filter(|l| l["type"] == "event") {
+            let envelope: Value =
+                serde_json::from_str(envelope["envelope"].as_str().unwrap()).unwrap();
+            let reference = &envelope["payload"]["artifact"];
+            if reference.is_object() {
+                assert!(
+                    records.iter().any(|l| l["type"] == "artifact"
+                        && l["artifact_kind"] == reference["kind"]
+                        && l["revision"] == reference["rev"]),
+                    "snapshot {i}: event {envelope} references a missing artifact"
+                );
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.await.unwrap();
+    assert!(written > 0, "no write ran during the exports");
+}
+
+/// Damaged archives are refused naming the place, and importing them writes
+/// nothing; a record that exists with other content fails the whole import.
+#[tokio::test(flavor = "multi_thread")]
+async fn damaged_archives_and_conflicts_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("src.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let mut server = serve(&db, &blobs).await;
+    seed_small(&ctx(&server)).await;
+    server.stop().await.unwrap();
+    let good = dir.path().join("good.ndjson");
+    export(&db, &blobs, &good);
+    let text = std::fs::read_to_string(&good).unwrap();
+    let mut rows: Vec<String> = text.lines().map(str::to_string).collect();
+
+    let flipped = {
+        let mut rows = rows.clone();
+        let at = rows
+            .iter()
+            .position(|l| l.contains("\"type\":\"blob\""))
+            .unwrap();
+        let line = &rows[at];
+        let b64_at = line.find("\"base64\":\"").unwrap() + 10;
+        let mut bytes = line.clone().into_bytes();
+        bytes[b64_at] = if bytes[b64_at] == b'A' { b'B' } else { b'A' };
+        rows[at] = String::from_utf8(bytes).unwrap();
+        (rows.join("\n") + "\n", format!("line {}: blob", at + 1))
+    };
+    let reordered = {
+        let mut rows = rows.clone();
+        let at = rows
+            .iter()
+            .position(|l| l.contains("\"type\":\"event\""))
+            .unwrap();
+        rows.swap(at, at + 1);
+        (rows.join("\n") + "\n", format!("line {}: event", at + 1))
+    };
+    let wrong_count = {
+        let footer = rows.pop().unwrap();
+        let mut value: Value = serde_json::from_str(&footer).unwrap();
+        let n = value["counts"]["event"].as_u64().unwrap();
+        value["counts"]["event"] = json!(n + 1);
+        rows.push(value.to_string());
+        (
+            rows.join("\n") + "\n",
+            format!("line {}: the footer counts", rows.len()),
+        )
+    };
+    let truncated = (text[..text.len() - 40].to_string(), "truncated".to_string());
+    for (name, (damaged, expected)) in [
+        ("flipped", flipped),
+        ("reordered", reordered),
+        ("wrong-count", wrong_count),
+        ("truncated", truncated),
+    ] {
+        let file = dir.path().join(format!("{name}.ndjson"));
+        std::fs::write(&file, damaged).unwrap();
+        let (ok_, stdout, stderr) = abstore(&["verify", s(&file), "--quiet"]);
+        assert!(!ok_, "{name}: verify passed: {stdout}");
+        assert!(stderr.contains(&expected), "{name}: {stderr}");
+        assert!(stderr.contains("INVALID"), "{name}: {stderr}");
+        let dest = dir.path().join(format!("{name}-dest.db"));
+        let dest_blobs = dir.path().join(format!("{name}-blobs"));
+        let (ok_, _, stderr) = import(&file, &sqlite_url(&dest), s(&dest_blobs), true);
+        assert!(!ok_, "{name}: import passed");
+        assert!(stderr.contains(&expected), "{name}: {stderr}");
+        assert!(!dest.exists(), "{name}: import created the database");
+        let blob_count = std::fs::read_dir(&dest_blobs).map_or(0, |d| d.count());
+        assert_eq!(blob_count, 0, "{name}: import wrote blobs");
+    }
+
+    // A conflicting record: the destination's repo has an event the
+    // archive's lacks; the archive also holds a new build, which sorts before
+    // the repo and must not stay visible when the repo fails the import.
+    let dest = sqlite_url(&dir.path().join("conflict.db"));
+    let dest_blobs = s(&dir.path().join("conflict-blobs")).to_string();
+    let (ok_, _, err) = import(&good, &dest, &dest_blobs, true);
+    assert!(ok_, "{err}");
+    let repo = lines(&good)
+        .iter()
+        .find(|l| l["type"] == "resource" && l["kind"] == "repo")
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let mut server = serve(&dest, &dest_blobs).await;
+    ctx(&server).append_n(Res::Repo, &repo, 1).await.unwrap();
+    server.stop().await.unwrap();
+    let before = dir.path().join("before.ndjson");
+    export(&dest, &dest_blobs, &before);
+    let mut server = serve(&db, &blobs).await;
+    let (new_slug, _) = ctx(&server).new_build().await.unwrap();
+    server.stop().await.unwrap();
+    let newer = dir.path().join("newer.ndjson");
+    export(&db, &blobs, &newer);
+    let (ok_, _, stderr) = import(&newer, &dest, &dest_blobs, true);
+    assert!(!ok_, "a conflicting import passed");
+    assert!(
+        stderr.contains(&format!(
+            "resource (repo, {repo}) already exists with different content"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was imported"), "{stderr}");
+    let after = dir.path().join("after.ndjson");
+    export(&dest, &dest_blobs, &after);
+    assert_same_body(&before, &after, "a failed import changed the store");
+    assert!(!body(&after).contains(&new_slug));
+}
+
+/// gc lists and removes the blob of a deposit whose transaction failed,
+/// never a referenced blob, never one younger than the grace period.
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_removes_only_old_unreferenced_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("gc.db"));
+    let blobs_dir = dir.path().join("blobs");
+    let blobs = s(&blobs_dir).to_string();
+    let server = serve(&db, &blobs).await;
+    let c = ctx(&server);
+    let (slug, _) = c.new_build().await.unwrap();
+    let kept = b"referenced bytes".to_vec();
+    c.put_artifact(Res::Build, &slug, "plan", &kept, None)
+        .await
+        .unwrap();
+    // A deposit whose event fails validation inside the transaction (an
+    // out-of-range placeholder is left unreplaced, so the event is invalid):
+    // its blob is written, its metadata is not.
+    let orphan = format!("orphan {}", random_hex()).into_bytes();
+    let failed = json!({
+        "artifacts": [{"kind": "plan", "contentBase64": b64(&orphan)}],
+        "event": Res::Build.ref_event(json!({"kind": "plan", "rev": -2})),
+    });
+    let r = c.deposit(Res::Build, &slug, &failed).await.unwrap();
+    assert_eq!(r.status, 422, "{}", r.text);
+    let store = Blobs::open(&blobs).unwrap();
+    let orphan_ref = blob_ref(&orphan);
+    let kept_ref = blob_ref(&kept);
+    assert!(
+        store.head(&orphan_ref).await.unwrap().is_some(),
+        "the failed deposit left no blob to collect"
+    );
+    let gc = |grace: &str, apply: bool| {
+        let mut args = vec![
+            "gc",
+            "--database",
+            &db,
+            "--blobs",
+            &blobs,
+            "--grace-seconds",
+            grace,
+            "--quiet",
+        ];
+        if apply {
+            args.push("--apply");
+        }
+        ok(&args)
+    };
+    let young = gc("3600", true);
+    assert!(
+        young.contains("2 younger than the grace period kept, 0 unreferenced"),
+        "{young}"
+    );
+    assert!(
+        store.head(&orphan_ref).await.unwrap().is_some(),
+        "a young blob was collected"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let listed = gc("1", false);
+    assert!(
+        listed.contains(&format!("unreferenced {orphan_ref}")),
+        "{listed}"
+    );
+    assert!(!listed.contains(&kept_ref), "{listed}");
+    assert!(listed.contains("1 unreferenced"), "{listed}");
+    assert!(
+        store.head(&orphan_ref).await.unwrap().is_some(),
+        "a dry run deleted"
+    );
+    let applied = gc("1", true);
+    assert!(applied.contains("1 deleted"), "{applied}");
+    assert!(store.head(&orphan_ref).await.unwrap().is_none());
+    assert!(store.head(&kept_ref).await.unwrap().is_some());
+    let got = c
+        .get_artifact(Res::Build, &slug, "?kind=plan")
+        .await
+        .unwrap();
+    assert_eq!(got["contentBase64"], json!(b64(&kept)), "{got}");
+}
+
+/// An online backup of a serving SQLite store serves the same answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn backup_while_serving_restores_the_same_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("live.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let server = serve(&db, &blobs).await;
+    seed_small(&ctx(&server)).await;
+    let out: PathBuf = dir.path().join("backup.db");
+    let report = ok(&[
+        "backup",
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert!(report.contains("2 blobs"), "{report}");
+    let (ok_, _, err) = abstore(&[
+        "backup",
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert!(!ok_ && err.contains("--force"), "{err}");
+    let archive = dir.path().join("live.ndjson");
+    export(&db, &blobs, &archive);
+    let restored_blobs = format!("{}.blobs", out.display());
+    let restored = serve(&sqlite_url(&out), &restored_blobs).await;
+    assert_same_reads(
+        &reads(&server, &archive).await,
+        &reads(&restored, &archive).await,
+    );
+}
+
+/// An export that cannot complete names the reason and leaves no file (not
+/// even its temporary one); without `--force` it never replaces a file.
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_export_names_the_missing_blob_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("src.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let mut server = serve(&db, &blobs).await;
+    seed_small(&ctx(&server)).await;
+    server.stop().await.unwrap();
+    let out = dir.path().join("out").join("a.ndjson");
+    std::fs::create_dir(out.parent().unwrap()).unwrap();
+    export(&db, &blobs, &out);
+    let (ok_, _, err) = abstore(&[
+        "export",
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert!(!ok_ && err.contains("--force"), "{err}");
+
+    let missing = blob_ref(b"# Plan\n");
+    Blobs::open(&blobs).unwrap().delete(&missing).await.unwrap();
+    let again = dir.path().join("out").join("b.ndjson");
+    let (ok_, _, err) = abstore(&[
+        "export",
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--out",
+        s(&again),
+        "--quiet",
+    ]);
+    assert!(!ok_, "an export without its blob passed");
+    assert!(
+        err.contains(&format!(
+            "blob {missing}, referenced by the store, cannot be read"
+        )),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("a.ndjson")]);
+}
