@@ -25,6 +25,8 @@ pub struct Ctx {
     /// Scratch directory of this run (SQLite files, server logs); removed at the end.
     pub work_dir: PathBuf,
     pub clk_tck: u64,
+    /// Autobuild's reference server, when `--reference` names a checkout.
+    pub reference: Option<crate::reference::Reference>,
 }
 
 impl Ctx {
@@ -202,8 +204,6 @@ impl<'a> ServerOpts<'a> {
 
 impl Server {
     pub async fn start(ctx: &Ctx, opts: ServerOpts<'_>) -> Result<Server> {
-        let log_path = ctx.work_dir.join(format!("{}.log", opts.name));
-        let log = std::fs::File::create(&log_path)?;
         let mut cmd = Command::new(&ctx.server_bin);
         cmd.arg("serve")
             .args([
@@ -214,16 +214,24 @@ impl Server {
                 "--blobs",
                 &opts.blobs,
             ])
-            .args(&opts.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
+            .args(&opts.extra);
         if opts.metrics {
             cmd.args(["--metrics-listen", "127.0.0.1:0"]);
         }
+        Self::spawn(ctx, cmd, &opts.name, "abstore listening on ").await
+    }
+
+    /// Start `cmd` with stdout piped and stderr to `<work dir>/<name>.log`,
+    /// and wait for the line `<ready><base URL>` on its stdout.
+    pub async fn spawn(ctx: &Ctx, mut cmd: Command, name: &str, ready: &str) -> Result<Server> {
+        let log_path = ctx.work_dir.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path)?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
         let mut child = cmd
             .spawn()
-            .with_context(|| format!("starting {}", ctx.server_bin.display()))?;
+            .with_context(|| format!("starting {:?}", cmd.get_program()))?;
         let pid = child.id();
         let stdout = child.stdout.take().context("no stdout")?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -253,7 +261,7 @@ impl Server {
             };
             if let Some(rest) = line.strip_prefix("abstore metrics on ") {
                 server.metrics = Some(rest.trim().to_owned());
-            } else if let Some(rest) = line.strip_prefix("abstore listening on ") {
+            } else if let Some(rest) = line.strip_prefix(ready) {
                 server.base = rest.trim().trim_end_matches('/').to_owned();
                 break;
             }
@@ -265,7 +273,8 @@ impl Server {
         format!("{}{}", self.base, path)
     }
 
-    /// User + system CPU time consumed so far, from /proc/<pid>/stat.
+    /// User + system CPU time consumed so far by the process and its
+    /// children that have been waited for, from /proc/<pid>/stat.
     pub fn cpu(&self) -> Result<Duration> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
         let after = stat
@@ -273,12 +282,14 @@ impl Server {
             .map(|(_, rest)| rest)
             .context("malformed stat")?;
         let fields: Vec<&str> = after.split_whitespace().collect();
-        // Fields 14 and 15 of stat(5); `after` starts at field 3.
-        let utime: u64 = fields.get(11).context("no utime")?.parse()?;
-        let stime: u64 = fields.get(12).context("no stime")?.parse()?;
-        Ok(Duration::from_secs_f64(
-            (utime + stime) as f64 / self.clk_tck as f64,
-        ))
+        // Fields 14-17 of stat(5) (utime, stime, cutime, cstime); `after`
+        // starts at field 3.
+        let mut ticks = 0u64;
+        for index in 11..=14 {
+            let field = fields.get(index).context("short stat")?;
+            ticks += field.parse::<u64>()?;
+        }
+        Ok(Duration::from_secs_f64(ticks as f64 / self.clk_tck as f64))
     }
 
     /// Resident set size in bytes (VmRSS of /proc/<pid>/status).

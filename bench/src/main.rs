@@ -3,11 +3,14 @@
 //! Each scenario spawns its own server process(es) on loopback, with a fresh
 //! database (a PostgreSQL database `abstore_bench_<random>` is created and
 //! dropped per use), runs bounded phases of a few seconds and prints markdown
-//! tables. See docs/benchmarks.md. Never part of the test suite.
+//! tables. With `--reference`, each throughput scenario also runs against
+//! Autobuild's reference server, side by side. See docs/benchmarks.md. Never
+//! part of the test suite.
 
 mod harness;
 mod memory;
 mod raw;
+mod reference;
 mod streams;
 mod throughput;
 mod wake;
@@ -54,6 +57,15 @@ struct Cli {
     #[arg(long, default_value_t = 0.5)]
     warmup: f64,
 
+    /// An Autobuild checkout with its dependencies installed: run the
+    /// throughput scenarios against its reference server too (under Bun).
+    #[arg(long, env = "ABSTORE_BENCH_REFERENCE")]
+    reference: Option<PathBuf>,
+
+    /// The Bun executable for `--reference` (default: `bun` on PATH).
+    #[arg(long, env = "ABSTORE_BENCH_BUN", requires = "reference")]
+    bun: Option<PathBuf>,
+
     /// Also write the result tables (markdown) to this file.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -64,6 +76,8 @@ enum Scenario {
     Append,
     Read,
     Deposit,
+    Put,
+    Health,
     Wake,
     Memory,
     Streams,
@@ -85,7 +99,10 @@ fn clk_tck() -> u64 {
         .unwrap_or(100)
 }
 
-#[tokio::main]
+// One runtime thread: the load generator shares the cores with the server,
+// and a single-threaded client costs the least CPU per request (no
+// cross-thread wake-ups).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let server_bin = cli.server.clone().unwrap_or_else(default_server);
@@ -95,6 +112,11 @@ async fn main() -> Result<()> {
             server_bin.display()
         );
     }
+    let reference = cli
+        .reference
+        .as_deref()
+        .map(|checkout| reference::Reference::new(checkout, cli.bun.clone()))
+        .transpose()?;
     let work_dir = std::env::temp_dir().join(format!("abstore-bench-{}", harness::unique_suffix()));
     std::fs::create_dir_all(&work_dir)?;
     let ctx = Ctx {
@@ -104,6 +126,7 @@ async fn main() -> Result<()> {
         warmup: cli.warmup,
         work_dir: work_dir.clone(),
         clk_tck: clk_tck(),
+        reference,
     };
     if let Some(base) = &ctx.pg_base {
         use sqlx::Connection as _;
@@ -117,8 +140,18 @@ async fn main() -> Result<()> {
     }
     let started = Instant::now();
     let load_before = harness::loadavg();
+    let reference_line = ctx.reference.as_ref().map_or_else(
+        || "no reference server".to_owned(),
+        |r| {
+            format!(
+                "reference: Autobuild checkout {} under Bun {}",
+                r.checkout.display(),
+                r.bun_version
+            )
+        },
+    );
     eprintln!(
-        "abstore-load: server {}, scratch {}, load average {load_before}",
+        "abstore-load: server {}, {reference_line}, scratch {}, load average {load_before}",
         ctx.server_bin.display(),
         work_dir.display()
     );
@@ -127,6 +160,8 @@ async fn main() -> Result<()> {
             Scenario::Append,
             Scenario::Read,
             Scenario::Deposit,
+            Scenario::Put,
+            Scenario::Health,
             Scenario::Wake,
             Scenario::Memory,
             Scenario::Streams,
@@ -140,6 +175,8 @@ async fn main() -> Result<()> {
             Scenario::Append => throughput::append(&ctx).await,
             Scenario::Read => throughput::read(&ctx).await,
             Scenario::Deposit => throughput::deposit(&ctx).await,
+            Scenario::Put => throughput::put(&ctx).await,
+            Scenario::Health => throughput::health(&ctx).await,
             Scenario::Wake => wake::wake(&ctx).await,
             Scenario::Memory => memory::memory(&ctx).await,
             Scenario::Streams => streams::streams(&ctx).await,
@@ -157,7 +194,7 @@ async fn main() -> Result<()> {
         }
     }
     let summary = format!(
-        "run: {:.0} s on {} CPUs; load average before {load_before}, after {}; {} s phases after {} s warm-up; server CPU from /proc/<pid>/stat at {} ticks/s\n",
+        "run: {:.0} s on {} CPUs; load average before {load_before}, after {}; {} s phases after {} s warm-up; server CPU from /proc/<pid>/stat at {} ticks/s; {reference_line}\n",
         started.elapsed().as_secs_f64(),
         std::thread::available_parallelism()
             .map(|n| n.get())
