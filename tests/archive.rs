@@ -160,10 +160,7 @@ impl PgDb {
                 std::env::var("CI").as_deref() != Ok("true"),
                 "CI requires ABSTORE_TEST_POSTGRES_URL"
             );
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"\n*** archive PostgreSQL legs SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***\n",
-            );
+            conformance::skip::skipped("archive PostgreSQL legs", "set ABSTORE_TEST_POSTGRES_URL");
             return None;
         };
         let name = format!("abstore_archive_{}", random_hex());
@@ -214,9 +211,9 @@ fn s3_or_dir(dir: &Path) -> String {
                 std::env::var("CI").as_deref() != Ok("true"),
                 "CI requires ABSTORE_TEST_S3_URL"
             );
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"\n*** archive S3 leg SKIPPED (a directory stands in): run scripts/s3-test-server ***\n",
+            conformance::skip::skipped(
+                "archive S3 leg (a directory stands in)",
+                "run scripts/s3-test-server",
             );
             s(dir).to_string()
         }

@@ -168,7 +168,10 @@ async fn disconnects_on_postgres() {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI requires ABSTORE_TEST_POSTGRES_URL"
         );
-        eprintln!("*** PostgreSQL disconnect test SKIPPED: set ABSTORE_TEST_POSTGRES_URL ***");
+        conformance::skip::skipped(
+            "PostgreSQL disconnect test",
+            "set ABSTORE_TEST_POSTGRES_URL",
+        );
         return;
     };
     let name = format!("abstore_dc_{}", rand::random::<u64>());

@@ -79,9 +79,9 @@ async fn start_reference(autobuild: &str) -> (Child, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_against_autobuild_reference_fails_only_listed_features() {
     let Ok(autobuild) = std::env::var("ABC_AUTOBUILD") else {
-        eprintln!(
-            "*** runner_against_autobuild_reference_fails_only_listed_features SKIPPED: \
-             set ABC_AUTOBUILD to an Autobuild checkout (and ABC_BUN) to run it ***"
+        conformance::skip::needs_user_supplied(
+            "runner_against_autobuild_reference_fails_only_listed_features",
+            "set ABC_AUTOBUILD to an Autobuild checkout (and ABC_BUN) to run it",
         );
         return;
     };

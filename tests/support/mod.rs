@@ -264,8 +264,10 @@ pub async fn pg_database(prefix: &str) -> Option<PgDb> {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI=true but ABSTORE_TEST_POSTGRES_URL is unset"
         );
-        let banner = "\n==  PostgreSQL part SKIPPED: set ABSTORE_TEST_POSTGRES_URL\n";
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), banner.as_bytes());
+        conformance::skip::skipped(
+            &format!("PostgreSQL part of {prefix} tests"),
+            "set ABSTORE_TEST_POSTGRES_URL",
+        );
         return None;
     };
     let name = format!("abstore_{prefix}_{}", random_hex());
