@@ -97,6 +97,10 @@ fn describe() {
         "Token secret file reloads that changed the secrets or failed, by result."
     );
     describe_gauge!(
+        "abstore_connections_open",
+        "Client connections open now (capped by --max-connections)."
+    );
+    describe_gauge!(
         "abstore_build_info",
         "Always 1; the labels name the server version and storage backend."
     );
