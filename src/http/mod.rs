@@ -1,8 +1,8 @@
 //! The HTTP face: one router per resource family merged here, the identity
 //! check in front of every machine route, and the JSON response helpers.
 //!
-//! Request order (spec sections 1, 7, 9): identity headers (409) → [auth,
-//! when it lands] → resource lookup (404) → body (400/413) → catalog (422)
+//! Request order (spec sections 1, 7, 9): identity headers (409) → auth
+//! (401/403) → resource lookup (404) → body (400/413) → catalog (422)
 //! → one store transaction.
 
 mod auth;
