@@ -10,13 +10,14 @@
 //!   creates `abstore_conf_<random>` and drops it afterwards. Unset: fails under
 //!   `CI=true`, otherwise prints a loud banner and returns.
 
+mod support;
+
 use std::path::Path;
 
 use conformance::checks::is_mode_skip;
 use conformance::util::{b64, random_hex};
 use conformance::{Ctx, Outcome, Res, Server, all_checks, authenticate, run_checks};
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 const CLOCK: &str = "2026-07-15T12:00:00.000Z";
 const VERSION: &str = "0.8.0";
@@ -107,73 +108,6 @@ async fn run_all(label: &str, server: &Server, secret: Option<&str>) {
     );
 }
 
-// ── PostgreSQL scratch databases ────────────────────────────────────────────
-
-struct PgDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-/// Creates a fresh database, or returns `None` (after the banner) when
-/// `ABSTORE_TEST_POSTGRES_URL` is unset outside CI.
-async fn pg_database() -> Option<PgDb> {
-    let Ok(admin_url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        conformance::skip::skipped(
-            "PostgreSQL conformance",
-            "ABSTORE_TEST_POSTGRES_URL is unset (e.g. postgres://postgres@127.0.0.1:5432/postgres)",
-        );
-        return None;
-    };
-    let name = format!("abstore_conf_{}", random_hex());
-    let mut conn = PgConnection::connect(&admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("connecting to ABSTORE_TEST_POSTGRES_URL: {e}"));
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
-    conn.close().await.ok();
-    let mut url = url::Url::parse(&admin_url).expect("ABSTORE_TEST_POSTGRES_URL is a URL");
-    url.set_path(&format!("/{name}"));
-    Some(PgDb {
-        admin_url,
-        name,
-        url: url.to_string(),
-    })
-}
-
-impl PgDb {
-    async fn drop_db(self) {
-        match PgConnection::connect(&self.admin_url).await {
-            Ok(mut conn) => {
-                let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-                if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await {
-                    eprintln!("warning: dropping {}: {e}", self.name);
-                }
-                conn.close().await.ok();
-            }
-            Err(e) => eprintln!("warning: cannot connect to drop {}: {e}", self.name),
-        }
-    }
-}
-
-/// Runs `f`, then drops the database even if `f` panicked, then re-panics.
-async fn with_pg<F, Fut>(f: F)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let Some(db) = pg_database().await else {
-        return;
-    };
-    let outcome = tokio::spawn(f(db.url.clone())).await;
-    db.drop_db().await;
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
-}
-
 fn sqlite_file_url(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("abstore.db").display())
 }
@@ -205,7 +139,7 @@ async fn suite_sqlite_file(secret: Option<String>) {
 }
 
 async fn suite_postgres(secret: Option<String>) {
-    with_pg(|url| async move {
+    support::with_pg("conf", |url| async move {
         let secret = secret.as_deref();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut server = start_with(&url, &blob_dir_url(dir.path()), secret).await;
@@ -262,7 +196,7 @@ async fn restart_continuity_sqlite_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restart_continuity_postgres() {
-    with_pg(|url| async move {
+    support::with_pg("conf", |url| async move {
         let dir = tempfile::tempdir().expect("tempdir");
         restart_continuity(&url, &blob_dir_url(dir.path())).await;
     })
