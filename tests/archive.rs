@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -147,55 +149,13 @@ async fn seed_small(c: &Ctx) {
 
 // ── PostgreSQL and S3 ───────────────────────────────────────────────────────
 
-struct PgDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl PgDb {
-    async fn create() -> Option<PgDb> {
-        let Ok(admin_url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI requires ABSTORE_TEST_POSTGRES_URL"
-            );
-            conformance::skip::skipped("archive PostgreSQL legs", "set ABSTORE_TEST_POSTGRES_URL");
-            return None;
-        };
-        let name = format!("abstore_archive_{}", random_hex());
-        let mut conn = PgConnection::connect(&admin_url).await.expect("admin");
-        sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create database");
-        let mut url = url::Url::parse(&admin_url).expect("URL");
-        url.set_path(&format!("/{name}"));
-        Some(PgDb {
-            admin_url,
-            name,
-            url: url.to_string(),
-        })
-    }
-
-    async fn count(&self, table: &str) -> i64 {
-        let mut conn = PgConnection::connect(&self.url).await.expect("connect");
-        sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
-            .fetch_one(&mut conn)
-            .await
-            .unwrap_or(-1)
-    }
-
-    async fn drop_db(self) {
-        let mut conn = PgConnection::connect(&self.admin_url).await.expect("admin");
-        sqlx::query(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&mut conn)
+/// Rows in `table` of the database at `url`; -1 when the table does not exist.
+async fn pg_count(url: &str, table: &str) -> i64 {
+    let mut conn = PgConnection::connect(url).await.expect("connect");
+    sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+        .fetch_one(&mut conn)
         .await
-        .expect("drop database");
-    }
+        .unwrap_or(-1)
 }
 
 /// A fresh S3 prefix, or a directory (with a loud banner) without S3.
@@ -315,13 +275,17 @@ async fn round_trip_sqlite_postgres_sqlite() {
 
     // Through PostgreSQL (+ S3), when available.
     let mut middle = first.clone();
-    let pg = PgDb::create().await;
+    let pg = support::pg_database("archive").await;
     if let Some(pg) = &pg {
         let blobs = s3_or_dir(&dir.path().join("pg-blobs"));
         let (ok_, out, err) = import(&first, &pg.url, &blobs, false);
         assert!(ok_, "{err}");
         assert!(out.starts_with("dry run"), "{out}");
-        assert_eq!(pg.count("resources").await, -1, "a dry run created tables");
+        assert_eq!(
+            pg_count(&pg.url, "resources").await,
+            -1,
+            "a dry run created tables"
+        );
         let (ok_, out, err) = import(&first, &pg.url, &blobs, true);
         assert!(ok_, "{err}");
         assert!(out.contains(" 0 already present;"), "{out}");
