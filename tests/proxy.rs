@@ -300,36 +300,10 @@ async fn conformance_through_nginx() {
             insecure: false,
         };
         let ctx = Ctx::with_tls(&https, "0.8.0", &trusted).expect("http client");
-        // KNOWN DEFECT (docs/conformance.md): these checks send ~1 MiB bodies
-        // that abstore answers before reading them; through nginx's TLS front
-        // the client loses the answer to "error sending request" (plain HTTP
-        // through the same nginx, and direct, pass them). They run, and their
-        // failures are listed at the end of every run as a known defect, not
-        // counted as passes; any other failure fails the test.
-        const TLS_EARLY_ANSWER: [&str; 4] = [
-            "s6.append.batch_ceiling_413",
-            "s6.order.unknown_stream_before_ceiling_413",
-            "s6.order.foreign_scope_before_body_400",
-            "s6.order.ceiling_413_before_closed_409",
-        ];
         let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
-        let (known, other): (Vec<String>, Vec<String>) = report
-            .failures()
-            .into_iter()
-            .partition(|f| TLS_EARLY_ANSWER.iter().any(|id| f.contains(id)));
-        if !known.is_empty() {
-            conformance::skip::known_defect(
-                "early answers to oversized bodies through nginx TLS",
-                &format!(
-                    "{} of {} checks failed; see tests/proxy.rs",
-                    known.len(),
-                    TLS_EARLY_ANSWER.len()
-                ),
-            );
-        }
         let report_summary = report.summary();
         eprintln!("conformance [through nginx, TLS]: {report_summary}");
-        failures.extend(other.into_iter().map(|f| format!("(TLS) {f}")));
+        failures.extend(report.failures().into_iter().map(|f| format!("(TLS) {f}")));
     }
     let _ = proxy.kill().await;
     assert!(

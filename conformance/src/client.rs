@@ -31,6 +31,9 @@ pub struct Ctx {
     /// Base URL without a trailing slash, e.g. `http://127.0.0.1:8787`.
     pub base: String,
     pub http: reqwest::Client,
+    /// How `http` trusts the server, kept so that [`Ctx::unpooled`] builds
+    /// its client the same way.
+    tls: Tls,
     /// Sent as `X-Autobuild-Version` and expected in `/health`.
     pub autobuild_version: String,
     /// Sent as `X-Autobuild-Protocol-Version`.
@@ -58,23 +61,11 @@ impl Ctx {
     /// [`Ctx::new`] for an `https://` server whose certificate the system's
     /// trust store does not know: `tls` adds a CA or, for tests, trusts any.
     pub fn with_tls(base: &str, autobuild_version: &str, tls: &Tls) -> anyhow::Result<Ctx> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(64);
-        if let Some(path) = &tls.ca_file {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("reading --ca-file {}", path.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .with_context(|| format!("--ca-file {} is not PEM certificates", path.display()))?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        if tls.insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        let http = builder.build()?;
+        let http = http_client(tls, 64)?;
         Ok(Ctx {
             base: base.trim_end_matches('/').to_string(),
             http,
+            tls: tls.clone(),
             autobuild_version: autobuild_version.to_string(),
             protocol_version: PROTOCOL_VERSION.to_string(),
             max_artifact_bytes: 1_048_576,
@@ -82,6 +73,18 @@ impl Ctx {
             token: None,
             secret: None,
             exp_ms: 0,
+        })
+    }
+
+    /// This context on a client that never reuses connections, trusting the
+    /// server as this one does: for oversized bodies, which a server may
+    /// answer (404, 413) without reading and then close the connection, which
+    /// must not break the shared pool.
+    pub fn unpooled(&self) -> Result<Ctx, String> {
+        Ok(Ctx {
+            http: http_client(&self.tls, 0)
+                .map_err(|e| format!("building an unpooled HTTP client: {e:#}"))?,
+            ..self.clone()
         })
     }
 
@@ -775,4 +778,23 @@ macro_rules! ensure {
             return Err(format!($($arg)+).into());
         }
     };
+}
+
+/// The HTTP client of a context: `tls`'s trust, at most `idle_per_host`
+/// idle connections kept for reuse.
+fn http_client(tls: &Tls, idle_per_host: usize) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(idle_per_host);
+    if let Some(path) = &tls.ca_file {
+        let pem =
+            std::fs::read(path).with_context(|| format!("reading --ca-file {}", path.display()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("--ca-file {} is not PEM certificates", path.display()))?;
+        builder = builder.tls_certs_merge(certs);
+    }
+    if tls.insecure {
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    }
+    Ok(builder.build()?)
 }

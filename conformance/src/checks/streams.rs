@@ -952,21 +952,6 @@ async fn append_rejects(c: Ctx, body: &'static str) -> CheckResult {
     Ok(())
 }
 
-/// This context on a client that never reuses connections, for oversized
-/// bodies: a server may answer (404, 413) without reading such a body and
-/// then close the connection, which must not break the shared pool.
-fn unpooled(c: &Ctx) -> Ctx {
-    let mut c = c.clone();
-    if let Ok(http) = reqwest::Client::builder()
-        .timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(0)
-        .build()
-    {
-        c.http = http;
-    }
-    c
-}
-
 /// `parts` whose compact JSON serialization is exactly `len` bytes.
 fn parts_of_len(len: usize) -> Value {
     // [{"type":"data-x","data":"<pad>"}]
@@ -978,7 +963,7 @@ async fn append_ceiling(c: Ctx) -> CheckResult {
     let (_, sid) = fresh_stream(&c, Scope::Build).await?;
     let base = top_path(&sid);
     let over = parts_of_len(CEILING + 1);
-    let r = unpooled(&c)
+    let r = c.unpooled()?
         .post(&format!("{base}/chunks"), &json!({"parts": over}))
         .send()
         .await?;
@@ -993,7 +978,7 @@ async fn append_ceiling(c: Ctx) -> CheckResult {
         "a 413-rejected append wrote a chunk"
     );
     let at = parts_of_len(CEILING);
-    let r = unpooled(&c)
+    let r = c.unpooled()?
         .post(&format!("{base}/chunks"), &json!({"parts": at}))
         .send()
         .await?;
@@ -1102,7 +1087,7 @@ async fn order_unknown_400(c: Ctx) -> CheckResult {
 async fn order_unknown_413(c: Ctx) -> CheckResult {
     let sid = unknown_sid();
     let big = json!({"parts": parts_of_len(CEILING + 10)});
-    unpooled(&c)
+    c.unpooled()?
         .post(&format!("{}/chunks", top_path(&sid)), &big)
         .send()
         .await?
@@ -1119,7 +1104,7 @@ async fn order_foreign_400(c: Ctx) -> CheckResult {
         .send()
         .await?
         .error_msg(404, "not-found", &msg)?;
-    unpooled(&c)
+    c.unpooled()?
         .post(
             &format!("{base}/chunks"),
             &json!({"parts": parts_of_len(CEILING + 10)}),
@@ -1149,7 +1134,7 @@ async fn order_400_409(c: Ctx) -> CheckResult {
 
 async fn order_413_409(c: Ctx) -> CheckResult {
     let sid = closed_stream(&c).await?;
-    let r = unpooled(&c)
+    let r = c.unpooled()?
         .post(
             &format!("{}/chunks", top_path(&sid)),
             &json!({"parts": parts_of_len(CEILING + 1)}),
