@@ -5,14 +5,16 @@
 //! Labels are bounded: matched route templates, methods, status codes and
 //! resource families. Never slugs, ids or tokens.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{LazyLock, RwLock};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::extract::State;
+use axum::http::{Method, StatusCode};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
@@ -29,6 +31,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         .context("metric buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
+    INSTALLED.store(true, Relaxed);
     describe();
     Ok(handle)
 }
@@ -220,17 +223,79 @@ async fn render(State((handle, state)): State<(PrometheusHandle, SharedState)>) 
     handle.render()
 }
 
-/// Count and time every request by matched route, method and status.
-pub async fn track(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "(unmatched)".to_owned(), |p| p.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
-    let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("abstore_http_requests_total", "route" => route.clone(), "method" => method.clone(), "status" => status).increment(1);
-    metrics::histogram!("abstore_http_request_duration_seconds", "route" => route, "method" => method).record(started.elapsed().as_secs_f64());
-    response
+/// Whether [`install`] ran: without a recorder the per-request recording
+/// is skipped outright instead of building keys for the no-op recorder.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The request metrics' handles for one route, method and status.
+struct RequestSeries {
+    method: &'static str,
+    status: u16,
+    count: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+/// Handles already registered, by route: the recorder's own lookup builds
+/// and hashes a labelled key (three owned strings) per call, this one
+/// hashes the route and scans a short list.
+static SERIES: LazyLock<RwLock<HashMap<Box<str>, Vec<RequestSeries>>>> =
+    LazyLock::new(Default::default);
+
+/// Count and time one answered request by matched route, method and status.
+pub fn record_request(route: &str, method: &Method, status: StatusCode, latency: Duration) {
+    if !INSTALLED.load(Relaxed) {
+        return;
+    }
+    let (method, status) = (method_label(method), status.as_u16());
+    let seconds = latency.as_secs_f64();
+    let find = |series: &[RequestSeries]| {
+        series
+            .iter()
+            .find(|s| s.method == method && s.status == status)
+            .map(|s| {
+                s.count.increment(1);
+                s.duration.record(seconds);
+            })
+            .is_some()
+    };
+    let known = SERIES
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(route)
+        .is_some_and(|series| find(series));
+    if known {
+        return;
+    }
+    let mut all = SERIES
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let series = all.entry(route.into()).or_default();
+    if !find(series) {
+        let entry = RequestSeries {
+            method,
+            status,
+            count: metrics::counter!("abstore_http_requests_total", "route" => route.to_owned(), "method" => method, "status" => status.to_string()),
+            duration: metrics::histogram!("abstore_http_request_duration_seconds", "route" => route.to_owned(), "method" => method),
+        };
+        entry.count.increment(1);
+        entry.duration.record(seconds);
+        series.push(entry);
+    }
+}
+
+/// Standard methods by name; anything else is one label, so a client
+/// cannot grow the label set.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
 }

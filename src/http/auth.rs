@@ -6,10 +6,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use super::extract::{decode_segment, lookup_id};
 use super::{ApiError, ApiResult, SharedState};
@@ -87,36 +85,32 @@ impl Addressed {
     }
 }
 
-pub async fn check(State(state): State<SharedState>, mut request: Request, next: Next) -> Response {
+/// 401 unless a machine route carries a verifying bearer token, 403 unless
+/// its scope covers the addressed resource; the scope then rides along in
+/// the request's extensions. Open mode: nothing to check.
+pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> {
     let Some(secret) = &state.secret else {
-        return next.run(request).await;
+        return Ok(());
     };
     if !super::identity::is_machine_route(request.uri().path()) {
-        return next.run(request).await;
+        return Ok(());
     }
     let header = request
         .headers()
         .get(AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or_default());
     let Ok(token) = auth::bearer(header) else {
-        return ApiError::Unauthenticated("missing bearer token".into()).into_response();
+        return Err(ApiError::Unauthenticated("missing bearer token".into()));
     };
     let Ok(scope) = secret.verify(token, state.clock.now_ms()) else {
-        return ApiError::Unauthenticated("invalid or expired token".into()).into_response();
+        return Err(ApiError::Unauthenticated("invalid or expired token".into()));
     };
-    let addressed = match Addressed::of(request.uri().path()) {
-        Ok(addressed) => addressed.resolve(&state).await,
-        Err(err) => Err(err),
-    };
-    let addressed = match addressed {
-        Ok(addressed) => addressed,
-        Err(err) => return err.into_response(),
-    };
+    let addressed = Addressed::of(request.uri().path())?.resolve(state).await?;
     if let Err(denied) = auth::authorize(&scope, &addressed.target()) {
-        return ApiError::Forbidden(denied.message().to_owned()).into_response();
+        return Err(ApiError::Forbidden(denied.message().to_owned()));
     }
     request.extensions_mut().insert(Caller(Arc::new(scope)));
-    next.run(request).await
+    Ok(())
 }
 
 /// Session and `via` attribution of an event-bearing write (section 7):

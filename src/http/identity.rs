@@ -4,11 +4,10 @@
 //! top-level `/streams` routes carry the identity of the family that owns
 //! the stream, so they are checked the same way.
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::Request;
+use axum::http::HeaderValue;
 
-use super::{ApiError, PROTOCOL_VERSION, SharedState};
+use super::{ApiError, ApiResult, AppState, PROTOCOL_VERSION};
 
 pub const VERSION_HEADER: &str = "x-autobuild-version";
 pub const PROTOCOL_HEADER: &str = "x-autobuild-protocol-version";
@@ -23,43 +22,43 @@ pub fn is_machine_route(path: &str) -> bool {
         })
 }
 
-pub async fn check(State(state): State<SharedState>, request: Request, next: Next) -> Response {
-    if is_machine_route(request.uri().path()) {
-        // Every copy of a repeated header must match: letting the first one
-        // win would accept `0.8.0` followed by `9.9.9`.
-        let header = |name: &str| -> (Option<String>, bool) {
-            let mut values = request
-                .headers()
-                .get_all(name)
-                .iter()
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-            let first = values.next();
-            let agree = values.all(|v| Some(&v) == first.as_ref());
-            (first, agree)
-        };
-        let ((version, versions_agree), (protocol, protocols_agree)) =
-            (header(VERSION_HEADER), header(PROTOCOL_HEADER));
-        if !versions_agree
-            || !protocols_agree
-            || version.as_deref() != Some(state.autobuild_version.as_str())
-            || protocol.as_deref() != Some(PROTOCOL_VERSION)
-        {
-            let shown = |v: &Option<String>, agree: bool| match v {
-                None => "(missing)".to_owned(),
-                Some(_) if !agree => "(repeated with differing values)".to_owned(),
-                Some(v) => format!("\"{v}\""),
-            };
-            return ApiError::Conflict(format!(
-                "autobuild version mismatch: client package {} protocol {}, server package \"{}\" protocol \"{}\"",
-                shown(&version, versions_agree),
-                shown(&protocol, protocols_agree),
-                state.autobuild_version,
-                PROTOCOL_VERSION,
-            ))
-            .into_response();
-        }
+/// 409 unless a machine route carries this server's exact identity.
+pub fn check(state: &AppState, request: &Request) -> ApiResult<()> {
+    if !is_machine_route(request.uri().path()) {
+        return Ok(());
     }
-    next.run(request).await
+    // Every copy of a repeated header must match: letting the first one
+    // win would accept `0.8.0` followed by `9.9.9`.
+    let sent = |name: &str| -> (Option<&HeaderValue>, bool) {
+        let mut values = request.headers().get_all(name).iter();
+        let first = values.next();
+        let agree = values.all(|v| Some(v) == first);
+        (first, agree)
+    };
+    let ((version, versions_agree), (protocol, protocols_agree)) =
+        (sent(VERSION_HEADER), sent(PROTOCOL_HEADER));
+    let is = |sent: Option<&HeaderValue>, expected: &str| {
+        sent.is_some_and(|v| v.as_bytes() == expected.as_bytes())
+    };
+    if versions_agree
+        && protocols_agree
+        && is(version, &state.autobuild_version)
+        && is(protocol, PROTOCOL_VERSION)
+    {
+        return Ok(());
+    }
+    let shown = |v: Option<&HeaderValue>, agree: bool| match v {
+        None => "(missing)".to_owned(),
+        Some(_) if !agree => "(repeated with differing values)".to_owned(),
+        Some(v) => format!("\"{}\"", String::from_utf8_lossy(v.as_bytes())),
+    };
+    Err(ApiError::Conflict(format!(
+        "autobuild version mismatch: client package {} protocol {}, server package \"{}\" protocol \"{}\"",
+        shown(version, versions_agree),
+        shown(protocol, protocols_agree),
+        state.autobuild_version,
+        PROTOCOL_VERSION,
+    )))
 }
 
 #[cfg(test)]

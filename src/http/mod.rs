@@ -16,6 +16,7 @@ mod identity;
 mod ops;
 mod readiness;
 mod repos;
+mod request_id;
 mod resources;
 mod sessions;
 mod streams;
@@ -125,26 +126,8 @@ pub fn router(state: SharedState) -> Router {
         .merge(readiness::router())
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
-        // Layers run outermost-last: identity (409) before auth (401/403).
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::check,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            identity::check,
-        ))
-        .layer(axum::middleware::from_fn(crate::metrics::track))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            ops::bound,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            ops::close_unread,
-        ))
-        .with_state(state);
-    ops::layer(routes)
+        .with_state(state.clone());
+    ops::layer(routes, state)
 }
 
 /// Unknown routes and unsupported methods are both `404 not-found`.
@@ -163,6 +146,11 @@ pub fn json_response(status: StatusCode, body: String) -> Response {
 }
 
 /// Serialise `value` as a JSON response.
-pub fn json(status: StatusCode, value: &serde_json::Value) -> Response {
-    json_response(status, value.to_string())
+pub fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    // Straight into a byte buffer, not through `Display`'s formatter; a
+    // value that cannot be JSON (none of ours) is an internal error.
+    match serde_json::to_string(value) {
+        Ok(body) => json_response(status, body),
+        Err(err) => ApiError::Internal(format!("serialising a response: {err}")).into_response(),
+    }
 }

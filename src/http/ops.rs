@@ -1,68 +1,140 @@
-//! Operator plumbing around every route: request ids (kept from the
-//! request or generated), one log line per request inside a span that
-//! carries the id and the matched route, and panics answered as the
-//! protocol's `500 internal` instead of a dropped connection.
+//! Operator plumbing around every route, as ONE layer so a request pays for
+//! one boxed future instead of one (plus a cloned inner service) per
+//! concern. In order, outermost first: the request id (kept from the
+//! request or generated), a span carrying the id, method and matched route,
+//! the panic catch (a panic answers the protocol's `500 internal` instead of
+//! dropping the connection), the lingering drain of an unread body, the
+//! concurrency permit and request timeout, then the identity (409) and auth
+//! (401/403) checks before the route's handler. On the way out: one log
+//! line, the request metrics and the `x-request-id` response header.
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::MatchedPath;
-use axum::http::{Request, Response};
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{
-    MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
-use tower_http::trace::TraceLayer;
-use tracing::Span;
+use axum::extract::{MatchedPath, Request};
+use axum::response::{IntoResponse as _, Response};
+use axum::routing::Route;
+use futures_util::FutureExt as _;
+use tokio::time::Instant;
+use tower::ServiceExt as _;
+use tracing::Instrument as _;
 
-use super::{ApiError, SharedState};
+use super::{ApiError, SharedState, auth, identity, request_id};
 
-/// Wrap `router` in the request-id, trace and panic layers (outermost first:
-/// the id is set before the span opens, and propagated onto every response).
-pub fn layer(router: Router) -> Router {
-    let trace = TraceLayer::new_for_http()
-        .make_span_with(|request: &Request<_>| {
-            let id = request.extensions().get::<RequestId>().and_then(|id| id.header_value().to_str().ok()).unwrap_or("-");
-            // The matched route, never the raw path: ids stay out of labels.
-            let route = request.extensions().get::<MatchedPath>().map_or("(unmatched)", MatchedPath::as_str);
-            tracing::info_span!("request", request_id = %id, method = %request.method(), route = %route)
-        })
-        .on_request(())
-        .on_response(|response: &Response<_>, latency: Duration, _span: &Span| {
-            tracing::info!(status = response.status().as_u16(), latency_ms = latency.as_secs_f64() * 1000.0, "request");
-        })
-        .on_failure(());
-    router
-        .layer(CatchPanicLayer::custom(|_panic| {
-            axum::response::IntoResponse::into_response(ApiError::Internal(
-                "handler panicked".into(),
-            ))
-        }))
-        .layer(trace)
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+/// Wrap every route of `router` (and its fallback) in [`Envelope`]. Per
+/// route, not around the router, so the matched route is known when the
+/// span opens.
+pub fn layer(router: Router, state: SharedState) -> Router {
+    router.layer(Envelope { state })
+}
+
+#[derive(Clone)]
+struct Envelope {
+    state: SharedState,
+}
+
+impl tower::Layer<Route> for Envelope {
+    type Service = Enveloped;
+
+    fn layer(&self, route: Route) -> Enveloped {
+        Enveloped {
+            route,
+            state: self.state.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Enveloped {
+    route: Route,
+    state: SharedState,
+}
+
+impl tower::Service<Request> for Enveloped {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // A route is always ready; readiness is not reserved across calls.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let (state, route) = (self.state.clone(), self.route.clone());
+        Box::pin(async move { Ok(envelop(state, route, request).await) })
+    }
+}
+
+async fn envelop(state: SharedState, route: Route, request: Request) -> Response {
+    let started = Instant::now();
+    let id = request_id::of(&request);
+    let method = request.method().clone();
+    // The matched route, never the raw path: ids stay out of logs' and
+    // metrics' route labels.
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id.to_str().unwrap_or("-"),
+        method = %method,
+        route = %route_label
+    );
+    let served = AssertUnwindSafe(drain_unread(&state, route, request))
+        .catch_unwind()
+        .instrument(span.clone())
+        .await;
+    let mut response = served.unwrap_or_else(|_panic| {
+        span.in_scope(|| ApiError::Internal("handler panicked".into()).into_response())
+    });
+    let latency = started.elapsed();
+    let status = response.status();
+    span.in_scope(|| {
+        tracing::info!(
+            status = status.as_u16(),
+            latency_ms = latency.as_secs_f64() * 1000.0,
+            "request"
+        );
+    });
+    crate::metrics::record_request(route_label, &method, status, latency);
+    response.headers_mut().insert(request_id::X_REQUEST_ID, id);
+    response
 }
 
 /// The global bounds every request is under: a permit from the concurrency
 /// limit (waiting for one when all are taken) and the request timeout, which
 /// startup guarantees is longer than any held read.
-pub async fn bound(
-    axum::extract::State(state): axum::extract::State<SharedState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse as _;
+async fn bounded(state: &SharedState, route: Route, request: Request) -> Response {
     let Ok(_permit) = state.in_flight.acquire().await else {
         return ApiError::Internal("the concurrency limiter is closed".into()).into_response();
     };
     let limit = state.limits.request_timeout;
-    match tokio::time::timeout(limit, next.run(request)).await {
+    match tokio::time::timeout(limit, checked(state, route, request)).await {
         Ok(response) => response,
         Err(_) => ApiError::Internal(format!(
             "request exceeded the {}-second request timeout",
             limit.as_secs()
         ))
         .into_response(),
+    }
+}
+
+/// Identity (409), then auth (401/403), then the route's handler.
+async fn checked(state: &SharedState, route: Route, mut request: Request) -> Response {
+    if let Err(refused) = identity::check(state, &request) {
+        return refused.into_response();
+    }
+    if let Err(refused) = auth::check(state, &mut request).await {
+        return refused.into_response();
+    }
+    match route.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
     }
 }
 
@@ -78,11 +150,7 @@ pub async fn bound(
 /// one frame per drain. It is bounded per request (the body limit and
 /// [`LINGER`]) and across the process ([`Drains`]): with every drain slot
 /// taken, the connection closes without lingering.
-pub async fn close_unread(
-    axum::extract::State(state): axum::extract::State<SharedState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+async fn drain_unread(state: &SharedState, route: Route, request: Request) -> Response {
     use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
     let headers = request.headers();
     let has_body = headers.contains_key(TRANSFER_ENCODING)
@@ -92,7 +160,7 @@ pub async fn close_unread(
             .and_then(|v| v.parse::<u64>().ok())
             .is_some_and(|n| n > 0);
     if !has_body {
-        return next.run(request).await;
+        return bounded(state, route, request).await;
     }
     let unread = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (parts, body) = request.into_parts();
@@ -101,9 +169,7 @@ pub async fn close_unread(
         finished: false,
         unread: unread.clone(),
     });
-    let mut response = next
-        .run(axum::extract::Request::from_parts(parts, body))
-        .await;
+    let mut response = bounded(state, route, Request::from_parts(parts, body)).await;
     let rest = unread
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
