@@ -15,6 +15,8 @@ RUN cargo chef prepare --recipe-path recipe.json
 
 FROM chef AS builder
 COPY --from=planner /src/recipe.json recipe.json
+# Before the dependencies are built: it holds jemalloc's build-time options.
+COPY .cargo .cargo
 RUN cargo chef cook --release --recipe-path recipe.json --bin abstore
 COPY . .
 RUN cargo build --release --locked --bin abstore \
