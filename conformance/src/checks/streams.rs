@@ -963,7 +963,8 @@ async fn append_ceiling(c: Ctx) -> CheckResult {
     let (_, sid) = fresh_stream(&c, Scope::Build).await?;
     let base = top_path(&sid);
     let over = parts_of_len(CEILING + 1);
-    let r = c.unpooled()?
+    let r = c
+        .unpooled()?
         .post(&format!("{base}/chunks"), &json!({"parts": over}))
         .send()
         .await?;
@@ -978,7 +979,8 @@ async fn append_ceiling(c: Ctx) -> CheckResult {
         "a 413-rejected append wrote a chunk"
     );
     let at = parts_of_len(CEILING);
-    let r = c.unpooled()?
+    let r = c
+        .unpooled()?
         .post(&format!("{base}/chunks"), &json!({"parts": at}))
         .send()
         .await?;
@@ -1134,7 +1136,8 @@ async fn order_400_409(c: Ctx) -> CheckResult {
 
 async fn order_413_409(c: Ctx) -> CheckResult {
     let sid = closed_stream(&c).await?;
-    let r = c.unpooled()?
+    let r = c
+        .unpooled()?
         .post(
             &format!("{}/chunks", top_path(&sid)),
             &json!({"parts": parts_of_len(CEILING + 1)}),
