@@ -13,6 +13,7 @@
 mod ops;
 pub mod postgres;
 mod records;
+pub mod retention;
 pub mod sqlite;
 
 #[cfg(test)]
