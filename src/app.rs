@@ -27,7 +27,8 @@ pub struct App {
 impl App {
     /// Bind the listeners, then open everything; fails with a clear message
     /// on a port in use, a bad URL, an unreachable database, a catalog that
-    /// does not compile, or open mode on a non-loopback address.
+    /// does not compile, a retention policy that does not load, or open mode
+    /// on a non-loopback address.
     pub async fn build(args: &ServeArgs) -> anyhow::Result<App> {
         // Settings that need no I/O are checked first, and the ports are
         // bound before storage is touched: a start that fails (port in use)
@@ -47,6 +48,10 @@ impl App {
             args.request_timeout_seconds,
             args.max_wait_seconds
         );
+        let retention = store::retention::Retention::load(
+            args.retention_policy.as_deref(),
+            args.retention_prune_limit,
+        )?;
         let secret = resolve_secret(args)?;
         let listener = TcpListener::bind(args.listen)
             .await
@@ -75,6 +80,7 @@ impl App {
         let options = StoreOptions {
             pool_size: args.db.db_pool_size,
             migrate: !args.no_migrate,
+            retention: retention.clone(),
         };
         let store = store::open(&args.db.database, &options, clock.clone(), notifier.clone())
             .await
@@ -113,7 +119,7 @@ impl App {
             ),
         });
         crate::metrics::record_build_info(store_backend(&args.db.database));
-        log_configuration(args, &catalog_source(args));
+        log_configuration(args, &catalog_source(args), &retention);
         Ok(App {
             listener,
             state,
@@ -261,7 +267,7 @@ fn catalog_source(args: &ServeArgs) -> String {
 }
 
 /// One line with the effective settings, passwords and secrets redacted.
-fn log_configuration(args: &ServeArgs, catalog: &str) {
+fn log_configuration(args: &ServeArgs, catalog: &str, retention: &store::retention::Retention) {
     tracing::info!(
         listen = %args.listen,
         database = %redact(&args.db.database),
@@ -283,6 +289,9 @@ fn log_configuration(args: &ServeArgs, catalog: &str) {
         body_read_timeout_seconds = args.body_read_timeout_seconds,
         metrics_listen = ?args.metrics_listen,
         catalog = %catalog,
+        retention = %retention.policy,
+        retention_source = %args.retention_policy.as_ref().map_or_else(|| "embedded".to_owned(), |p| p.display().to_string()),
+        retention_prune_limit = retention.prune_limit,
         test_clock = ?args.test_clock,
         migrate = !args.no_migrate,
         "configuration"

@@ -169,6 +169,17 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_CATALOG")]
     pub catalog: Option<PathBuf>,
 
+    /// Artifact retention: a JSON policy file replacing the embedded one
+    /// (which keeps the latest 100 revisions of the dispatcher and
+    /// build-runner configuration kinds), or `none` to prune nothing.
+    #[arg(long, env = "ABSTORE_RETENTION_POLICY", value_name = "FILE|none")]
+    pub retention_policy: Option<PathBuf>,
+
+    /// At most this many artifact revisions pruned by one put or deposit
+    /// (a larger backlog drains over later writes).
+    #[arg(long, env = "ABSTORE_RETENTION_PRUNE_LIMIT", default_value_t = crate::store::retention::DEFAULT_PRUNE_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub retention_prune_limit: u32,
+
     #[command(flatten)]
     pub secret: SecretArgs,
 

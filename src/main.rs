@@ -78,6 +78,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let options = abstore::store::StoreOptions {
                 pool_size: 1,
                 migrate: true,
+                retention: abstore::store::retention::Retention::disabled(),
             };
             let clock = std::sync::Arc::new(abstore::clock::SystemClock);
             let notifier = std::sync::Arc::new(abstore::notify::Notifier::new());

@@ -62,6 +62,10 @@ fn describe() {
         Unit::Bytes,
         "Artifact bytes written to the blob store."
     );
+    describe_counter!(
+        "abstore_artifact_revisions_pruned_total",
+        "Artifact revisions deleted by the retention policy, by resource family."
+    );
     describe_gauge!(
         "abstore_held_reads_in_flight",
         "Held reads (wait=) currently waiting."

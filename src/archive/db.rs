@@ -83,6 +83,7 @@ pub async fn migrate(url: &str) -> anyhow::Result<()> {
     let options = crate::store::StoreOptions {
         pool_size: 1,
         migrate: true,
+        retention: crate::store::retention::Retention::disabled(),
     };
     let clock = std::sync::Arc::new(crate::clock::SystemClock);
     let notifier = std::sync::Arc::new(crate::notify::Notifier::new());

@@ -8,12 +8,31 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::retention::{Retention, RetentionPolicy};
 use super::{NewArtifact, NewEvent, Store, StoreError, StoreOptions};
 use crate::clock::TestClock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 
 const T0: i64 = 1_784_116_800_000; // 2026-07-15T12:00:00.000Z
+
+/// The contract's retention: `kept` keeps its latest 3 revisions, every
+/// `cfg-*` kind its latest 2; at most 4 revisions pruned per write. Every
+/// other kind the cases use (`plan`, `notes`, `stream:*`) is never pruned.
+fn options() -> StoreOptions {
+    let policy = RetentionPolicy::parse(
+        r#"{"rules": [{"kind": "kept", "keep": 3}, {"kind": "cfg-*", "keep": 2}]}"#,
+        "contract",
+    )
+    .expect("contract policy");
+    StoreOptions {
+        retention: Retention {
+            policy: Arc::new(policy),
+            prune_limit: 4,
+        },
+        ..StoreOptions::default()
+    }
+}
 
 struct Harness {
     store: Arc<dyn Store>,
@@ -27,7 +46,7 @@ impl Harness {
         let clock = Arc::new(TestClock::new(T0));
         let store = super::open(
             "sqlite::memory:",
-            &StoreOptions::default(),
+            &options(),
             clock.clone(),
             Arc::new(Notifier::new()),
         )
@@ -48,14 +67,9 @@ impl Harness {
             dir.path().join("nested/abstore.db").display()
         );
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open(
-            &url,
-            &StoreOptions::default(),
-            clock.clone(),
-            Arc::new(Notifier::new()),
-        )
-        .await
-        .expect("open sqlite file");
+        let store = super::open(&url, &options(), clock.clone(), Arc::new(Notifier::new()))
+            .await
+            .expect("open sqlite file");
         Harness {
             store,
             clock,
@@ -87,7 +101,7 @@ impl Harness {
         let clock = Arc::new(TestClock::new(T0));
         let store = super::open(
             url.as_str(),
-            &StoreOptions::default(),
+            &options(),
             clock.clone(),
             Arc::new(Notifier::new()),
         )
@@ -817,6 +831,242 @@ async fn leases_by_the_clock(h: &Harness) {
     assert!(s.get_record(&b).await.unwrap().unwrap().lease.is_none());
 }
 
+// -------------------------------------------------------------- retention
+
+/// The revisions of `kind` the listing shows, in order.
+async fn revisions(s: &Arc<dyn Store>, r: &ResourceRef, kind: &str) -> Vec<i64> {
+    s.list_artifacts(r, Some(kind))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.revision)
+        .collect()
+}
+
+fn accept_any() -> super::MakeEvent {
+    Box::new(|_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> { Ok(event(0)) })
+}
+
+/// Spec section 3 retention: a put or deposit beyond a kind's bound deletes
+/// exactly the oldest revisions, in its own transaction; a pruned revision
+/// reads as absent; other kinds, other resources and `stream:` kinds are
+/// untouched; revision numbers keep counting up.
+async fn retention(h: &Harness) {
+    let s = &h.store;
+    let b = build("ret");
+    s.create_build("ret", attrs()).await.unwrap();
+    for n in 0..6_i64 {
+        let meta = s
+            .put_artifact(&b, artifact("kept", format!("kept {n}").as_bytes()))
+            .await
+            .unwrap();
+        assert_eq!(meta.revision, n);
+        s.put_artifact(&b, artifact("plan", format!("plan {n}").as_bytes()))
+            .await
+            .unwrap();
+        s.put_artifact(&b, artifact(&format!("stream:st_{n}"), b"[]"))
+            .await
+            .unwrap();
+        s.put_artifact(&b, artifact("stream:same", format!("{n}").as_bytes()))
+            .await
+            .unwrap();
+        let oldest = (n - 2).max(0);
+        assert_eq!(
+            revisions(s, &b, "kept").await,
+            (oldest..=n).collect::<Vec<_>>(),
+            "after put {n}"
+        );
+    }
+    assert_eq!(revisions(s, &b, "plan").await, (0..6).collect::<Vec<_>>());
+    assert_eq!(
+        revisions(s, &b, "stream:same").await,
+        (0..6).collect::<Vec<_>>()
+    );
+    for n in 0..6 {
+        assert_eq!(revisions(s, &b, &format!("stream:st_{n}")).await, vec![0]);
+    }
+    // A pruned revision reads as absent; the latest is the newest.
+    for rev in 0..3 {
+        assert!(
+            s.get_artifact(&b, "kept", Some(rev))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    let latest = s.get_artifact(&b, "kept", None).await.unwrap().unwrap();
+    assert_eq!(latest.revision, 5);
+    assert_eq!(latest.blob_ref, crate::blobs::blob_ref(b"kept 5"));
+    assert_eq!(
+        s.get_artifact(&b, "kept", Some(3))
+            .await
+            .unwrap()
+            .unwrap()
+            .blob_ref,
+        crate::blobs::blob_ref(b"kept 3")
+    );
+
+    // A deposit prunes in its transaction; a rejected one prunes nothing.
+    let reject = |_: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
+        Err(StoreError::Rejected("no".into()))
+    };
+    let err = s
+        .deposit(
+            &b,
+            vec![artifact("kept", b"r1"), artifact("kept", b"r2")],
+            Box::new(reject),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)));
+    assert_eq!(revisions(s, &b, "kept").await, vec![3, 4, 5]);
+    let (_, metas) = s
+        .deposit(
+            &b,
+            vec![
+                artifact("kept", b"d6"),
+                artifact("plan", b"d"),
+                artifact("kept", b"d7"),
+            ],
+            accept_any(),
+        )
+        .await
+        .unwrap();
+    let assigned: Vec<(String, i64)> = metas.into_iter().map(|m| (m.kind, m.revision)).collect();
+    assert_eq!(
+        assigned,
+        vec![("kept".into(), 6), ("plan".into(), 6), ("kept".into(), 7)]
+    );
+    assert_eq!(revisions(s, &b, "kept").await, vec![5, 6, 7]);
+    assert_eq!(revisions(s, &b, "plan").await, (0..7).collect::<Vec<_>>());
+
+    // One deposit of more revisions than the bound keeps only its newest.
+    let (_, metas) = s
+        .deposit(
+            &b,
+            (0..4).map(|n| artifact("kept", &[n])).collect(),
+            accept_any(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        metas.iter().map(|m| m.revision).collect::<Vec<_>>(),
+        vec![8, 9, 10, 11]
+    );
+    assert_eq!(revisions(s, &b, "kept").await, vec![9, 10, 11]);
+
+    // Prefix rules: each matching kind is bounded on its own.
+    for n in 0..4 {
+        s.put_artifact(&b, artifact("cfg-a", &[n])).await.unwrap();
+        if n % 2 == 0 {
+            s.put_artifact(&b, artifact("cfg-b", &[n])).await.unwrap();
+        }
+    }
+    assert_eq!(revisions(s, &b, "cfg-a").await, vec![2, 3]);
+    assert_eq!(revisions(s, &b, "cfg-b").await, vec![0, 1]);
+
+    // Retention is per resource: another build's revisions are its own, and
+    // a repository's artifacts are bounded the same way.
+    let other = build("ret-other");
+    s.create_build("ret-other", attrs()).await.unwrap();
+    s.put_artifact(&other, artifact("kept", b"o"))
+        .await
+        .unwrap();
+    assert_eq!(revisions(s, &other, "kept").await, vec![0]);
+    assert_eq!(revisions(s, &b, "kept").await, vec![9, 10, 11]);
+    s.ensure_repo("acme/ret").await.unwrap();
+    let repo = ResourceRef::new(ResourceKind::Repo, "acme/ret");
+    for n in 0..5 {
+        s.put_artifact(&repo, artifact("kept", &[n])).await.unwrap();
+    }
+    assert_eq!(revisions(s, &repo, "kept").await, vec![2, 3, 4]);
+
+    // The per-write bound: a deposit leaving 6 revisions past the bound
+    // prunes only 4 (the oldest); the next write prunes the rest.
+    let bounded = build("ret-bounded");
+    s.create_build("ret-bounded", attrs()).await.unwrap();
+    s.deposit(
+        &bounded,
+        (0..9).map(|n| artifact("kept", &[n])).collect(),
+        accept_any(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        revisions(s, &bounded, "kept").await,
+        (4..9).collect::<Vec<_>>()
+    );
+    s.put_artifact(&bounded, artifact("kept", b"9"))
+        .await
+        .unwrap();
+    assert_eq!(revisions(s, &bounded, "kept").await, vec![7, 8, 9]);
+}
+
+/// Readers listing a retained kind while writers add revisions see, every
+/// time, the state after some whole write: exactly the `min(3, n)` newest of
+/// the `n` revisions assigned so far, contiguous, ending at revision `n - 1`
+/// — never a window longer than the bound (inserted, not yet pruned) or
+/// with a hole (partly pruned) — and one reader's newest revision never
+/// goes back.
+async fn retention_under_concurrent_reads(h: &Harness) {
+    const KEEP: i64 = 3;
+    let s = h.store.clone();
+    s.create_build("ret-c", attrs()).await.unwrap();
+    let b = build("ret-c");
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers = (0..3).map(|_| {
+        let (s, b, done) = (s.clone(), b.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut listings = 0_u64;
+            let mut newest_seen = -1_i64;
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+                let revs = revisions(&s, &b, "kept").await;
+                if let Some(&newest) = revs.last() {
+                    let expected: Vec<i64> = ((newest - KEEP + 1).max(0)..=newest).collect();
+                    assert_eq!(revs, expected, "a listing between two whole writes");
+                    assert!(newest >= newest_seen, "{newest} after {newest_seen}");
+                    newest_seen = newest;
+                    let latest = s.get_artifact(&b, "kept", None).await.unwrap().unwrap();
+                    assert!(latest.revision >= newest);
+                }
+                listings += 1;
+                if finished {
+                    return (listings, newest_seen);
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    });
+    let readers: Vec<_> = readers.collect();
+    let writers = (0..4_u8).map(|w| {
+        let (s, b) = (s.clone(), b.clone());
+        tokio::spawn(async move {
+            for n in 0..10_u8 {
+                if n % 2 == 0 {
+                    s.put_artifact(&b, artifact("kept", &[w, n])).await.unwrap();
+                } else {
+                    s.deposit(
+                        &b,
+                        vec![artifact("kept", &[w, n]), artifact("plan", &[w, n])],
+                        accept_any(),
+                    )
+                    .await
+                    .unwrap();
+                }
+            }
+        })
+    });
+    futures_join(writers).await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    for (listings, newest) in futures_join(readers.into_iter()).await {
+        assert!(listings > 0);
+        assert_eq!(newest, 39, "the last listing sees every write");
+    }
+    assert_eq!(revisions(&s, &b, "kept").await, vec![37, 38, 39]);
+    assert_eq!(revisions(&s, &b, "plan").await.len(), 20);
+}
+
 async fn futures_join<T: Send + 'static>(
     handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
 ) -> Vec<T> {
@@ -848,7 +1098,9 @@ contract!(
     concurrent_chunks,
     sessions,
     mixed_batches,
-    leases_by_the_clock
+    leases_by_the_clock,
+    retention,
+    retention_under_concurrent_reads
 );
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append

@@ -8,11 +8,14 @@
 //!   inside the writing transaction while the resource row is held;
 //! - every stored time comes from the injected clock, read inside the
 //!   transaction so times never run backwards along a resource's sequence;
-//! - event envelopes are stored as the JSON text that is later served.
+//! - event envelopes are stored as the JSON text that is later served;
+//! - artifact retention ([`retention`]) prunes inside the put or deposit
+//!   transaction that exceeds a bound, never elsewhere.
 
 mod ops;
 pub mod postgres;
 mod records;
+pub mod retention;
 pub mod sqlite;
 
 #[cfg(test)]
@@ -118,12 +121,15 @@ pub trait Store: Send + Sync + 'static {
     /// Envelope texts with `seq > since`, in order.
     async fn events_since(&self, resource: &ResourceRef, since: i64) -> StoreResult<Vec<String>>;
 
+    /// A new revision; in the same transaction, the oldest revisions of its
+    /// kind beyond the retention bound are deleted.
     async fn put_artifact(
         &self,
         resource: &ResourceRef,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactMeta>;
-    /// Atomic deposit: revisions, `make_event`, metadata and event in one commit.
+    /// Atomic deposit: revisions, `make_event`, metadata, event and
+    /// retention pruning in one commit.
     async fn deposit(
         &self,
         resource: &ResourceRef,
@@ -244,13 +250,15 @@ pub async fn open(
     }
 }
 
-/// Connection settings shared by both backends.
+/// Settings shared by both backends.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     /// Maximum pooled connections (PostgreSQL) or readers (SQLite).
     pub pool_size: u32,
     /// Run embedded migrations on open.
     pub migrate: bool,
+    /// The artifact retention applied by puts and deposits.
+    pub retention: retention::Retention,
 }
 
 impl Default for StoreOptions {
@@ -258,6 +266,7 @@ impl Default for StoreOptions {
         StoreOptions {
             pool_size: 16,
             migrate: true,
+            retention: retention::Retention::default(),
         }
     }
 }

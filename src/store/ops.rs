@@ -3,9 +3,9 @@
 //! transaction) and [`Writes`] (the primitives of one write transaction).
 //!
 //! Every rule lives here and nowhere else: the conditional append, the
-//! deposit composition, the lease truth table, stream close checks and chunk
-//! pruning. Backends only say how a primitive is stored, and may fuse
-//! statements to do it in fewer round trips.
+//! deposit composition, the lease truth table, stream close checks, chunk
+//! pruning and artifact retention. Backends only say how a primitive is
+//! stored, and may fuse statements to do it in fewer round trips.
 //!
 //! The methods are `async fn`: PostgreSQL awaits its round trips, while the
 //! SQLite implementation never pends (rusqlite is synchronous), so its writer
@@ -16,6 +16,7 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value};
 
+use super::retention::Retention;
 use super::{
     ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, Record,
     StoreError, StoreResult, StreamArtifact, StreamRecord, envelope_json,
@@ -31,11 +32,33 @@ pub(crate) struct ResourceRow {
 
 /// What a write operation produced: its answer, whether its changes are
 /// kept (a no-op outcome such as a stale conditional append rolls back),
-/// and the resource whose held readers must wake after the commit.
+/// the resource whose held readers must wake after the commit, and the
+/// artifact revisions retention pruned (counted once the commit succeeds).
 pub(crate) struct Written<T> {
     pub value: T,
     pub keep: bool,
     pub wake: Option<ResourceRef>,
+    pub pruned: Pruned,
+}
+
+/// Revisions pruned by one write, by resource family.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pruned {
+    pub family: Option<ResourceKind>,
+    pub revisions: u64,
+}
+
+impl Pruned {
+    /// Count them in `abstore_artifact_revisions_pruned_total`; call only
+    /// after the write committed.
+    pub fn record(self) {
+        if let Some(family) = self.family
+            && self.revisions > 0
+        {
+            metrics::counter!("abstore_artifact_revisions_pruned_total", "family" => family.tag())
+                .increment(self.revisions);
+        }
+    }
 }
 
 impl<T> Written<T> {
@@ -44,6 +67,7 @@ impl<T> Written<T> {
             value,
             keep: true,
             wake: None,
+            pruned: Pruned::default(),
         }
     }
 
@@ -52,16 +76,22 @@ impl<T> Written<T> {
             value,
             keep: true,
             wake: Some(resource),
+            pruned: Pruned::default(),
         }
     }
 
     /// Nothing changed (or nothing may be kept): roll back, answer `value`.
-    fn unchanged(value: T) -> Self {
+    pub(crate) fn unchanged(value: T) -> Self {
         Written {
             value,
             keep: false,
             wake: None,
+            pruned: Pruned::default(),
         }
+    }
+
+    fn pruning(self, pruned: Pruned) -> Self {
+        Written { pruned, ..self }
     }
 }
 
@@ -153,6 +183,17 @@ pub(crate) trait Writes {
     /// Drop the chunks of every closed stream of `scope` but the most
     /// recently closed one.
     async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()>;
+    /// Delete the oldest revisions of `r`'s artifact `kind` beyond its
+    /// `keep` latest ones, at most `limit` of them, oldest first; returns
+    /// how many were deleted. The revision counter is untouched, so later
+    /// revisions keep counting up.
+    async fn prune_revisions(
+        &mut self,
+        r: &ResourceRef,
+        kind: &str,
+        keep: i64,
+        limit: i64,
+    ) -> StoreResult<u64>;
     async fn insert_stream(
         &mut self,
         id: &str,
@@ -334,6 +375,7 @@ pub(crate) async fn ensure_repo(tx: &mut impl Writes, repo: &str) -> StoreResult
         value: row.record,
         keep: inserted,
         wake: None,
+        pruned: Pruned::default(),
     })
 }
 
@@ -354,10 +396,12 @@ pub(crate) async fn append(
     Ok(Written::waking(Some(envelope), r.clone()))
 }
 
+/// A new revision, then retention (spec section 3) in the same transaction.
 pub(crate) async fn put_artifact(
     tx: &mut impl Writes,
     r: &ResourceRef,
     artifact: NewArtifact,
+    retention: &Retention,
 ) -> StoreResult<Written<ArtifactMeta>> {
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
@@ -366,24 +410,78 @@ pub(crate) async fn put_artifact(
         .await?
         .pop()
         .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
+    let pruned = apply_retention(tx, r, std::slice::from_ref(&meta), retention).await?;
     tx.touch(r, now).await?;
-    Ok(Written::kept(meta))
+    Ok(Written::kept(meta).pruning(pruned))
 }
 
-/// Revisions, `make_event` over the assigned metadata, and the event, in one
-/// transaction: a rejection leaves nothing and consumes nothing.
+/// Revisions, `make_event` over the assigned metadata, the event and
+/// retention, in one transaction: a rejection leaves nothing, consumes
+/// nothing and prunes nothing.
 pub(crate) async fn deposit(
     tx: &mut impl Writes,
     r: &ResourceRef,
     artifacts: Vec<NewArtifact>,
     make_event: &MakeEvent,
+    retention: &Retention,
 ) -> StoreResult<Written<(String, Vec<ArtifactMeta>)>> {
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
     let metas = tx.insert_artifacts(r, artifacts, now).await?;
     let event = make_event(&metas)?;
     let envelope = append_after(tx, r, row.last_seq, now, &event).await?;
-    Ok(Written::waking((envelope, metas), r.clone()))
+    let pruned = apply_retention(tx, r, &metas, retention).await?;
+    Ok(Written::waking((envelope, metas), r.clone()).pruning(pruned))
+}
+
+/// Artifact retention, inside the writing transaction (which holds the
+/// resource row, so writers of one resource prune one at a time and readers
+/// see the revisions before or after, never between): for each kind just
+/// written that a rule selects, delete the oldest revisions beyond the
+/// rule's `keep`, at most `prune_limit` in all for this write. A kind whose
+/// newest revision number is below `keep` cannot have more than `keep`
+/// revisions, so it costs no statement. `stream:` kinds are never selected.
+async fn apply_retention(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    written: &[ArtifactMeta],
+    retention: &Retention,
+) -> StoreResult<Pruned> {
+    let mut pruned = Pruned {
+        family: Some(r.kind),
+        revisions: 0,
+    };
+    if retention.policy.is_empty() {
+        return Ok(pruned);
+    }
+    let mut budget = retention.prune_limit;
+    let mut done: Vec<&str> = Vec::new();
+    for meta in written {
+        let kind = meta.kind.as_str();
+        if budget <= 0 {
+            break;
+        }
+        if done.contains(&kind) {
+            continue;
+        }
+        done.push(kind);
+        let Some(keep) = retention.policy.keep_for(kind) else {
+            continue;
+        };
+        let newest = written
+            .iter()
+            .filter(|m| m.kind == kind)
+            .map(|m| m.revision)
+            .max()
+            .unwrap_or(meta.revision);
+        if newest < keep {
+            continue;
+        }
+        let deleted = tx.prune_revisions(r, kind, keep, budget).await?;
+        pruned.revisions += deleted;
+        budget = budget.saturating_sub(i64::try_from(deleted).unwrap_or(i64::MAX));
+    }
+    Ok(pruned)
 }
 
 fn lease_expiry(now: i64, ttl_ms: i64) -> i64 {

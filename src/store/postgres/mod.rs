@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written};
+use crate::store::retention::Retention;
 use crate::store::{
     ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats,
     Record, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
@@ -46,6 +47,7 @@ pub struct PgStore {
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
     published: tokio::sync::mpsc::UnboundedSender<String>,
+    retention: Retention,
 }
 
 impl PgStore {
@@ -79,6 +81,7 @@ impl PgStore {
             clock,
             notifier,
             published,
+            retention: options.retention.clone(),
         })
     }
 
@@ -110,6 +113,7 @@ impl PgStore {
             let written = op(&mut tx).await?;
             if written.keep {
                 tx.tx.commit().await?;
+                written.pruned.record();
             } else {
                 tx.tx.rollback().await?;
             }
@@ -238,9 +242,11 @@ impl Store for PgStore {
         r: &ResourceRef,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactMeta> {
-        let r = r.clone();
-        self.write(move |tx| Box::pin(async move { ops::put_artifact(tx, &r, artifact).await }))
-            .await
+        let (r, retention) = (r.clone(), self.retention.clone());
+        self.write(move |tx| {
+            Box::pin(async move { ops::put_artifact(tx, &r, artifact, &retention).await })
+        })
+        .await
     }
 
     async fn deposit(
@@ -249,9 +255,9 @@ impl Store for PgStore {
         artifacts: Vec<NewArtifact>,
         make_event: MakeEvent,
     ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
-        let r = r.clone();
+        let (r, retention) = (r.clone(), self.retention.clone());
         self.write(move |tx| {
-            Box::pin(async move { ops::deposit(tx, &r, artifacts, &make_event).await })
+            Box::pin(async move { ops::deposit(tx, &r, artifacts, &make_event, &retention).await })
         })
         .await
     }

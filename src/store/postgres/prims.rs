@@ -84,6 +84,17 @@ const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN 
      SELECT id FROM streams WHERE scope_kind = $1 AND scope_id = $2 AND status = 'closed' AND id <> COALESCE((\
      SELECT latest.id FROM streams latest WHERE latest.scope_kind = $1 AND latest.scope_id = $2 \
      AND latest.status = 'closed' ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
+/// Retention: the oldest revisions of one kind below its `keep`-th newest
+/// ($4 = keep - 1 rows skipped from the newest), at most $5, oldest first.
+/// Fewer than `keep` revisions make the bound NULL, deleting nothing. Both
+/// subqueries walk the primary key.
+const PRUNE_REVISIONS: &str = "DELETE FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
+     AND revision IN (SELECT candidate.revision FROM artifacts candidate \
+     WHERE candidate.kind = $1 AND candidate.resource_id = $2 AND candidate.artifact_kind = $3 AND candidate.revision < (\
+     SELECT bound.revision FROM artifacts bound \
+     WHERE bound.kind = $1 AND bound.resource_id = $2 AND bound.artifact_kind = $3 \
+     ORDER BY bound.revision DESC OFFSET $4 LIMIT 1) \
+     ORDER BY candidate.revision LIMIT $5)";
 const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
      VALUES ($1, $2, $3, $4, 'open', $5, $6)";
 /// The chunk and the stream's counter in one statement.
@@ -500,6 +511,24 @@ impl Writes for PgTx {
             .execute(&mut *self.tx)
             .await?;
         Ok(())
+    }
+
+    async fn prune_revisions(
+        &mut self,
+        r: &ResourceRef,
+        kind: &str,
+        keep: i64,
+        limit: i64,
+    ) -> StoreResult<u64> {
+        Ok(counted::<Postgres>(PRUNE_REVISIONS)
+            .bind(r.kind.tag())
+            .bind(&r.id)
+            .bind(kind)
+            .bind(keep - 1)
+            .bind(limit)
+            .execute(&mut *self.tx)
+            .await?
+            .rows_affected())
     }
 
     async fn insert_stream(

@@ -528,6 +528,30 @@ impl Writes for Conn<'_> {
         Ok(())
     }
 
+    async fn prune_revisions(
+        &mut self,
+        r: &ResourceRef,
+        kind: &str,
+        keep: i64,
+        limit: i64,
+    ) -> StoreResult<u64> {
+        // The oldest revisions below the `keep`-th newest (?4 = keep - 1
+        // rows skipped from the newest), at most ?5; fewer than `keep`
+        // revisions make the bound NULL, deleting nothing.
+        let deleted = self
+            .statement(
+                "DELETE FROM artifacts WHERE kind = ?1 AND resource_id = ?2 AND artifact_kind = ?3 \
+                 AND revision IN (SELECT candidate.revision FROM artifacts candidate \
+                 WHERE candidate.kind = ?1 AND candidate.resource_id = ?2 AND candidate.artifact_kind = ?3 AND candidate.revision < (\
+                 SELECT bound.revision FROM artifacts bound \
+                 WHERE bound.kind = ?1 AND bound.resource_id = ?2 AND bound.artifact_kind = ?3 \
+                 ORDER BY bound.revision DESC LIMIT 1 OFFSET ?4) \
+                 ORDER BY candidate.revision LIMIT ?5)",
+            )?
+            .execute(params![r.kind.tag(), r.id, kind, keep - 1, limit])?;
+        Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
+    }
+
     async fn insert_stream(
         &mut self,
         id: &str,

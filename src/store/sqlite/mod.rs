@@ -33,6 +33,7 @@ use crate::clock::Clock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written, drive};
+use crate::store::retention::Retention;
 use crate::store::{
     ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats,
     Record, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
@@ -112,6 +113,7 @@ pub struct SqliteStore {
     pool_size: u32,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
+    retention: Retention,
     _lock: Option<std::fs::File>,
 }
 
@@ -153,6 +155,7 @@ impl SqliteStore {
             pool_size: options.pool_size.max(1),
             clock,
             notifier,
+            retention: options.retention.clone(),
             _lock: lock,
         })
     }
@@ -172,6 +175,7 @@ impl SqliteStore {
                     keep: written.keep,
                     finish: Box::new(move |committed| match committed {
                         Ok(()) => {
+                            written.pruned.record();
                             if let Some(resource) = &written.wake {
                                 notifier.notify(resource);
                             }
@@ -212,14 +216,8 @@ impl SqliteStore {
                     .await
             }
             None => {
-                self.write(move |conn| {
-                    Ok(Written {
-                        value: op(conn)?,
-                        keep: false,
-                        wake: None,
-                    })
-                })
-                .await
+                self.write(move |conn| Ok(Written::unchanged(op(conn)?)))
+                    .await
             }
         }
     }
@@ -274,7 +272,8 @@ impl Store for SqliteStore {
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactMeta> {
         let r = r.clone();
-        self.write(move |c| drive(ops::put_artifact(c, &r, artifact)))
+        let retention = self.retention.clone();
+        self.write(move |c| drive(ops::put_artifact(c, &r, artifact, &retention)))
             .await
     }
 
@@ -285,7 +284,8 @@ impl Store for SqliteStore {
         make_event: MakeEvent,
     ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
         let r = r.clone();
-        self.write(move |c| drive(ops::deposit(c, &r, artifacts, &make_event)))
+        let retention = self.retention.clone();
+        self.write(move |c| drive(ops::deposit(c, &r, artifacts, &make_event, &retention)))
             .await
     }
 
