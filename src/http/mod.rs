@@ -14,6 +14,7 @@ mod health;
 mod hold;
 mod identity;
 mod ops;
+mod path;
 mod readiness;
 mod repos;
 mod request_id;
@@ -121,7 +122,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(builds::router())
         .merge(repos::router())
         .merge(sessions::router())
-        .merge(streams::top_level_routes())
+        .merge(streams::routes(crate::protocol::ResourceKind::Stream))
         .merge(health::router(state.test_clock.is_some()))
         .merge(readiness::router())
         .fallback(no_route)

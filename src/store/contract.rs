@@ -159,7 +159,7 @@ async fn records_and_sequences(h: &Harness) {
     assert_eq!((rec.created_at, rec.updated_at), (T0, T0));
     assert!(matches!(
         s.create_build("b", attrs()).await,
-        Err(StoreError::Conflict)
+        Err(StoreError::Conflict(r)) if r == build("b")
     ));
     s.create_build("other", attrs()).await.unwrap();
     assert_eq!(s.list_builds().await.unwrap().len(), 2);
@@ -193,11 +193,11 @@ async fn records_and_sequences(h: &Harness) {
     );
     assert!(matches!(
         s.events_since(&build("missing"), 0).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
     assert!(matches!(
         s.append(&build("missing"), event(1), None).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 
     // ensureRepo is idempotent and never resets.
@@ -334,7 +334,7 @@ async fn artifacts_and_deposits(h: &Harness) {
     assert!(matches!(
         s.put_artifact(&build("missing"), artifact("plan", b"x"))
             .await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 }
 
@@ -472,7 +472,7 @@ async fn streams(h: &Harness) {
     s.create_build("s", attrs()).await.unwrap();
     assert!(matches!(
         s.create_stream(&build("missing"), "st_x", "l").await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
     let one = s.create_stream(&b, "st_1", "one").await.unwrap();
     assert!(!one.closed);
@@ -490,7 +490,7 @@ async fn streams(h: &Harness) {
         .unwrap();
     assert!(matches!(
         s.append_chunk("st_missing", "[]").await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r.kind == ResourceKind::Stream && r.id == "st_missing"
     ));
 
     // A close that raced an append assembles again; a second close is a no-op.
@@ -513,7 +513,7 @@ async fn streams(h: &Harness) {
     );
     assert!(matches!(
         s.append_chunk("st_1", r#"[{"type":"x"}]"#).await,
-        Err(StoreError::Closed)
+        Err(StoreError::Closed(id)) if id == "st_1"
     ));
     assert_eq!(
         s.get_artifact(&b, "stream:st_1", None)
@@ -571,7 +571,7 @@ async fn streams(h: &Harness) {
     assert_eq!(ids, vec!["st_1", "st_2", "st_open", "st_3"]);
     assert!(matches!(
         s.list_streams(&build("missing")).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 
     // Stream tails for the sweep: a closed stream reports the largest tail.
@@ -615,7 +615,7 @@ async fn sessions(h: &Harness) {
     assert!(matches!(
         s.create_session("acme/w", "os_1", attrs.clone(), Box::new(first))
             .await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == ResourceRef::new(ResourceKind::Repo, "acme/w")
     ));
     s.ensure_repo("acme/w").await.unwrap();
     // A rejected session.created leaves no record and no event.
@@ -659,7 +659,7 @@ async fn sessions(h: &Harness) {
     );
     assert!(matches!(
         s.list_sessions("missing").await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == ResourceRef::new(ResourceKind::Repo, "missing")
     ));
     assert!(
         s.list_sessions("acme/w")
