@@ -19,7 +19,7 @@ struct Harness {
     store: Arc<dyn Store>,
     clock: Arc<TestClock>,
     _dir: Option<tempfile::TempDir>,
-    pg_database: Option<(String, String)>,
+    pg_database: Option<conformance::scratch_pg::ScratchDb>,
 }
 
 impl Harness {
@@ -67,23 +67,9 @@ impl Harness {
     /// `None` (with a loud note) when no PostgreSQL is configured; a panic in
     /// CI, where PostgreSQL is required.
     async fn postgres() -> Option<Harness> {
-        let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-            conformance::skip::skipped(
-                "PostgreSQL store contract",
-                "ABSTORE_TEST_POSTGRES_URL is unset",
-            );
-            return None;
-        };
-        let name = format!("abstore_contract_{}", rand::random::<u64>());
-        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base)
-            .await
-            .expect("connect to ABSTORE_TEST_POSTGRES_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create database");
-        let mut url = url::Url::parse(&base).expect("postgres url");
-        url.set_path(&name);
+        let db = conformance::scratch_pg::for_test("PostgreSQL store contract", "abstore_contract")
+            .await?;
+        let url = db.url.clone();
         let clock = Arc::new(TestClock::new(T0));
         let store = super::open(
             url.as_str(),
@@ -97,7 +83,7 @@ impl Harness {
             store,
             clock,
             _dir: None,
-            pg_database: Some((base, name)),
+            pg_database: Some(db),
         })
     }
 
@@ -106,14 +92,8 @@ impl Harness {
             store, pg_database, ..
         } = self;
         drop(store);
-        if let Some((base, name)) = pg_database
-            && let Ok(mut admin) = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await
-        {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(&mut admin)
-            .await;
+        if let Some(db) = pg_database {
+            let _ = db.drop_db().await;
         }
     }
 }
@@ -859,12 +839,10 @@ async fn postgres_notify_wakes_another_replica() {
     let Some(h) = Harness::postgres().await else {
         return;
     };
-    let (base, name) = h.pg_database.clone().expect("postgres harness");
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&name);
+    let url = h.pg_database.clone().expect("postgres harness").url;
     let other_notifier = Arc::new(Notifier::new());
     let _other = super::open(
-        url.as_str(),
+        &url,
         &StoreOptions::default(),
         h.clock.clone(),
         other_notifier.clone(),
