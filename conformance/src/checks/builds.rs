@@ -138,6 +138,51 @@ pub fn register_stream_checks(r: &mut Registry, res: Res) {
     r.add(format!("{p}.events.numeric_order_past_ten"), s, move |c| {
         numeric_order(c, res)
     });
+    register_since_checks(r, res);
+
+    r.add(format!("{p}.wait.zero_is_immediate"), s, move |c| {
+        wait_zero(c, res)
+    });
+    r.add(format!("{p}.wait.empty_tail_answers_empty"), s, move |c| {
+        wait_empty_tail(c, res)
+    });
+    r.add(format!("{p}.wait.existing_event_immediate"), s, move |c| {
+        wait_existing(c, res)
+    });
+    r.add(format!("{p}.wait.wakes_on_append"), s, move |c| {
+        wait_wakes(c, res)
+    });
+    r.add(format!("{p}.wait.huge_value_clamped"), s, move |c| {
+        wait_huge(c, res)
+    });
+    r.add(format!("{p}.wait.identity_not_held"), s, move |c| {
+        wait_identity(c, res)
+    });
+    r.add(format!("{p}.wait.unknown_404"), s, move |c| {
+        wait_unknown(c, res)
+    });
+    let bad_wait: [(&str, &str); 8] = [
+        ("empty", ""),
+        ("space_padded", "%201"),
+        ("trailing_space", "1%20"),
+        ("plus", "%2B1"),
+        ("minus", "-1"),
+        ("hex", "0x1"),
+        ("fraction", "1.5"),
+        ("alpha", "soon"),
+    ];
+    for (name, raw) in bad_wait {
+        r.add(format!("{p}.wait.rejects_{name}"), s, move |c| {
+            wait_rejects(c, res, raw)
+        });
+    }
+}
+
+/// The lenient `since` grammar (JavaScript `Number()` must give an integer)
+/// and its 400s, as request → expected rows; shared by sections 3, 4 and 5.
+pub fn register_since_checks(r: &mut Registry, res: Res) {
+    let s = res.sec();
+    let p = format!("s{s}");
     // Lenient `since`: JavaScript Number(raw) must be an integer. 4 events.
     let lenient: [(&str, &str, &[i64]); 14] = [
         ("since_hex", "0x2", &[3, 4]),
@@ -174,43 +219,6 @@ pub fn register_stream_checks(r: &mut Registry, res: Res) {
     for (name, raw) in rejected {
         r.add(format!("{p}.events.since_rejects_{name}"), s, move |c| {
             since_rejects(c, res, raw)
-        });
-    }
-
-    r.add(format!("{p}.wait.zero_is_immediate"), s, move |c| {
-        wait_zero(c, res)
-    });
-    r.add(format!("{p}.wait.empty_tail_answers_empty"), s, move |c| {
-        wait_empty_tail(c, res)
-    });
-    r.add(format!("{p}.wait.existing_event_immediate"), s, move |c| {
-        wait_existing(c, res)
-    });
-    r.add(format!("{p}.wait.wakes_on_append"), s, move |c| {
-        wait_wakes(c, res)
-    });
-    r.add(format!("{p}.wait.huge_value_clamped"), s, move |c| {
-        wait_huge(c, res)
-    });
-    r.add(format!("{p}.wait.identity_not_held"), s, move |c| {
-        wait_identity(c, res)
-    });
-    r.add(format!("{p}.wait.unknown_404"), s, move |c| {
-        wait_unknown(c, res)
-    });
-    let bad_wait: [(&str, &str); 8] = [
-        ("empty", ""),
-        ("space_padded", "%201"),
-        ("trailing_space", "1%20"),
-        ("plus", "%2B1"),
-        ("minus", "-1"),
-        ("hex", "0x1"),
-        ("fraction", "1.5"),
-        ("alpha", "soon"),
-    ];
-    for (name, raw) in bad_wait {
-        r.add(format!("{p}.wait.rejects_{name}"), s, move |c| {
-            wait_rejects(c, res, raw)
         });
     }
 }
@@ -769,8 +777,7 @@ async fn events_unknown(c: Ctx, res: Res) -> CheckResult {
 }
 
 async fn since_ok(c: Ctx, res: Res, raw: &'static str, want: &'static [i64]) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 4).await?;
+    let id = c.with_events(res, 4).await?;
     let r = c
         .get(&format!("{}/events?since={raw}", res.path(&id)))
         .send()
@@ -793,8 +800,7 @@ async fn since_ok(c: Ctx, res: Res, raw: &'static str, want: &'static [i64]) -> 
 }
 
 async fn since_rejects(c: Ctx, res: Res, raw: &'static str) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 1).await?;
+    let id = c.with_events(res, 1).await?;
     c.get(&format!("{}/events?since={raw}", res.path(&id)))
         .send()
         .await?

@@ -196,8 +196,7 @@ pub fn register(r: &mut Registry) {
     r.add("s5.events.actor_kinds_per_type", "5", actor_kinds);
     r.add("s5.events.seq_per_session", "5", seq_per_session);
     r.add("s5.events.since_strictly_greater", "5", since_strict);
-    r.add("s5.events.since_lenient", "5", since_lenient);
-    r.add("s5.events.since_rejects", "5", since_rejects);
+    super::builds::register_since_checks(r, Res::Session);
     r.add("s5.events.unknown_session_404", "5", events_unknown);
     r.add("s5.events.catalog_422_appends_nothing", "5", catalog_422);
     r.add("s5.events.build_types_not_in_catalog", "5", foreign_types);
@@ -600,41 +599,6 @@ async fn since_strict(c: Ctx) -> CheckResult {
             got == want,
             "GET /sessions/{{id}}/events?since={since}: expected {want:?}; got {got:?}"
         );
-    }
-    Ok(())
-}
-
-async fn since_lenient(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    for _ in 0..3 {
-        append_session(&c, &id, &session_event("messageHuman")).await?;
-    }
-    let cases: [(&str, &[i64]); 7] = [
-        ("0x2", &[3, 4]),
-        ("2e0", &[3, 4]),
-        ("%202%20", &[3, 4]),
-        ("", &[1, 2, 3, 4]),
-        ("-1", &[1, 2, 3, 4]),
-        ("3.0", &[4]),
-        ("0b11", &[4]),
-    ];
-    for (raw, want) in cases {
-        let got = seqs_of(&session_events(&c, &id, &format!("?since={raw}")).await?);
-        ensure!(
-            got == want,
-            "since={raw:?} (JavaScript Number()): expected {want:?}; got {got:?}"
-        );
-    }
-    Ok(())
-}
-
-async fn since_rejects(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    for raw in ["abc", "NaN", "1.5", "Infinity", "2abc"] {
-        c.get(&format!("{}/events?since={raw}", session_path(&id)))
-            .send()
-            .await?
-            .e400()?;
     }
     Ok(())
 }
