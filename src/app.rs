@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::blobs::Blobs;
 use crate::clock::{Clock, SystemClock, TestClock};
 use crate::config::ServeArgs;
-use crate::http::{AppState, Limits, SharedState, router};
+use crate::http::{AppState, Limits, SharedState, StateParts, router};
 use crate::notify::Notifier;
 use crate::protocol::time::parse_iso;
 use crate::store::{self, StoreOptions};
@@ -28,8 +28,9 @@ impl App {
     /// Bind the listeners, then open everything; fails with a clear message
     /// on a port in use, a bad URL, an unreachable database, a catalog that
     /// does not compile, a retention policy that does not load, or open mode
-    /// on a non-loopback address.
-    pub async fn build(args: &ServeArgs) -> anyhow::Result<App> {
+    /// on a non-loopback address. The server stops when `shutdown` is
+    /// cancelled.
+    pub async fn build(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<App> {
         // Settings that need no I/O are checked first, and the ports are
         // bound before storage is touched: a start that fails (port in use)
         // creates no data directory and runs no migration.
@@ -87,12 +88,12 @@ impl App {
             .with_context(|| format!("opening the database ({})", redact(&args.db.database)))?;
         let blobs = Blobs::open(&args.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
-        let state = Arc::new(AppState {
+        let parts = StateParts {
             store,
             clock,
             secret,
             blobs,
-            catalogs: Arc::new(catalogs),
+            catalogs,
             notifier,
             test_clock,
             limits: Limits {
@@ -106,18 +107,9 @@ impl App {
                     .unwrap_or(usize::MAX),
             },
             autobuild_version: args.autobuild_version.clone(),
-            shutdown: CancellationToken::new(),
-            held_reads: Default::default(),
-            drains: Default::default(),
-            event_flights: Default::default(),
-            chunk_flights: Default::default(),
-            held_requeries: tokio::sync::Semaphore::new((args.db.db_pool_size as usize / 2).max(1)),
-            in_flight: tokio::sync::Semaphore::new(
-                usize::try_from(args.max_concurrent_requests)
-                    .unwrap_or(usize::MAX)
-                    .min(tokio::sync::Semaphore::MAX_PERMITS),
-            ),
-        });
+            db_pool_size: args.db.db_pool_size as usize,
+        };
+        let state = AppState::new(parts, shutdown);
         crate::metrics::record_build_info(store_backend(&args.db.database));
         log_configuration(args, &catalog_source(args), &retention);
         Ok(App {
@@ -140,7 +132,7 @@ impl App {
 
     /// The token secrets in force (`None` in open mode), for the reload task.
     pub fn secret(&self) -> Option<&crate::secret::Secret> {
-        self.state.secret.as_ref()
+        self.state.secret()
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -154,21 +146,20 @@ impl App {
             .map(crate::metrics::MetricsServer::local_addr)
     }
 
-    /// Serve until `shutdown` is cancelled; held reads answer at once and
-    /// in-flight requests finish.
-    pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+    /// Serve until the shutdown token given to [`App::build`] is cancelled;
+    /// held reads answer at once and in-flight requests finish.
+    pub async fn serve(self) -> anyhow::Result<()> {
         let state = self.state.clone();
+        let shutdown = state.shutdown().clone();
         if let Some(metrics) = self.metrics {
-            metrics.spawn(state.clone());
+            let sampled = state.clone();
+            metrics.spawn(shutdown.clone(), move || crate::metrics::Gauges {
+                held_reads: sampled.held_reads_in_flight(),
+                pool: sampled.store().pool_stats(),
+            });
         }
         tokio::spawn(sweep(state.clone(), SWEEP_INTERVAL));
         let app = router(self.state);
-        let held = state.shutdown.clone();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            stop.cancelled().await;
-            held.cancel();
-        });
         let server =
             crate::connections::serve(self.listener, app, self.connections, shutdown.clone());
         let grace = self.grace;
@@ -197,18 +188,18 @@ async fn sweep(state: SharedState, every: Duration) {
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = state.shutdown.cancelled() => return,
+            _ = state.shutdown().cancelled() => return,
         }
         let awaited: Vec<_> = state
-            .notifier
+            .notifier()
             .awaited()
             .into_iter()
             .map(|(r, _)| r)
             .collect();
         for batch in awaited.chunks(BATCH) {
-            match state.store.tails(batch).await {
+            match state.store().tails(batch).await {
                 Ok(tails) => {
-                    state.notifier.wake_past(&tails);
+                    state.notifier().wake_past(&tails);
                 }
                 Err(err) => tracing::warn!(error = %err, "held-read sweep failed"),
             }

@@ -56,7 +56,8 @@ fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
-            let app = abstore::app::App::build(&args).await?;
+            let shutdown = CancellationToken::new();
+            let app = abstore::app::App::build(&args, shutdown.clone()).await?;
             let addr = app.local_addr()?;
             // Harnesses read these exact lines to learn the bound ports; the
             // metrics line comes first so it is known once the server is.
@@ -70,9 +71,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(secret) = app.secret() {
                 tokio::spawn(secret.clone().watch(SECRET_FILE_POLL));
             }
-            let shutdown = CancellationToken::new();
-            tokio::spawn(signal_shutdown(shutdown.clone()));
-            app.serve(shutdown).await
+            tokio::spawn(signal_shutdown(shutdown));
+            app.serve().await
         }
         Command::Migrate(db) => {
             let options = abstore::store::StoreOptions {

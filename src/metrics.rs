@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{LazyLock, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -18,8 +18,9 @@ use axum::http::{Method, StatusCode};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
-use crate::http::SharedState;
+use crate::store::PoolStats;
 
 /// Install the process-wide recorder and describe every metric; call once,
 /// before serving.
@@ -194,17 +195,31 @@ impl MetricsServer {
         self.listener.local_addr()
     }
 
-    /// Serve `GET /metrics` in the background until shutdown.
-    pub fn spawn(self, state: SharedState) {
-        serve(self.listener, self.handle, state);
+    /// Serve `GET /metrics` in the background until `shutdown`; each scrape
+    /// first records the gauges `sample` reads.
+    pub fn spawn(
+        self,
+        shutdown: CancellationToken,
+        sample: impl Fn() -> Gauges + Send + Sync + 'static,
+    ) {
+        let sampler: Sampler = Arc::new(sample);
+        let app = Router::new()
+            .route("/metrics", get(render))
+            .with_state((self.handle, sampler));
+        serve(self.listener, app, shutdown);
     }
 }
 
-fn serve(listener: TcpListener, handle: PrometheusHandle, state: SharedState) {
-    let shutdown = state.shutdown.clone();
-    let app = Router::new()
-        .route("/metrics", get(render))
-        .with_state((handle, state));
+/// The server's gauges that are cheapest to read at scrape time.
+pub struct Gauges {
+    /// Held reads in flight.
+    pub held_reads: usize,
+    pub pool: PoolStats,
+}
+
+type Sampler = Arc<dyn Fn() -> Gauges + Send + Sync>;
+
+fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -216,9 +231,9 @@ fn serve(listener: TcpListener, handle: PrometheusHandle, state: SharedState) {
 }
 
 /// Sample the gauges that are cheapest to read at scrape time, then render.
-async fn render(State((handle, state)): State<(PrometheusHandle, SharedState)>) -> String {
-    metrics::gauge!("abstore_held_reads_in_flight").set(state.held_reads.in_flight() as f64);
-    let pool = state.store.pool_stats();
+async fn render(State((handle, sample)): State<(PrometheusHandle, Sampler)>) -> String {
+    let Gauges { held_reads, pool } = sample();
+    metrics::gauge!("abstore_held_reads_in_flight").set(held_reads as f64);
     metrics::gauge!("abstore_db_pool_connections", "state" => "idle").set(f64::from(pool.idle));
     metrics::gauge!("abstore_db_pool_connections", "state" => "busy")
         .set(f64::from(pool.size.saturating_sub(pool.idle)));

@@ -5,7 +5,7 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use crate::auth::{self, ResourceKind, Scope, Via};
+use crate::auth::{self, Scope, ScopeKind, Via};
 use crate::clock::{Clock as _, SystemClock};
 use crate::config::{MintArgs, SecretArgs};
 use crate::protocol::time::{format_iso, parse_iso};
@@ -46,11 +46,11 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
             exp,
         }
     } else if let Some(slug) = &args.build {
-        resource(ResourceKind::Build, slug)
+        resource(ScopeKind::Build, slug)
     } else if let Some(repo) = &args.repo {
-        resource(ResourceKind::Repo, repo)
+        resource(ScopeKind::Repo, repo)
     } else if let Some(id) = &args.session {
-        resource(ResourceKind::Session, id)
+        resource(ScopeKind::Session, id)
     } else if args.deployment {
         Scope::Deployment {
             session: auth::WILDCARD.into(),

@@ -316,7 +316,7 @@ async fn round_trip_sqlite_postgres_sqlite() {
     let dest = serve(&dest_db, &dest_blobs).await;
     assert_same_reads(&reads(&source, &first).await, &reads(&dest, &first).await);
     if let Some(pg) = pg {
-        pg.drop_db().await;
+        support::drop_pg(pg).await;
     }
 }
 

@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use conformance::Server;
+use conformance::scratch_pg::{self, ScratchDb};
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const VERSION: &str = "0.8.0";
@@ -53,33 +53,18 @@ async fn start(args: &[&str]) -> Server {
         .unwrap_or_else(|e| panic!("starting abstore: {e:#}"))
 }
 
-/// A fresh PostgreSQL database URL, or `None` outside CI without PostgreSQL.
-async fn fresh_postgres() -> Option<(String, String)> {
-    let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        conformance::skip::skipped(
-            "PostgreSQL held reads",
-            "ABSTORE_TEST_POSTGRES_URL is unset",
-        );
-        return None;
-    };
-    let name = format!("abstore_held_{}", rand::random::<u64>());
-    let mut admin = PgConnection::connect(&base).await.expect("connect");
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .expect("create database");
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&name);
-    Some((url.to_string(), base))
+/// A fresh PostgreSQL database, or `None` outside CI without PostgreSQL.
+async fn fresh_postgres() -> Option<ScratchDb> {
+    scratch_pg::for_test("PostgreSQL held reads", "abstore_held").await
 }
 
 #[tokio::test]
 async fn a_read_held_on_one_process_wakes_on_an_append_through_another() {
-    let Some((db, base)) = fresh_postgres().await else {
+    let Some(db) = fresh_postgres().await else {
         return;
     };
-    let a = start(&["--database", &db, "--blobs", "memory://"]).await;
-    let b = start(&["--database", &db, "--blobs", "memory://"]).await;
+    let a = start(&["--database", &db.url, "--blobs", "memory://"]).await;
+    let b = start(&["--database", &db.url, "--blobs", "memory://"]).await;
     let c = client();
     assert_eq!(
         post(
@@ -123,14 +108,7 @@ async fn a_read_held_on_one_process_wakes_on_an_append_through_another() {
     );
 
     drop((a, b));
-    if let Ok(mut admin) = PgConnection::connect(&base).await {
-        let name = db.rsplit('/').next().unwrap_or_default().to_owned();
-        let _ = sqlx::query(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut admin)
-        .await;
-    }
+    let _ = db.drop_db().await;
 }
 
 #[tokio::test]
@@ -304,7 +282,7 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
     let pg = fresh_postgres().await;
     let database = pg
         .as_ref()
-        .map_or_else(|| "sqlite::memory:".to_owned(), |(db, _)| db.clone());
+        .map_or_else(|| "sqlite::memory:".to_owned(), |db| db.url.clone());
     let (_child, url, metrics_url) = start_with_metrics(&database).await;
     let c = reqwest::Client::builder()
         .default_headers({
@@ -378,15 +356,8 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
         assert_eq!(status, 200);
         assert_eq!(events.as_array().map(Vec::len), Some(1));
     }
-    if let Some((db, base)) = pg
-        && let Ok(mut admin) = PgConnection::connect(&base).await
-    {
-        let name = db.rsplit('/').next().unwrap_or_default().to_owned();
-        let _ = sqlx::query(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-        )))
-        .execute(&mut admin)
-        .await;
+    if let Some(db) = pg {
+        let _ = db.drop_db().await;
     }
 }
 

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use conformance::scratch_pg;
 use conformance::{Ctx, Outcome, Server, all_checks, run_checks};
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Accept connections and splice each to the next upstream in turn.
@@ -29,21 +29,11 @@ async fn balance(listener: TcpListener, upstreams: Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_across_two_replicas() {
-    let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        conformance::skip::skipped(
-            "PostgreSQL two-replica conformance",
-            "ABSTORE_TEST_POSTGRES_URL is unset",
-        );
+    let Some(db) =
+        scratch_pg::for_test("PostgreSQL two-replica conformance", "abstore_replicas").await
+    else {
         return;
     };
-    let name = format!("abstore_replicas_{}", rand::random::<u64>());
-    let mut admin = PgConnection::connect(&base).await.expect("connect");
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .expect("create database");
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&name);
     let blobs = tempfile::tempdir().unwrap();
     let blob_dir = blobs.path().display().to_string();
     let args = [
@@ -51,7 +41,7 @@ async fn conformance_across_two_replicas() {
         "--listen",
         "127.0.0.1:0",
         "--database",
-        url.as_str(),
+        &db.url,
         "--blobs",
         &blob_dir,
     ];
@@ -84,11 +74,7 @@ async fn conformance_across_two_replicas() {
         .filter(|(_, o)| !matches!(o, Outcome::Skip(_)))
         .count();
     drop((a, b));
-    let _ = sqlx::query(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await;
+    let _ = db.drop_db().await;
     assert!(
         failures.is_empty(),
         "{} checks failed across two replicas:\n{}",

@@ -680,7 +680,7 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
     if let Some(pg) = support::pg_database("retention_import").await {
         let pg_blobs = s(&dir.path().join("pg-blobs")).to_owned();
         let outcome = tokio::spawn(check(pg.url.clone(), pg_blobs, "postgres")).await;
-        pg.drop_db().await;
+        let _ = pg.drop_db().await;
         if let Err(e) = outcome {
             std::panic::resume_unwind(e.into_panic());
         }

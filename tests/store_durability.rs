@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use conformance::Server;
+use conformance::scratch_pg;
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 const VERSION: &str = "0.8.0";
 
@@ -163,33 +163,13 @@ async fn disconnects_on_a_sqlite_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn disconnects_on_postgres() {
-    let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI requires ABSTORE_TEST_POSTGRES_URL"
-        );
-        conformance::skip::skipped(
-            "PostgreSQL disconnect test",
-            "set ABSTORE_TEST_POSTGRES_URL",
-        );
+    let Some(db) = scratch_pg::for_test("PostgreSQL disconnect test", "abstore_dc").await else {
         return;
     };
-    let name = format!("abstore_dc_{}", rand::random::<u64>());
-    let mut admin = PgConnection::connect(&base).await.unwrap();
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&name);
-    let server = start(&["--database", url.as_str()]).await;
+    let server = start(&["--database", &db.url]).await;
     disconnecting_clients_leave_the_store_whole(&server).await;
     drop(server);
-    let _ = sqlx::query(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await;
+    let _ = db.drop_db().await;
 }
 
 /// A second server on the same SQLite file refuses to start, naming the

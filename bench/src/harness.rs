@@ -83,7 +83,7 @@ pub struct Db {
     pub url: String,
     /// SQLite: the file's path.
     pub path: Option<PathBuf>,
-    pg: Option<(String, String)>,
+    pg: Option<scratch_pg::ScratchDb>,
 }
 
 impl Db {
@@ -111,21 +111,15 @@ impl Db {
                     .pg_base
                     .clone()
                     .ok_or_else(|| anyhow!("PostgreSQL is not configured"))?;
-                let name = format!("abstore_bench_{}", unique_suffix());
-                let admin = format!("{base}/postgres");
-                use sqlx::Connection as _;
-                let mut conn = sqlx::PgConnection::connect(&admin)
-                    .await
-                    .with_context(|| format!("connecting to {admin}"))?;
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut conn)
-                    .await?;
-                conn.close().await?;
+                let db =
+                    scratch_pg::ScratchDb::create(&format!("{base}/postgres"), "abstore_bench")
+                        .await
+                        .map_err(|e| anyhow!(e))?;
                 Ok(Db {
                     backend,
-                    url: format!("{base}/{name}"),
+                    url: db.url.clone(),
                     path: None,
-                    pg: Some((admin, name)),
+                    pg: Some(db),
                 })
             }
         }
@@ -133,15 +127,8 @@ impl Db {
 
     /// Drop the database (PostgreSQL, forcing out leftover connections) or its files.
     pub async fn drop_db(self) -> Result<()> {
-        if let Some((admin, name)) = &self.pg {
-            use sqlx::Connection as _;
-            let mut conn = sqlx::PgConnection::connect(admin).await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(&mut conn)
-            .await?;
-            conn.close().await?;
+        if let Some(db) = self.pg {
+            db.drop_db().await.map_err(|e| anyhow!(e))?;
         }
         if let Some(dir) = self.path.as_ref().and_then(|p| p.parent()) {
             let _ = std::fs::remove_dir_all(dir);

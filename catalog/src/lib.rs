@@ -87,7 +87,7 @@ impl Family {
     /// Whether a human actor may carry `via` on this family's events. Session
     /// events are the delegate's own log, so a `via` there would attribute the
     /// delegate to itself (protocol §5).
-    fn allows_via(self) -> bool {
+    pub fn allows_via(self) -> bool {
         !matches!(self, Family::Session)
     }
 }

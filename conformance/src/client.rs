@@ -197,7 +197,31 @@ impl Ctx {
         match res {
             Res::Build => self.new_build().await.map(|(s, _)| s),
             Res::Repo => self.new_repo().await.map(|(s, _)| s),
+            Res::Session => self.new_session().await,
         }
+    }
+
+    /// A new operator session of a new repository; its id.
+    pub async fn new_session(&self) -> Result<String, String> {
+        let (repo, _) = self.new_repo().await?;
+        let path = format!("{}/sessions", Res::Repo.path(&repo));
+        let r = self
+            .post(&path, &json!({"repo": repo, "operator": "alice"}))
+            .send()
+            .await?;
+        let rec = r.json_status(201)?;
+        rec["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| r.fail("a session record with a string \"id\""))
+    }
+
+    /// A new resource holding `n` events (`n` ≥ its initial events).
+    pub async fn with_events(&self, res: Res, n: usize) -> Result<String, String> {
+        let id = self.create(res).await?;
+        self.append_n(res, &id, n.saturating_sub(res.initial_events()))
+            .await?;
+        Ok(id)
     }
 
     /// `GET /builds/{slug}` or `GET /repos/{repo}` (expects 200).
@@ -357,11 +381,14 @@ impl Ctx {
     }
 }
 
-/// The two resource families that share most rules (sections 3 and 4).
+/// The resource families that share rules: builds and repositories
+/// (sections 3 and 4) share most; operator sessions (section 5) share the
+/// event reads, and start with their `session.created` event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Res {
     Build,
     Repo,
+    Session,
 }
 
 impl Res {
@@ -370,6 +397,7 @@ impl Res {
         match self {
             Res::Build => "/builds",
             Res::Repo => "/repos",
+            Res::Session => "/sessions",
         }
     }
 
@@ -378,6 +406,7 @@ impl Res {
         match self {
             Res::Build => "build",
             Res::Repo => "repo",
+            Res::Session => "session",
         }
     }
 
@@ -391,6 +420,7 @@ impl Res {
         match self {
             Res::Build => format!("unknown build \"{id}\""),
             Res::Repo => format!("unknown repo \"{id}\""),
+            Res::Session => format!("unknown session \"{id}\""),
         }
     }
 
@@ -399,6 +429,7 @@ impl Res {
         match self {
             Res::Build => unique("conf-missing"),
             Res::Repo => format!("{}/missing", unique("acme")),
+            Res::Session => format!("os_{}", crate::util::random_hex()),
         }
     }
 
@@ -407,6 +438,7 @@ impl Res {
         match self {
             Res::Build => crate::fixtures::build_event("observation"),
             Res::Repo => crate::fixtures::repo_event("pauseRequested"),
+            Res::Session => crate::fixtures::session_event("messageHuman"),
         }
     }
 
@@ -415,18 +447,40 @@ impl Res {
         match self {
             Res::Build => crate::fixtures::build_event("pauseRequested"),
             Res::Repo => crate::fixtures::repo_event("intakeSet"),
+            Res::Session => crate::fixtures::session_event("messageAgent"),
         }
     }
 
-    /// A valid event write whose payload `artifact` is the placeholder
-    /// `{kind, rev}` given.
+    /// A valid event write whose payload refers to the placeholder
+    /// `{kind, rev}` given (`artifact`; a session message's `artifacts`).
     pub fn ref_event(self, artifact: Value) -> Value {
-        let mut e = match self {
-            Res::Build => crate::fixtures::build_event("planCompleted"),
-            Res::Repo => crate::fixtures::repo_event("proposalsSubmitted"),
+        let (mut e, key, artifact) = match self {
+            Res::Build => (
+                crate::fixtures::build_event("planCompleted"),
+                "artifact",
+                artifact,
+            ),
+            Res::Repo => (
+                crate::fixtures::repo_event("proposalsSubmitted"),
+                "artifact",
+                artifact,
+            ),
+            Res::Session => (
+                crate::fixtures::session_event("messageHuman"),
+                "artifacts",
+                Value::Array(vec![artifact]),
+            ),
         };
-        e["payload"]["artifact"] = artifact;
+        e["payload"][key] = artifact;
         e
+    }
+
+    /// Events a new resource has: a session's `session.created`.
+    pub fn initial_events(self) -> usize {
+        match self {
+            Res::Build | Res::Repo => 0,
+            Res::Session => 1,
+        }
     }
 
     /// An event write the catalog rejects because the actor kind is not
@@ -442,6 +496,7 @@ impl Res {
         match self {
             Res::Build => "3",
             Res::Repo => "4",
+            Res::Session => "5",
         }
     }
 }

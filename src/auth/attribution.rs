@@ -89,12 +89,12 @@ fn forbidden(message: String) -> Denied {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::scope::ResourceKind;
+    use crate::auth::scope::ScopeKind;
     use serde_json::json;
 
     fn scope(session: &str, via: Option<Via>) -> Scope {
         Scope::Resource {
-            kind: ResourceKind::Build,
+            kind: ScopeKind::Build,
             id: "b".into(),
             session: session.into(),
             via,
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn session_family_never_stamps() {
         let token = Scope::Resource {
-            kind: ResourceKind::Session,
+            kind: ScopeKind::Session,
             id: "os_1".into(),
             session: "*".into(),
             via: Some(mcp()),

@@ -7,7 +7,7 @@
 //! and before reading the body or looking anything up, so a caller with the
 //! wrong scope learns nothing about other resources.
 
-use super::scope::{ResourceKind, Scope, WILDCARD};
+use super::scope::{Scope, ScopeKind, WILDCARD};
 
 /// What a request addresses, as far as authorization is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,17 +85,17 @@ fn holder(scope: &Scope) -> (Holder, &str) {
         Scope::Legacy { build, .. } if build == WILDCARD => (Holder::Admin, build),
         Scope::Legacy { build, .. } => (Holder::Build, build),
         Scope::Resource {
-            kind: ResourceKind::Build,
+            kind: ScopeKind::Build,
             id,
             ..
         } => (Holder::Build, id),
         Scope::Resource {
-            kind: ResourceKind::Repo,
+            kind: ScopeKind::Repo,
             id,
             ..
         } => (Holder::Repo, id),
         Scope::Resource {
-            kind: ResourceKind::Session,
+            kind: ScopeKind::Session,
             id,
             ..
         } => (Holder::Session, id),
@@ -152,7 +152,7 @@ mod tests {
             exp: 1,
         }
     }
-    fn resource(kind: ResourceKind, id: &str) -> Scope {
+    fn resource(kind: ScopeKind, id: &str) -> Scope {
         Scope::Resource {
             kind,
             id: id.into(),
@@ -214,12 +214,12 @@ mod tests {
                 },
             ),
             ("legacy build x", legacy("x")),
-            ("build x", resource(ResourceKind::Build, "x")),
-            ("build *", resource(ResourceKind::Build, "*")),
-            ("repo x", resource(ResourceKind::Repo, "x")),
-            ("repo *", resource(ResourceKind::Repo, "*")),
-            ("session x", resource(ResourceKind::Session, "x")),
-            ("session *", resource(ResourceKind::Session, "*")),
+            ("build x", resource(ScopeKind::Build, "x")),
+            ("build *", resource(ScopeKind::Build, "*")),
+            ("repo x", resource(ScopeKind::Repo, "x")),
+            ("repo *", resource(ScopeKind::Repo, "*")),
+            ("session x", resource(ScopeKind::Session, "x")),
+            ("session *", resource(ScopeKind::Session, "*")),
             (
                 "operator",
                 Scope::Operator {
@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn resource_star_is_not_admin_and_kinds_never_cross() {
-        let star = resource(ResourceKind::Build, "*");
+        let star = resource(ScopeKind::Build, "*");
         for target in [
             Target::BuildCollection,
             Target::RepoCollection,
@@ -264,9 +264,9 @@ mod tests {
             assert!(authorize(&star, &target).is_err(), "{target:?}");
         }
         // Same id string, different kinds.
-        let build = resource(ResourceKind::Build, "acme");
-        let repo = resource(ResourceKind::Repo, "acme");
-        let session = resource(ResourceKind::Session, "acme");
+        let build = resource(ScopeKind::Build, "acme");
+        let repo = resource(ScopeKind::Repo, "acme");
+        let session = resource(ScopeKind::Session, "acme");
         assert!(authorize(&build, &Target::Repo("acme")).is_err());
         assert!(authorize(&build, &Target::RepoSessions("acme")).is_err());
         assert!(authorize(&build, &Target::Session("acme")).is_err());
@@ -293,27 +293,27 @@ mod tests {
                 r#"token scoped to build "b" may not access admin operations"#,
             ),
             (
-                resource(ResourceKind::Repo, "acme/w"),
+                resource(ScopeKind::Repo, "acme/w"),
                 Target::RepoCollection,
                 r#"token scoped to repo "acme/w" may not access admin operations"#,
             ),
             (
-                resource(ResourceKind::Repo, "acme/w"),
+                resource(ScopeKind::Repo, "acme/w"),
                 Target::RepoSessions("acme/x"),
                 r#"token scoped to repo "acme/w" may not access repo "acme/x""#,
             ),
             (
-                resource(ResourceKind::Repo, "acme/w"),
+                resource(ScopeKind::Repo, "acme/w"),
                 Target::Session("os_1"),
                 r#"token scoped to repo "acme/w" may not access session "os_1""#,
             ),
             (
-                resource(ResourceKind::Session, "os_1"),
+                resource(ScopeKind::Session, "os_1"),
                 Target::RepoSessions("acme/w"),
                 r#"token scoped to session "os_1" may not access repo "acme/w""#,
             ),
             (
-                resource(ResourceKind::Build, "*"),
+                resource(ScopeKind::Build, "*"),
                 Target::Build("b"),
                 r#"token scoped to build "*" may not access build "b""#,
             ),

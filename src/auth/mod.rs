@@ -39,5 +39,5 @@ pub mod token;
 pub use attribution::attribute;
 pub use authorize::{Denied, Target, authorize};
 pub use bearer::{Unauthenticated, bearer};
-pub use scope::{InvalidScope, ResourceKind, Scope, Via, WILDCARD};
+pub use scope::{InvalidScope, Scope, ScopeKind, Via, WILDCARD};
 pub use token::{InvalidToken, MAX_TOKEN_LEN, MIN_SECRET_LEN, mint, verify};

@@ -30,7 +30,7 @@ pub enum Scope {
     /// `{"resource": {"kind": "build"|"repo"|"session", "id": id}, "session": s,
     /// "exp": ms, "via"?: Via}`. An `id` of `"*"` is an ordinary id, not admin.
     Resource {
-        kind: ResourceKind,
+        kind: ScopeKind,
         id: String,
         session: String,
         via: Option<Via>,
@@ -57,7 +57,7 @@ pub enum Scope {
 
 /// The resource kinds of an explicit resource scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResourceKind {
+pub enum ScopeKind {
     Build,
     Repo,
     Session,
@@ -81,21 +81,21 @@ pub struct InvalidScope(pub &'static str);
 /// The admin spelling of the legacy scope, and the "any session" wildcard.
 pub const WILDCARD: &str = "*";
 
-impl ResourceKind {
+impl ScopeKind {
     /// The wire spelling, also used in 403 messages.
     pub fn as_str(self) -> &'static str {
         match self {
-            ResourceKind::Build => "build",
-            ResourceKind::Repo => "repo",
-            ResourceKind::Session => "session",
+            ScopeKind::Build => "build",
+            ScopeKind::Repo => "repo",
+            ScopeKind::Session => "session",
         }
     }
 
     fn parse(text: &str) -> Option<Self> {
         match text {
-            "build" => Some(ResourceKind::Build),
-            "repo" => Some(ResourceKind::Repo),
-            "session" => Some(ResourceKind::Session),
+            "build" => Some(ScopeKind::Build),
+            "repo" => Some(ScopeKind::Repo),
+            "session" => Some(ScopeKind::Session),
             _ => None,
         }
     }
@@ -183,7 +183,7 @@ impl Scope {
             let kind = resource
                 .get("kind")
                 .and_then(Value::as_str)
-                .and_then(ResourceKind::parse)
+                .and_then(ScopeKind::parse)
                 .ok_or(InvalidScope(
                     "resource kind must be \"build\", \"repo\" or \"session\"",
                 ))?;
@@ -290,7 +290,7 @@ impl Scope {
 
 impl Serialize for Scope {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Resource<'a>(ResourceKind, &'a str);
+        struct Resource<'a>(ScopeKind, &'a str);
         impl Serialize for Resource<'_> {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 let mut map = serializer.serialize_map(Some(2))?;
@@ -417,7 +417,7 @@ mod tests {
                 json!({"resource": {"kind": "repo", "id": "acme/w"}, "session": "hs_1", "exp": 5})
             ),
             Ok(Scope::Resource {
-                kind: ResourceKind::Repo,
+                kind: ScopeKind::Repo,
                 id: "acme/w".into(),
                 session: "hs_1".into(),
                 via: None,
@@ -430,7 +430,7 @@ mod tests {
                          "via": {"kind": "mcp", "client": "claude-code"}})
             ),
             Ok(Scope::Resource {
-                kind: ResourceKind::Session,
+                kind: ScopeKind::Session,
                 id: "os_1".into(),
                 session: "*".into(),
                 via: Some(Via::Mcp {
@@ -558,7 +558,7 @@ mod tests {
             ),
             (
                 Scope::Resource {
-                    kind: ResourceKind::Build,
+                    kind: ScopeKind::Build,
                     id: "b".into(),
                     session: "s".into(),
                     via: None,
@@ -568,7 +568,7 @@ mod tests {
             ),
             (
                 Scope::Resource {
-                    kind: ResourceKind::Session,
+                    kind: ScopeKind::Session,
                     id: "os_1".into(),
                     session: "*".into(),
                     via: Some(Via::Mcp { client: "c".into() }),
@@ -611,7 +611,7 @@ mod tests {
         assert!(admin.is_admin());
         assert_eq!(admin.describe(), r#"build "*""#);
         let star_resource = Scope::Resource {
-            kind: ResourceKind::Build,
+            kind: ScopeKind::Build,
             id: "*".into(),
             session: "*".into(),
             via: None,

@@ -89,7 +89,7 @@ fn signer(secret: &[u8], payload: &str) -> HmacSha256 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::scope::{ResourceKind, Via};
+    use crate::auth::scope::{ScopeKind, Via};
 
     const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
     const NOW: i64 = 1_784_116_800_000;
@@ -119,7 +119,7 @@ mod tests {
                 exp: NOW + 1,
             },
             Scope::Resource {
-                kind: ResourceKind::Repo,
+                kind: ScopeKind::Repo,
                 id: "acme/widgets".into(),
                 session: "hs_1".into(),
                 via: Some(Via::Mcp {
@@ -386,7 +386,7 @@ mod tests {
         // A correctly signed token just over the bound is refused.
         let id = "x".repeat(MAX_TOKEN_LEN);
         let big = Scope::Resource {
-            kind: ResourceKind::Build,
+            kind: ScopeKind::Build,
             id,
             session: "s".into(),
             via: None,
@@ -398,7 +398,7 @@ mod tests {
         // And one comfortably under it is accepted.
         let id = "x".repeat(MAX_TOKEN_LEN / 2);
         let fits = Scope::Resource {
-            kind: ResourceKind::Build,
+            kind: ScopeKind::Build,
             id,
             session: "s".into(),
             via: None,

@@ -10,20 +10,17 @@ use axum::routing::post;
 use serde_json::{Map, Value};
 
 use super::extract::json_body;
-use super::resources::{Builds, append_conditional, family_routes};
-use super::{ApiError, ApiResult, SharedState, json};
+use super::resources::{append_conditional, family_routes};
+use super::{ApiResult, SharedState, json};
+use crate::protocol::ResourceKind;
 use crate::protocol::wire;
-use crate::protocol::{ResourceKind, ResourceRef};
 
 pub fn router() -> Router<SharedState> {
     Router::new()
         .route("/builds", post(create_build).get(list_builds))
-        .route(
-            "/builds/{id}/events/conditional",
-            post(append_conditional::<Builds>),
-        )
-        .merge(family_routes::<Builds>("/builds"))
-        .merge(super::streams::family_routes::<Builds>("/builds"))
+        .route("/builds/{id}/events/conditional", post(append_conditional))
+        .merge(family_routes(ResourceKind::Build))
+        .merge(super::streams::routes(ResourceKind::Build))
 }
 
 /// `createBuild`: `POST /builds`. Unknown top-level keys are ignored.
@@ -42,22 +39,13 @@ async fn create_build(State(state): State<SharedState>, body: Body) -> ApiResult
     if let Some(branch) = wire::optional_str(obj, "branch", true)? {
         attrs.insert("branch".into(), branch.into());
     }
-    let resource = ResourceRef::new(ResourceKind::Build, slug);
-    let record = state
-        .store
-        .create_build(slug, attrs)
-        .await
-        .map_err(|e| ApiError::from_store(e, &resource))?;
+    let record = state.store.create_build(slug, attrs).await?;
     Ok(json(StatusCode::CREATED, &record.to_json()))
 }
 
 /// `listBuilds`: `GET /builds` (order unspecified; oldest first here).
 async fn list_builds(State(state): State<SharedState>) -> ApiResult<Response> {
-    let records = state
-        .store
-        .list_builds()
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let records = state.store.list_builds().await?;
     Ok(json(
         StatusCode::OK,
         &Value::Array(records.iter().map(|r| r.to_json()).collect()),

@@ -4,9 +4,9 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::protocol::ResourceRef;
 use crate::protocol::ident;
 use crate::protocol::wire::SchemaError;
-use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -74,22 +74,22 @@ impl ApiError {
             ident::shown(&resource.id)
         ))
     }
+}
 
-    /// Map a store failure for an operation on `resource`.
-    pub fn from_store(err: StoreError, resource: &ResourceRef) -> Self {
+/// A store failure as the protocol answers it: the resource the store did
+/// not find or could not create is named in the message.
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
         match err {
-            StoreError::NotFound => Self::unknown(resource),
-            StoreError::Conflict if resource.kind == ResourceKind::Build => {
-                ApiError::Conflict(format!("build \"{}\" already exists", resource.id))
-            }
-            StoreError::Conflict => ApiError::Conflict(format!(
+            StoreError::NotFound(resource) => Self::unknown(&resource),
+            StoreError::Conflict(resource) => ApiError::Conflict(format!(
                 "{} \"{}\" already exists",
                 resource.kind.noun(),
                 resource.id
             )),
             StoreError::Rejected(message) => ApiError::Unprocessable(message),
-            StoreError::Closed => {
-                ApiError::Conflict(format!("stream \"{}\" is closed", resource.id))
+            StoreError::Closed(stream) => {
+                ApiError::Conflict(format!("stream \"{stream}\" is closed"))
             }
             other => ApiError::Internal(other.to_string()),
         }

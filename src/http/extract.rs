@@ -1,5 +1,5 @@
 //! Request parsing with the protocol's own rejections: strictly
-//! percent-decoded path segments, size-bounded JSON bodies, and the raw query
+//! percent-decoded path segments (read by [`ResourcePath`](super::path::ResourcePath)), size-bounded JSON bodies, and the raw query
 //! values the `since`/`rev`/`wait`/`kind` grammars read.
 
 use axum::body::Body;
@@ -29,12 +29,6 @@ pub fn decode_segment(raw: &str) -> Result<String, ApiError> {
         .decode_utf8()
         .map(|s| s.into_owned())
         .map_err(|_| ApiError::BadRequest(format!("malformed path segment encoding: {raw}")))
-}
-
-/// The decoded resource id: the second path segment (`/builds/{slug}/…`).
-pub fn resource_id(uri: &Uri) -> Result<String, ApiError> {
-    let raw = uri.path().split('/').nth(2).unwrap_or_default();
-    decode_segment(raw)
 }
 
 /// A decoded path id about to be looked up: one the identifier rule

@@ -88,8 +88,8 @@ impl<T: Clone> Flights<T> {
             }
         }
         shared.map_err(|err| match &*err {
-            StoreError::NotFound => StoreError::NotFound,
-            other => StoreError::Corrupt(other.to_string()),
+            StoreError::NotFound(resource) => StoreError::NotFound(resource.clone()),
+            other => StoreError::Unavailable(other.to_string()),
         })
     }
 

@@ -56,7 +56,7 @@ where
                     .held_requeries
                     .acquire()
                     .await
-                    .map_err(|_| StoreError::Corrupt("held-read limiter closed".into()))?;
+                    .map_err(|_| StoreError::Unavailable("held-read limiter closed".into()))?;
                 fetch().await
             })
             .await?;

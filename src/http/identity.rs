@@ -7,24 +7,15 @@
 use axum::extract::Request;
 use axum::http::HeaderValue;
 
+use super::path::ResourcePath;
 use super::{ApiError, ApiResult, AppState, PROTOCOL_VERSION};
 
 pub const VERSION_HEADER: &str = "x-autobuild-version";
 pub const PROTOCOL_HEADER: &str = "x-autobuild-protocol-version";
 
-/// True for the machine route families the identity check guards.
-pub fn is_machine_route(path: &str) -> bool {
-    ["/builds", "/repos", "/sessions", "/streams"]
-        .iter()
-        .any(|family| {
-            path.strip_prefix(family)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        })
-}
-
 /// 409 unless a machine route carries this server's exact identity.
 pub fn check(state: &AppState, request: &Request) -> ApiResult<()> {
-    if !is_machine_route(request.uri().path()) {
+    if ResourcePath::family(request.uri().path()).is_none() {
         return Ok(());
     }
     // Every copy of a repeated header must match: letting the first one
@@ -59,24 +50,4 @@ pub fn check(state: &AppState, request: &Request) -> ApiResult<()> {
         state.autobuild_version,
         PROTOCOL_VERSION,
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn guards_exactly_the_machine_families() {
-        for path in [
-            "/builds",
-            "/builds/x",
-            "/repos",
-            "/repos/a%2Fb/events",
-            "/sessions/os_1",
-            "/streams/st_1",
-        ] {
-            assert!(super::is_machine_route(path), "{path}");
-        }
-        for path in ["/health", "/buildsx", "/_test/clock", "/", "/streamsx"] {
-            assert!(!super::is_machine_route(path), "{path}");
-        }
-    }
 }

@@ -14,6 +14,7 @@ mod health;
 mod hold;
 mod identity;
 mod ops;
+mod path;
 mod readiness;
 mod repos;
 mod request_id;
@@ -86,32 +87,113 @@ impl Drop for HeldSlot<'_> {
     }
 }
 
-pub struct AppState {
+/// What the shared state is built from; limiters and query flights are
+/// derived from it by [`AppState::new`].
+pub struct StateParts {
     pub store: Arc<dyn Store>,
     /// The one clock: token expiry is judged by it too.
     pub clock: Arc<dyn crate::clock::Clock>,
     /// The token secret; `None` is open mode.
     pub secret: Option<crate::secret::Secret>,
     pub blobs: Blobs,
-    pub catalogs: Arc<abstore_catalog::Catalogs>,
+    pub catalogs: abstore_catalog::Catalogs,
     pub notifier: Arc<Notifier>,
     pub test_clock: Option<Arc<TestClock>>,
     pub limits: Limits,
     /// The Autobuild package version clients must send.
     pub autobuild_version: String,
-    /// Cancelled on shutdown: held reads answer at once.
-    pub shutdown: CancellationToken,
-    pub held_reads: HeldReads,
+    /// The database pool's size: held reads' re-queries take at most half.
+    pub db_pool_size: usize,
+}
+
+/// Everything a request handler reads, shared by all of them.
+pub struct AppState {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn crate::clock::Clock>,
+    secret: Option<crate::secret::Secret>,
+    blobs: Blobs,
+    catalogs: abstore_catalog::Catalogs,
+    notifier: Arc<Notifier>,
+    test_clock: Option<Arc<TestClock>>,
+    limits: Limits,
+    autobuild_version: String,
+    /// The server's one shutdown token: cancelled, held reads answer at once
+    /// and background tasks stop.
+    shutdown: CancellationToken,
+    held_reads: HeldReads,
     /// Slots for lingering drains of refused requests' bodies.
-    pub drains: ops::Drains,
+    drains: ops::Drains,
     /// Permits for `Limits::max_concurrent_requests`.
-    pub in_flight: tokio::sync::Semaphore,
+    in_flight: tokio::sync::Semaphore,
     /// Held reads' queries after subscribing run at most this many at once
     /// (half the database pool), so a wake storm cannot starve writes.
-    pub held_requeries: tokio::sync::Semaphore,
+    held_requeries: tokio::sync::Semaphore,
     /// Shared re-queries of woken event reads and chunk reads.
-    pub event_flights: flights::Flights<Vec<String>>,
-    pub chunk_flights: flights::Flights<(crate::store::StreamRecord, Vec<String>)>,
+    event_flights: flights::Flights<Vec<String>>,
+    chunk_flights: flights::Flights<(crate::store::StreamRecord, Vec<String>)>,
+}
+
+impl AppState {
+    /// The state of a server that stops when `shutdown` is cancelled.
+    pub fn new(parts: StateParts, shutdown: CancellationToken) -> SharedState {
+        let StateParts {
+            store,
+            clock,
+            secret,
+            blobs,
+            catalogs,
+            notifier,
+            test_clock,
+            limits,
+            autobuild_version,
+            db_pool_size,
+        } = parts;
+        let in_flight = tokio::sync::Semaphore::new(
+            limits
+                .max_concurrent_requests
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        );
+        Arc::new(AppState {
+            store,
+            clock,
+            secret,
+            blobs,
+            catalogs,
+            notifier,
+            test_clock,
+            limits,
+            autobuild_version,
+            shutdown,
+            held_reads: HeldReads::default(),
+            drains: ops::Drains::default(),
+            in_flight,
+            held_requeries: tokio::sync::Semaphore::new((db_pool_size / 2).max(1)),
+            event_flights: flights::Flights::default(),
+            chunk_flights: flights::Flights::default(),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+
+    /// The token secrets in force (`None` in open mode).
+    pub fn secret(&self) -> Option<&crate::secret::Secret> {
+        self.secret.as_ref()
+    }
+
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    /// Held reads in flight now, for the metrics gauge.
+    pub fn held_reads_in_flight(&self) -> usize {
+        self.held_reads.in_flight()
+    }
 }
 
 pub type SharedState = Arc<AppState>;
@@ -121,7 +203,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(builds::router())
         .merge(repos::router())
         .merge(sessions::router())
-        .merge(streams::top_level_routes())
+        .merge(streams::routes(crate::protocol::ResourceKind::Stream))
         .merge(health::router(state.test_clock.is_some()))
         .merge(readiness::router())
         .fallback(no_route)

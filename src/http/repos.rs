@@ -10,16 +10,16 @@ use axum::response::Response;
 use axum::routing::post;
 
 use super::extract::json_body;
-use super::resources::{Repos, family_routes};
-use super::{ApiError, ApiResult, SharedState, json};
+use super::resources::family_routes;
+use super::{ApiResult, SharedState, json};
+use crate::protocol::ResourceKind;
 use crate::protocol::wire;
-use crate::protocol::{ResourceKind, ResourceRef};
 
 pub fn router() -> Router<SharedState> {
     Router::new()
         .route("/repos", post(ensure_repo))
-        .merge(family_routes::<Repos>("/repos"))
-        .merge(super::streams::family_routes::<Repos>("/repos"))
+        .merge(family_routes(ResourceKind::Repo))
+        .merge(super::streams::routes(ResourceKind::Repo))
 }
 
 /// `ensureRepo`: `POST /repos`, idempotent, `200` either way.
@@ -27,10 +27,6 @@ async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<
     let body = json_body(body, state.limits.max_body_bytes).await?;
     let obj = wire::object(&body, "the request body")?;
     let repo = wire::identifier(obj, "repo")?;
-    let record = state
-        .store
-        .ensure_repo(repo)
-        .await
-        .map_err(|e| ApiError::from_store(e, &ResourceRef::new(ResourceKind::Repo, repo)))?;
+    let record = state.store.ensure_repo(repo).await?;
     Ok(json(StatusCode::OK, &record.to_json()))
 }

@@ -1,16 +1,15 @@
 //! Operations shared by every resource family (spec sections 3, 4 and 8):
-//! events, conditional append, deposits, artifacts and leases. Handlers are
-//! generic over a [`Family`] marker so builds and repositories share one
-//! implementation and sessions can join by adding a marker.
+//! events, conditional append, deposits, artifacts and leases. One handler
+//! serves every family: the [`ResourcePath`] says which resource, and its
+//! [`ResourceKind`] what the family allows (catalog, `via`, leases).
 //!
 //! Order inside a handler (identity and token scope were checked by the
 //! middleware): resource id (400 on bad encoding) → body (400/413) → event
 //! attribution (403) → catalog (422) → store (404 when the resource is
 //! absent). A failure before the store on a resource that does not exist
-//! answers 404, as if the lookup had come first (`reject`), without costing
-//! a lookup on success.
+//! answers 404, as if the lookup had come first ([`after_lookup`]), without
+//! costing a lookup on success.
 
-use std::marker::PhantomData;
 use std::time::Duration;
 
 use axum::Extension;
@@ -21,7 +20,8 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::auth::{Caller, attribute};
-use super::extract::{json_body, lookup_id, query_param, resource_id};
+use super::extract::{json_body, query_param};
+use super::path::ResourcePath;
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
 use crate::protocol::base64::{self, DecodeError};
@@ -31,88 +31,46 @@ use crate::protocol::wire::{self, EventWrite};
 use crate::protocol::{ResourceKind, ResourceRef, ident};
 use crate::store::{NewArtifact, NewEvent, StoreError};
 
-/// A resource family: which kind of resource, which event catalog.
-pub trait Family: Send + Sync + 'static {
-    const KIND: ResourceKind;
-    const CATALOG: abstore_catalog::Family;
-    /// Whether human actors may carry `via` (build and repository events only).
-    const ALLOWS_VIA: bool;
-    /// Whether the family has the lease routes (sessions do not).
-    const HAS_LEASES: bool = true;
-}
-
-pub struct Builds;
-pub struct Repos;
-pub struct Sessions;
-
-impl Family for Builds {
-    const KIND: ResourceKind = ResourceKind::Build;
-    const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Build;
-    const ALLOWS_VIA: bool = true;
-}
-
-impl Family for Repos {
-    const KIND: ResourceKind = ResourceKind::Repo;
-    const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Repository;
-    const ALLOWS_VIA: bool = true;
-}
-
-impl Family for Sessions {
-    const KIND: ResourceKind = ResourceKind::Session;
-    const CATALOG: abstore_catalog::Family = abstore_catalog::Family::Session;
-    /// Session events are the delegate's own log (spec section 5).
-    const ALLOWS_VIA: bool = false;
-    const HAS_LEASES: bool = false;
-}
-
-/// The addressed resource of family `F`, decoded from the path.
-pub struct Addressed<F: Family> {
-    pub resource: ResourceRef,
-    _family: PhantomData<F>,
-}
-
-impl<F: Family> Addressed<F> {
-    /// The path's resource; an id that could never be stored is unknown (404).
-    pub fn from_uri(uri: &Uri) -> ApiResult<Self> {
-        let id = lookup_id(resource_id(uri)?, |id| {
-            ApiError::unknown(&ResourceRef::new(F::KIND, id))
-        })?;
-        Ok(Addressed {
-            resource: ResourceRef::new(F::KIND, id),
-            _family: PhantomData,
-        })
-    }
-}
-
-/// A request failed before reaching the store: answer 404 if the resource
-/// does not exist (lookup precedes body evaluation), else the failure itself.
-pub(super) async fn reject(state: &SharedState, resource: &ResourceRef, err: ApiError) -> ApiError {
-    match state.store.get_record(resource).await {
-        Ok(Some(_)) => err,
-        Ok(None) => ApiError::unknown(resource),
-        Err(store) => ApiError::from_store(store, resource),
-    }
-}
-
-/// Run the pre-store part of a handler, mapping its failure through `reject`.
-pub(super) async fn prepare<T>(
+/// The spec's order: a resource's lookup precedes its body. `work` (body,
+/// query or attribution checks) runs first and costs no lookup when it
+/// succeeds; when it fails, the answer is `404` if the resource does not
+/// exist, else `work`'s own failure.
+pub(super) async fn after_lookup<T>(
     state: &SharedState,
     resource: &ResourceRef,
-    result: ApiResult<T>,
+    work: impl Future<Output = ApiResult<T>>,
 ) -> ApiResult<T> {
-    match result {
+    match work.await {
         Ok(value) => Ok(value),
-        Err(err) => Err(reject(state, resource, err).await),
+        Err(err) => match state.store.get_record(resource).await? {
+            Some(_) => Err(err),
+            None => Err(ApiError::unknown(resource)),
+        },
     }
 }
 
-/// Check an event write against family `F`'s catalog and serialise it with
+/// The resource must exist (before blobs are written for it).
+async fn existing(state: &SharedState, resource: &ResourceRef) -> ApiResult<()> {
+    match state.store.get_record(resource).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::unknown(resource)),
+    }
+}
+
+/// Check an event write against its family's catalog and serialise it with
 /// the *validated* payload: the catalog's normalisation (defaults, trims) is
 /// what the envelope carries (spec section 3), as in Autobuild.
-fn validated_event<F: Family>(state: &SharedState, write: &EventWrite) -> Result<NewEvent, String> {
+fn validated_event(
+    state: &SharedState,
+    kind: ResourceKind,
+    write: &EventWrite,
+) -> Result<NewEvent, String> {
+    let Some(catalog) = kind.catalog() else {
+        return Err(format!("{} events have no catalog", kind.noun()));
+    };
     let payload = state
         .catalogs
-        .validate(F::CATALOG, &write.actor, &write.event_type, &write.payload)
+        .validate(catalog, &write.actor, &write.event_type, &write.payload)
         .map_err(|err| err.message)?;
     Ok(NewEvent {
         actor_json: write.actor.to_string(),
@@ -122,80 +80,73 @@ fn validated_event<F: Family>(state: &SharedState, write: &EventWrite) -> Result
 }
 
 /// `append` / `appendRepo`: `POST …/events`.
-pub async fn append_event<F: Family>(
+pub async fn append_event(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let event = prepare(
-        &state,
-        &r,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let mut write = wire::event_write(&body, "the request body")?;
-            attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
-            validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)
-        }
-        .await,
-    )
+    let r = path.resource()?;
+    let event = after_lookup(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let mut write = wire::event_write(&body, "the request body")?;
+        attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
+        validated_event(&state, r.kind, &write).map_err(ApiError::Unprocessable)
+    })
     .await?;
     match state.store.append(&r, event, None).await {
         Ok(Some(envelope)) => {
-            metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
+            metrics::counter!("abstore_appends_total", "family" => r.kind.tag()).increment(1);
             Ok(json_response(StatusCode::CREATED, envelope))
         }
         Ok(None) => Err(ApiError::Internal(
             "unconditional append reported stale".into(),
         )),
-        Err(err) => Err(ApiError::from_store(err, &r)),
+        Err(err) => Err(err.into()),
     }
 }
 
 /// `appendIfCurrent`: `POST /builds/{slug}/events/conditional`. A stale
 /// sequence answers `200 null`, but only after the candidate validated.
-pub async fn append_conditional<F: Family>(
+pub async fn append_conditional(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (expected, event) = prepare(
-        &state,
-        &r,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let obj = wire::object(&body, "the request body")?;
-            let expected = wire::nonnegative_int(obj, "expectedSeq")?;
-            let mut write =
-                wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
-            attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
-            let event = validated_event::<F>(&state, &write).map_err(ApiError::Unprocessable)?;
-            Ok((expected, event))
-        }
-        .await,
-    )
+    let r = path.resource()?;
+    let (expected, event) = after_lookup(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        let expected = wire::nonnegative_int(obj, "expectedSeq")?;
+        let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
+        let event = validated_event(&state, r.kind, &write).map_err(ApiError::Unprocessable)?;
+        Ok((expected, event))
+    })
     .await?;
     match state.store.append(&r, event, Some(expected)).await {
         Ok(Some(envelope)) => {
-            metrics::counter!("abstore_appends_total", "family" => F::KIND.tag()).increment(1);
+            metrics::counter!("abstore_appends_total", "family" => r.kind.tag()).increment(1);
             Ok(json_response(StatusCode::CREATED, envelope))
         }
         Ok(None) => Ok(json_response(StatusCode::OK, "null".into())),
-        Err(err) => Err(ApiError::from_store(err, &r)),
+        Err(err) => Err(err.into()),
     }
 }
 
 /// `getEvents` / `getRepoEvents`: `GET …/events?since=&wait=`, with the
 /// bounded wait of section 3.
-pub async fn read_events<F: Family>(
+pub async fn read_events(
     State(state): State<SharedState>,
+    path: ResourcePath,
     uri: Uri,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (since, wait) = prepare(&state, &r, read_params(&uri, state.limits.max_wait)).await?;
+    let r = path.resource()?;
+    let (since, wait) = after_lookup(&state, &r, async {
+        read_params(&uri, state.limits.max_wait)
+    })
+    .await?;
     let events = super::hold::hold(
         &state,
         &state.event_flights,
@@ -205,8 +156,7 @@ pub async fn read_events<F: Family>(
         || state.store.events_since(&r, since),
         |events: &Vec<String>| !events.is_empty(),
     )
-    .await
-    .map_err(|err| ApiError::from_store(err, &r))?;
+    .await?;
     Ok(json_response(
         StatusCode::OK,
         format!("[{}]", events.join(",")),
@@ -299,92 +249,61 @@ pub(super) async fn write_blobs(
 }
 
 /// `putArtifact` / `putRepoArtifact`: `POST …/artifacts`.
-pub async fn put_artifact<F: Family>(
+pub async fn put_artifact(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let prepared = prepare(
-        &state,
-        &r,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            prepare_artifact(&state, &body, "the artifact")
-        }
-        .await,
-    )
+    let r = path.resource()?;
+    let prepared = after_lookup(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        prepare_artifact(&state, &body, "the artifact")
+    })
     .await?;
     // Refuse before writing a blob for a resource that does not exist.
-    if state
-        .store
-        .get_record(&r)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?
-        .is_none()
-    {
-        return Err(ApiError::unknown(&r));
-    }
+    existing(&state, &r).await?;
     let mut artifacts = write_blobs(&state, vec![prepared]).await?;
     let artifact = artifacts
         .pop()
         .ok_or_else(|| ApiError::Internal("no artifact prepared".into()))?;
-    let meta = state
-        .store
-        .put_artifact(&r, artifact)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
+    let meta = state.store.put_artifact(&r, artifact).await?;
     Ok(json(StatusCode::CREATED, &meta.to_json()))
 }
 
 /// `appendWithArtifacts` / `appendRepoWithArtifacts`: `POST …/deposits`
 /// (section 8). Every artifact is decoded and checked before anything is
 /// written; substitution and validation run inside the store transaction.
-pub async fn deposit<F: Family>(
+pub async fn deposit(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (prepared, write) = prepare(
-        &state,
-        &r,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let obj = wire::object(&body, "the request body")?;
-            let items = match obj.get("artifacts") {
-                Some(Value::Array(items)) => items,
-                Some(_) => {
-                    return Err(wire::SchemaError("\"artifacts\" must be an array".into()).into());
-                }
-                None => return Err(wire::SchemaError("\"artifacts\" is required".into()).into()),
-            };
-            let mut write =
-                wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
-            attribute(caller.as_deref(), &mut write.actor, F::ALLOWS_VIA)?;
-            let prepared = items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| prepare_artifact(&state, item, &format!("artifact {i}")))
-                .collect::<ApiResult<Vec<_>>>()?;
-            Ok((prepared, write))
-        }
-        .await,
-    )
+    let r = path.resource()?;
+    let (prepared, write) = after_lookup(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        let items = match obj.get("artifacts") {
+            Some(Value::Array(items)) => items,
+            Some(_) => {
+                return Err(wire::SchemaError("\"artifacts\" must be an array".into()).into());
+            }
+            None => return Err(wire::SchemaError("\"artifacts\" is required".into()).into()),
+        };
+        let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
+        attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
+        let prepared = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| prepare_artifact(&state, item, &format!("artifact {i}")))
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok((prepared, write))
+    })
     .await?;
-    if state
-        .store
-        .get_record(&r)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?
-        .is_none()
-    {
-        return Err(ApiError::unknown(&r));
-    }
+    existing(&state, &r).await?;
     let artifacts = write_blobs(&state, prepared).await?;
     // Owned: the store may run it after this handler is gone (DESIGN 14).
-    let event_state = state.clone();
+    let (event_state, kind) = (state.clone(), r.kind);
     let make_event = move |metas: &[crate::store::ArtifactMeta]| {
         let assigned: Vec<Assigned<'_>> = metas
             .iter()
@@ -399,14 +318,13 @@ pub async fn deposit<F: Family>(
             payload: write.payload.clone(),
         };
         placeholders::substitute(&mut substituted.payload, &assigned);
-        validated_event::<F>(&event_state, &substituted).map_err(StoreError::Rejected)
+        validated_event(&event_state, kind, &substituted).map_err(StoreError::Rejected)
     };
     let (envelope, metas) = state
         .store
         .deposit(&r, artifacts, Box::new(make_event))
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
-    metrics::counter!("abstore_deposits_total", "family" => F::KIND.tag()).increment(1);
+        .await?;
+    metrics::counter!("abstore_deposits_total", "family" => r.kind.tag()).increment(1);
     let metas: Vec<String> = metas.iter().map(|m| m.to_json().to_string()).collect();
     Ok(json_response(
         StatusCode::CREATED,
@@ -418,27 +336,21 @@ pub async fn deposit<F: Family>(
 }
 
 /// `getArtifact` / `getRepoArtifact`: `GET …/artifacts?kind=&rev=`.
-pub async fn get_artifact<F: Family>(
+pub async fn get_artifact(
     State(state): State<SharedState>,
+    path: ResourcePath,
     uri: Uri,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
-    let Some(kind) = kind else {
-        return Err(reject(
-            &state,
-            &r,
-            ApiError::BadRequest("query parameter \"kind\" is required".into()),
-        )
-        .await);
-    };
-    prepare(&state, &r, kind_param(&kind)).await?;
-    let rev = prepare(&state, &r, lenient_int(&uri, "rev")).await?;
-    let meta = state
-        .store
-        .get_artifact(&r, &kind, rev)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
+    let r = path.resource()?;
+    let (kind, rev) = after_lookup(&state, &r, async {
+        let kind = query_param(&uri, "kind")
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| ApiError::BadRequest("query parameter \"kind\" is required".into()))?;
+        kind_param(&kind)?;
+        Ok((kind, lenient_int(&uri, "rev")?))
+    })
+    .await?;
+    let meta = state.store.get_artifact(&r, &kind, rev).await?;
     let Some(meta) = meta else {
         return Ok(json_response(StatusCode::OK, "null".into()));
     };
@@ -454,20 +366,17 @@ pub async fn get_artifact<F: Family>(
 
 /// `listArtifacts` / `listRepoArtifacts`: `GET …/artifact-list?kind=`. An
 /// empty `kind` means all kinds, as in Autobuild's server.
-pub async fn list_artifacts<F: Family>(
+pub async fn list_artifacts(
     State(state): State<SharedState>,
+    path: ResourcePath,
     uri: Uri,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let r = path.resource()?;
     let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
     if let Some(kind) = &kind {
-        prepare(&state, &r, kind_param(kind)).await?;
+        after_lookup(&state, &r, async { kind_param(kind) }).await?;
     }
-    let metas = state
-        .store
-        .list_artifacts(&r, kind.as_deref())
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
+    let metas = state.store.list_artifacts(&r, kind.as_deref()).await?;
     Ok(json(
         StatusCode::OK,
         &Value::Array(metas.iter().map(|m| m.to_json()).collect()),
@@ -479,128 +388,91 @@ fn ok(value: bool) -> Response {
 }
 
 /// `claimLease` / `claimRepoLease` (section 10).
-pub async fn claim_lease<F: Family>(
+pub async fn claim_lease(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    let (holder, ttl) = prepare(
-        &state,
-        &r,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let obj = wire::object(&body, "the request body")?;
-            Ok((
-                wire::identifier(obj, "holder")?.to_owned(),
-                wire::nonnegative_int(obj, "ttlMs")?,
-            ))
-        }
-        .await,
-    )
+    let r = path.resource()?;
+    let (holder, ttl) = after_lookup(&state, &r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        Ok((
+            wire::identifier(obj, "holder")?.to_owned(),
+            wire::nonnegative_int(obj, "ttlMs")?,
+        ))
+    })
     .await?;
-    let claimed = state
-        .store
-        .claim_lease(&r, &holder, ttl)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
+    let claimed = state.store.claim_lease(&r, &holder, ttl).await?;
     Ok(ok(claimed))
 }
 
 async fn holder_body(state: &SharedState, r: &ResourceRef, body: Body) -> ApiResult<String> {
-    prepare(
-        state,
-        r,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let obj = wire::object(&body, "the request body")?;
-            Ok(wire::identifier(obj, "holder")?.to_owned())
-        }
-        .await,
-    )
+    after_lookup(state, r, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        Ok(wire::identifier(obj, "holder")?.to_owned())
+    })
     .await
 }
 
 /// `heartbeat` / `heartbeatRepo`.
-pub async fn heartbeat<F: Family>(
+pub async fn heartbeat(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let r = path.resource()?;
     let holder = holder_body(&state, &r, body).await?;
-    Ok(ok(state
-        .store
-        .heartbeat(&r, &holder)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?))
+    Ok(ok(state.store.heartbeat(&r, &holder).await?))
 }
 
 /// `releaseLease` / `releaseRepoLease`: a wrong holder is a successful no-op.
-pub async fn release_lease<F: Family>(
+pub async fn release_lease(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
+    let r = path.resource()?;
     let holder = holder_body(&state, &r, body).await?;
-    state
-        .store
-        .release_lease(&r, &holder)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
+    state.store.release_lease(&r, &holder).await?;
     Ok(ok(true))
 }
 
 /// `getBuild` / `getRepo`.
-pub async fn get_record<F: Family>(
+pub async fn get_record(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
 ) -> ApiResult<Response> {
-    let r = Addressed::<F>::from_uri(&uri)?.resource;
-    match state
-        .store
-        .get_record(&r)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?
-    {
+    let r = path.resource()?;
+    match state.store.get_record(&r).await? {
         Some(record) => Ok(json(StatusCode::OK, &record.to_json())),
         None => Err(ApiError::unknown(&r)),
     }
 }
 
-/// The routes every family has under its `/{id}` segment.
-pub fn family_routes<F: Family>(prefix: &str) -> axum::Router<SharedState> {
+/// The routes every family has under its `/{id}` segment; leases only where
+/// the family has them.
+pub fn family_routes(kind: ResourceKind) -> axum::Router<SharedState> {
     use axum::routing::{get, post};
+    let prefix = format!("/{}/{{id}}", kind.segment());
     let routes = axum::Router::new()
-        .route(&format!("{prefix}/{{id}}"), get(get_record::<F>))
+        .route(&prefix, get(get_record))
         .route(
-            &format!("{prefix}/{{id}}/events"),
-            post(append_event::<F>).get(read_events::<F>),
+            &format!("{prefix}/events"),
+            post(append_event).get(read_events),
         )
-        .route(&format!("{prefix}/{{id}}/deposits"), post(deposit::<F>))
+        .route(&format!("{prefix}/deposits"), post(deposit))
         .route(
-            &format!("{prefix}/{{id}}/artifacts"),
-            post(put_artifact::<F>).get(get_artifact::<F>),
+            &format!("{prefix}/artifacts"),
+            post(put_artifact).get(get_artifact),
         )
-        .route(
-            &format!("{prefix}/{{id}}/artifact-list"),
-            get(list_artifacts::<F>),
-        );
-    if !F::HAS_LEASES {
+        .route(&format!("{prefix}/artifact-list"), get(list_artifacts));
+    if !kind.has_leases() {
         return routes;
     }
     routes
-        .route(
-            &format!("{prefix}/{{id}}/lease/claim"),
-            post(claim_lease::<F>),
-        )
-        .route(
-            &format!("{prefix}/{{id}}/lease/heartbeat"),
-            post(heartbeat::<F>),
-        )
-        .route(
-            &format!("{prefix}/{{id}}/lease/release"),
-            post(release_lease::<F>),
-        )
+        .route(&format!("{prefix}/lease/claim"), post(claim_lease))
+        .route(&format!("{prefix}/lease/heartbeat"), post(heartbeat))
+        .route(&format!("{prefix}/lease/release"), post(release_lease))
 }

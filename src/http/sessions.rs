@@ -5,15 +5,16 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Map, Value, json};
 
 use super::extract::json_body;
-use super::resources::{Addressed, Family, Repos, Sessions, family_routes, prepare};
-use super::{ApiError, ApiResult, SharedState};
-use crate::protocol::{ident, wire};
+use super::path::ResourcePath;
+use super::resources::{after_lookup, family_routes};
+use super::{ApiResult, SharedState};
+use crate::protocol::{ResourceKind, ident, wire};
 use crate::store::{NewEvent, StoreError};
 
 pub fn router() -> Router<SharedState> {
@@ -22,8 +23,8 @@ pub fn router() -> Router<SharedState> {
             "/repos/{id}/sessions",
             post(create_session).get(list_sessions),
         )
-        .merge(family_routes::<Sessions>("/sessions"))
-        .merge(super::streams::family_routes::<Sessions>("/sessions"))
+        .merge(family_routes(ResourceKind::Session))
+        .merge(super::streams::routes(ResourceKind::Session))
 }
 
 /// A new, unguessable session id: `os_` and 128 random bits.
@@ -36,39 +37,34 @@ fn new_session_id() -> String {
 /// (sequence 1, the operator as a human actor) commit together.
 async fn create_session(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let repo = Addressed::<Repos>::from_uri(&uri)?.resource;
-    let attrs = prepare(
-        &state,
-        &repo,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let obj = wire::object(&body, "the request body")?;
-            let body_repo = wire::nonempty_str(obj, "repo")?;
-            if body_repo != repo.id {
-                return Err(wire::SchemaError(format!(
-                    "\"repo\" ({:?}) must equal the repository in the path ({:?})",
-                    ident::shown(body_repo),
-                    repo.id
-                ))
-                .into());
-            }
-            let operator = wire::nonempty_str(obj, "operator")?.trim_matches(char::is_whitespace);
-            if operator.is_empty() {
-                return Err(wire::SchemaError("\"operator\" must not be blank".into()).into());
-            }
-            let mut attrs = Map::new();
-            attrs.insert("repo".into(), repo.id.clone().into());
-            attrs.insert("operator".into(), operator.into());
-            if let Some(title) = wire::optional_str(obj, "title", false)? {
-                attrs.insert("title".into(), title.into());
-            }
-            Ok(attrs)
+    let repo = path.resource()?;
+    let attrs = after_lookup(&state, &repo, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        let body_repo = wire::nonempty_str(obj, "repo")?;
+        if body_repo != repo.id {
+            return Err(wire::SchemaError(format!(
+                "\"repo\" ({:?}) must equal the repository in the path ({:?})",
+                ident::shown(body_repo),
+                repo.id
+            ))
+            .into());
         }
-        .await,
-    )
+        let operator = wire::nonempty_str(obj, "operator")?.trim_matches(char::is_whitespace);
+        if operator.is_empty() {
+            return Err(wire::SchemaError("\"operator\" must not be blank".into()).into());
+        }
+        let mut attrs = Map::new();
+        attrs.insert("repo".into(), repo.id.clone().into());
+        attrs.insert("operator".into(), operator.into());
+        if let Some(title) = wire::optional_str(obj, "title", false)? {
+            attrs.insert("title".into(), title.into());
+        }
+        Ok(attrs)
+    })
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
     let payload = Value::Object(attrs.clone());
@@ -77,7 +73,12 @@ async fn create_session(
     let make_event = move || {
         let validated = event_state
             .catalogs
-            .validate(Sessions::CATALOG, &actor, "session.created", &payload)
+            .validate(
+                abstore_catalog::Family::Session,
+                &actor,
+                "session.created",
+                &payload,
+            )
             .map_err(|err| StoreError::Rejected(err.message))?;
         Ok(NewEvent {
             actor_json: actor.to_string(),
@@ -93,20 +94,18 @@ async fn create_session(
             attrs.clone(),
             Box::new(make_event),
         )
-        .await
-        .map_err(|e| ApiError::from_store(e, &repo))?;
+        .await?;
     metrics::counter!("abstore_sessions_created_total").increment(1);
     Ok(super::json(StatusCode::CREATED, &record.to_json()))
 }
 
 /// `listSessions`: creation order.
-async fn list_sessions(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
-    let repo = Addressed::<Repos>::from_uri(&uri)?.resource;
-    let sessions = state
-        .store
-        .list_sessions(&repo.id)
-        .await
-        .map_err(|e| ApiError::from_store(e, &repo))?;
+async fn list_sessions(
+    State(state): State<SharedState>,
+    path: ResourcePath,
+) -> ApiResult<Response> {
+    let repo = path.resource()?;
+    let sessions = state.store.list_sessions(&repo.id).await?;
     Ok(super::json(
         StatusCode::OK,
         &Value::Array(sessions.iter().map(|r| r.to_json()).collect()),

@@ -7,8 +7,6 @@
 //! resolution (and, in the auth layer, scope authorization) → body schema
 //! (400) → batch ceiling (413) → closed (409); nothing is written on failure.
 
-use std::marker::PhantomData;
-
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -17,73 +15,35 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
-use super::extract::{decode_segment, json_body, lookup_id};
-use super::resources::{Addressed, Family, prepare, read_params};
+use super::extract::json_body;
+use super::path::{ResourcePath, unknown_stream};
+use super::resources::{after_lookup, read_params};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
-use crate::protocol::{ResourceKind, ResourceRef, ident, wire};
+use crate::protocol::{ResourceKind, ResourceRef, wire};
 use crate::store::{CloseOutcome, NewArtifact, StreamRecord};
 
 /// How many times a close re-assembles when chunks keep arriving.
 const CLOSE_ATTEMPTS: usize = 8;
 
-/// Routes under a family: `/builds/{id}/streams…` or `/repos/{id}/streams…`.
-pub fn family_routes<F: Family>(prefix: &str) -> Router<SharedState> {
-    Router::new()
+/// The stream routes of a family (`/builds/{id}/streams…`), or with
+/// [`ResourceKind::Stream`] the top-level addressed routes
+/// (`/streams/{sid}…`), which resolve the stream's own scope.
+pub fn routes(kind: ResourceKind) -> Router<SharedState> {
+    let (router, stream) = match kind {
+        ResourceKind::Stream => (Router::new(), "/streams/{sid}".to_owned()),
+        family => {
+            let streams = format!("/{}/{{id}}/streams", family.segment());
+            let router = Router::new().route(&streams, post(create_stream).get(list_streams));
+            (router, format!("{streams}/{{sid}}"))
+        }
+    };
+    router
+        .route(&stream, get(get_stream))
         .route(
-            &format!("{prefix}/{{id}}/streams"),
-            post(create_stream::<F>).get(list_streams::<F>),
+            &format!("{stream}/chunks"),
+            post(append_chunk).get(read_chunks),
         )
-        .route(
-            &format!("{prefix}/{{id}}/streams/{{sid}}"),
-            get(get_stream::<Scoped<F>>),
-        )
-        .route(
-            &format!("{prefix}/{{id}}/streams/{{sid}}/chunks"),
-            post(append_chunk::<Scoped<F>>).get(read_chunks::<Scoped<F>>),
-        )
-        .route(
-            &format!("{prefix}/{{id}}/streams/{{sid}}/close"),
-            post(close_stream::<Scoped<F>>),
-        )
-}
-
-/// The top-level addressed routes, which resolve the stream's own scope.
-pub fn top_level_routes() -> Router<SharedState> {
-    Router::new()
-        .route("/streams/{sid}", get(get_stream::<TopLevel>))
-        .route(
-            "/streams/{sid}/chunks",
-            post(append_chunk::<TopLevel>).get(read_chunks::<TopLevel>),
-        )
-        .route("/streams/{sid}/close", post(close_stream::<TopLevel>))
-}
-
-/// How an addressed route finds its stream.
-pub trait Resolve: Send + Sync + 'static {
-    /// The stream id and, for family routes, the scope it must belong to.
-    fn address(uri: &Uri) -> ApiResult<(String, Option<ResourceRef>)>;
-}
-
-pub struct Scoped<F>(PhantomData<F>);
-pub struct TopLevel;
-
-impl<F: Family> Resolve for Scoped<F> {
-    fn address(uri: &Uri) -> ApiResult<(String, Option<ResourceRef>)> {
-        let scope = Addressed::<F>::from_uri(uri)?.resource;
-        let sid = decode_segment(uri.path().split('/').nth(4).unwrap_or_default())?;
-        Ok((lookup_id(sid, unknown_stream)?, Some(scope)))
-    }
-}
-
-impl Resolve for TopLevel {
-    fn address(uri: &Uri) -> ApiResult<(String, Option<ResourceRef>)> {
-        let sid = decode_segment(uri.path().split('/').nth(2).unwrap_or_default())?;
-        Ok((lookup_id(sid, unknown_stream)?, None))
-    }
-}
-
-fn unknown_stream(id: &str) -> ApiError {
-    ApiError::NotFound(format!("unknown stream \"{}\"", ident::shown(id)))
+        .route(&format!("{stream}/close"), post(close_stream))
 }
 
 fn stream_ref(id: &str) -> ResourceRef {
@@ -92,24 +52,14 @@ fn stream_ref(id: &str) -> ResourceRef {
 
 /// Find the addressed stream, treating one of another scope as absent. On a
 /// family route whose resource does not exist, that resource is what is unknown.
-async fn resolve<R: Resolve>(state: &SharedState, uri: &Uri) -> ApiResult<StreamRecord> {
-    let (id, scope) = R::address(uri)?;
-    let found = state
-        .store
-        .get_stream(&id)
-        .await
-        .map_err(|e| ApiError::from_store(e, &stream_ref(&id)))?;
+async fn resolve(state: &SharedState, path: &ResourcePath) -> ApiResult<StreamRecord> {
+    let scope = path.stream_scope()?;
+    let id = path.stream_id()?;
+    let found = state.store.get_stream(&id).await?;
     match (found, scope) {
         (Some(stream), None) => Ok(stream),
         (Some(stream), Some(scope)) if stream.scope == scope => Ok(stream),
-        (_, Some(scope))
-            if state
-                .store
-                .get_record(&scope)
-                .await
-                .map_err(|e| ApiError::from_store(e, &scope))?
-                .is_none() =>
-        {
+        (_, Some(scope)) if state.store.get_record(&scope).await?.is_none() => {
             Err(ApiError::unknown(&scope))
         }
         _ => Err(unknown_stream(&id)),
@@ -122,42 +72,28 @@ fn new_stream_id() -> String {
 }
 
 /// `createStream`: `POST …/streams` with `{"label": nonempty}`.
-async fn create_stream<F: Family>(
+async fn create_stream(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let scope = Addressed::<F>::from_uri(&uri)?.resource;
-    let label = prepare(
-        &state,
-        &scope,
-        async {
-            let body = json_body(body, state.limits.max_body_bytes).await?;
-            let obj = wire::object(&body, "the request body")?;
-            Ok(wire::identifier(obj, "label")?.to_owned())
-        }
-        .await,
-    )
+    let scope = path.resource()?;
+    let label = after_lookup(&state, &scope, async {
+        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let obj = wire::object(&body, "the request body")?;
+        Ok(wire::identifier(obj, "label")?.to_owned())
+    })
     .await?;
     let stream = state
         .store
         .create_stream(&scope, &new_stream_id(), &label)
-        .await
-        .map_err(|e| ApiError::from_store(e, &scope))?;
+        .await?;
     Ok(json(StatusCode::CREATED, &stream.to_json()))
 }
 
 /// `listStreams`: creation order.
-async fn list_streams<F: Family>(
-    State(state): State<SharedState>,
-    uri: Uri,
-) -> ApiResult<Response> {
-    let scope = Addressed::<F>::from_uri(&uri)?.resource;
-    let streams = state
-        .store
-        .list_streams(&scope)
-        .await
-        .map_err(|e| ApiError::from_store(e, &scope))?;
+async fn list_streams(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
+    let streams = state.store.list_streams(&path.resource()?).await?;
     Ok(json(
         StatusCode::OK,
         &Value::Array(streams.iter().map(StreamRecord::to_json).collect()),
@@ -165,8 +101,8 @@ async fn list_streams<F: Family>(
 }
 
 /// `getStream`.
-async fn get_stream<R: Resolve>(State(state): State<SharedState>, uri: Uri) -> ApiResult<Response> {
-    let stream = resolve::<R>(&state, &uri).await?;
+async fn get_stream(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
+    let stream = resolve(&state, &path).await?;
     Ok(json(StatusCode::OK, &stream.to_json()))
 }
 
@@ -204,20 +140,15 @@ fn batch_json(body: &Value, ceiling: usize) -> ApiResult<String> {
 }
 
 /// `appendStreamParts`: `POST …/chunks` with `{"parts": [...]}`.
-async fn append_chunk<R: Resolve>(
+async fn append_chunk(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let stream = resolve::<R>(&state, &uri).await?;
+    let stream = resolve(&state, &path).await?;
     let body = json_body(body, state.limits.max_body_bytes).await?;
     let parts = batch_json(&body, state.limits.max_stream_batch_bytes)?;
-    let r = stream_ref(&stream.id);
-    let chunk = state
-        .store
-        .append_chunk(&stream.id, &parts)
-        .await
-        .map_err(|e| ApiError::from_store(e, &r))?;
+    let chunk = state.store.append_chunk(&stream.id, &parts).await?;
     metrics::counter!("abstore_stream_chunks_total").increment(1);
     Ok(json_response(StatusCode::CREATED, chunk))
 }
@@ -236,11 +167,12 @@ fn read_response(stream: &StreamRecord, chunks: &[String]) -> String {
 
 /// `readStream`: `GET …/chunks?since=&wait=`; holds while the stream is open
 /// and has nothing new, never on a closed stream.
-async fn read_chunks<R: Resolve>(
+async fn read_chunks(
     State(state): State<SharedState>,
+    path: ResourcePath,
     uri: Uri,
 ) -> ApiResult<Response> {
-    let stream = resolve::<R>(&state, &uri).await?;
+    let stream = resolve(&state, &path).await?;
     let (since, wait) = read_params(&uri, state.limits.max_wait)?;
     let r = stream_ref(&stream.id);
     let (stream, chunks) = super::hold::hold(
@@ -252,8 +184,7 @@ async fn read_chunks<R: Resolve>(
         || state.store.read_chunks(&stream.id, since),
         |(stream, chunks): &(StreamRecord, Vec<String>)| !chunks.is_empty() || stream.closed,
     )
-    .await
-    .map_err(|e| ApiError::from_store(e, &r))?;
+    .await?;
     Ok(json_response(
         StatusCode::OK,
         read_response(&stream, &chunks),
@@ -264,12 +195,12 @@ async fn read_chunks<R: Resolve>(
 /// Assemble the chunks into `UIMessage[]`, write the document's blob, then
 /// deposit it and mark the stream closed in one transaction; if a chunk
 /// arrived meanwhile, assemble again. Closing a closed stream returns it.
-async fn close_stream<R: Resolve>(
+async fn close_stream(
     State(state): State<SharedState>,
-    uri: Uri,
+    path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
-    let stream = resolve::<R>(&state, &uri).await?;
+    let stream = resolve(&state, &path).await?;
     let body = json_body(body, state.limits.max_body_bytes).await?;
     let obj = wire::object(&body, "the request body")?;
     let outcome = match obj.get("outcome") {
@@ -281,13 +212,8 @@ async fn close_stream<R: Resolve>(
             .into());
         }
     };
-    let r = stream_ref(&stream.id);
     for _ in 0..CLOSE_ATTEMPTS {
-        let (current, chunks) = state
-            .store
-            .read_chunks(&stream.id, 0)
-            .await
-            .map_err(|e| ApiError::from_store(e, &r))?;
+        let (current, chunks) = state.store.read_chunks(&stream.id, 0).await?;
         if current.closed {
             return Ok(json(StatusCode::OK, &current.to_json()));
         }
@@ -306,7 +232,7 @@ async fn close_stream<R: Resolve>(
                 return Ok(json(StatusCode::OK, &closed.to_json()));
             }
             Ok(CloseOutcome::Moved) => continue,
-            Err(err) => return Err(ApiError::from_store(err, &r)),
+            Err(err) => return Err(err.into()),
         }
     }
     Err(ApiError::Conflict(format!(

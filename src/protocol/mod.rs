@@ -12,6 +12,8 @@ pub mod wire;
 
 /// The resource families that own events, artifacts and (for builds and
 /// repositories) leases. Stored as a short tag so one set of tables serves all.
+/// What each family allows (its routes' segment, its event catalog, `via`,
+/// leases) is read from here, the one place it is written down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ResourceKind {
     Build,
@@ -53,6 +55,51 @@ impl ResourceKind {
     /// The noun used in `unknown build "x"` / `unknown repo "x"` messages.
     pub fn noun(self) -> &'static str {
         self.tag()
+    }
+
+    /// The first segment of the family's routes (`/builds/{id}…`); streams
+    /// also have top-level routes (`/streams/{sid}…`).
+    pub fn segment(self) -> &'static str {
+        match self {
+            ResourceKind::Build => "builds",
+            ResourceKind::Repo => "repos",
+            ResourceKind::Session => "sessions",
+            ResourceKind::Stream => "streams",
+        }
+    }
+
+    /// The family whose routes start with `segment`.
+    pub fn from_segment(segment: &str) -> Option<Self> {
+        [
+            ResourceKind::Build,
+            ResourceKind::Repo,
+            ResourceKind::Session,
+            ResourceKind::Stream,
+        ]
+        .into_iter()
+        .find(|kind| kind.segment() == segment)
+    }
+
+    /// The event catalog of the family's events (streams have none).
+    pub fn catalog(self) -> Option<abstore_catalog::Family> {
+        match self {
+            ResourceKind::Build => Some(abstore_catalog::Family::Build),
+            ResourceKind::Repo => Some(abstore_catalog::Family::Repository),
+            ResourceKind::Session => Some(abstore_catalog::Family::Session),
+            ResourceKind::Stream => None,
+        }
+    }
+
+    /// Whether a human actor on the family's events may carry `via`: the
+    /// catalog's rule (build and repository events only, spec section 5).
+    pub fn allows_via(self) -> bool {
+        self.catalog()
+            .is_some_and(abstore_catalog::Family::allows_via)
+    }
+
+    /// Whether the family has the lease routes (sessions and streams do not).
+    pub fn has_leases(self) -> bool {
+        matches!(self, ResourceKind::Build | ResourceKind::Repo)
     }
 }
 

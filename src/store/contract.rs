@@ -38,7 +38,7 @@ struct Harness {
     store: Arc<dyn Store>,
     clock: Arc<TestClock>,
     _dir: Option<tempfile::TempDir>,
-    pg_database: Option<(String, String)>,
+    pg_database: Option<conformance::scratch_pg::ScratchDb>,
 }
 
 impl Harness {
@@ -81,23 +81,9 @@ impl Harness {
     /// `None` (with a loud note) when no PostgreSQL is configured; a panic in
     /// CI, where PostgreSQL is required.
     async fn postgres() -> Option<Harness> {
-        let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-            conformance::skip::skipped(
-                "PostgreSQL store contract",
-                "ABSTORE_TEST_POSTGRES_URL is unset",
-            );
-            return None;
-        };
-        let name = format!("abstore_contract_{}", rand::random::<u64>());
-        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base)
-            .await
-            .expect("connect to ABSTORE_TEST_POSTGRES_URL");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create database");
-        let mut url = url::Url::parse(&base).expect("postgres url");
-        url.set_path(&name);
+        let db = conformance::scratch_pg::for_test("PostgreSQL store contract", "abstore_contract")
+            .await?;
+        let url = db.url.clone();
         let clock = Arc::new(TestClock::new(T0));
         let store = super::open(
             url.as_str(),
@@ -111,7 +97,7 @@ impl Harness {
             store,
             clock,
             _dir: None,
-            pg_database: Some((base, name)),
+            pg_database: Some(db),
         })
     }
 
@@ -120,14 +106,8 @@ impl Harness {
             store, pg_database, ..
         } = self;
         drop(store);
-        if let Some((base, name)) = pg_database
-            && let Ok(mut admin) = <sqlx::PgConnection as sqlx::Connection>::connect(&base).await
-        {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(&mut admin)
-            .await;
+        if let Some(db) = pg_database {
+            let _ = db.drop_db().await;
         }
     }
 }
@@ -173,7 +153,7 @@ async fn records_and_sequences(h: &Harness) {
     assert_eq!((rec.created_at, rec.updated_at), (T0, T0));
     assert!(matches!(
         s.create_build("b", attrs()).await,
-        Err(StoreError::Conflict)
+        Err(StoreError::Conflict(r)) if r == build("b")
     ));
     s.create_build("other", attrs()).await.unwrap();
     assert_eq!(s.list_builds().await.unwrap().len(), 2);
@@ -207,11 +187,11 @@ async fn records_and_sequences(h: &Harness) {
     );
     assert!(matches!(
         s.events_since(&build("missing"), 0).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
     assert!(matches!(
         s.append(&build("missing"), event(1), None).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 
     // ensureRepo is idempotent and never resets.
@@ -348,7 +328,7 @@ async fn artifacts_and_deposits(h: &Harness) {
     assert!(matches!(
         s.put_artifact(&build("missing"), artifact("plan", b"x"))
             .await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 }
 
@@ -486,7 +466,7 @@ async fn streams(h: &Harness) {
     s.create_build("s", attrs()).await.unwrap();
     assert!(matches!(
         s.create_stream(&build("missing"), "st_x", "l").await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
     let one = s.create_stream(&b, "st_1", "one").await.unwrap();
     assert!(!one.closed);
@@ -504,7 +484,7 @@ async fn streams(h: &Harness) {
         .unwrap();
     assert!(matches!(
         s.append_chunk("st_missing", "[]").await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r.kind == ResourceKind::Stream && r.id == "st_missing"
     ));
 
     // A close that raced an append assembles again; a second close is a no-op.
@@ -527,7 +507,7 @@ async fn streams(h: &Harness) {
     );
     assert!(matches!(
         s.append_chunk("st_1", r#"[{"type":"x"}]"#).await,
-        Err(StoreError::Closed)
+        Err(StoreError::Closed(id)) if id == "st_1"
     ));
     assert_eq!(
         s.get_artifact(&b, "stream:st_1", None)
@@ -585,7 +565,7 @@ async fn streams(h: &Harness) {
     assert_eq!(ids, vec!["st_1", "st_2", "st_open", "st_3"]);
     assert!(matches!(
         s.list_streams(&build("missing")).await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 
     // Stream tails for the sweep: a closed stream reports the largest tail.
@@ -629,7 +609,7 @@ async fn sessions(h: &Harness) {
     assert!(matches!(
         s.create_session("acme/w", "os_1", attrs.clone(), Box::new(first))
             .await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == ResourceRef::new(ResourceKind::Repo, "acme/w")
     ));
     s.ensure_repo("acme/w").await.unwrap();
     // A rejected session.created leaves no record and no event.
@@ -673,7 +653,7 @@ async fn sessions(h: &Harness) {
     );
     assert!(matches!(
         s.list_sessions("missing").await,
-        Err(StoreError::NotFound)
+        Err(StoreError::NotFound(r)) if r == ResourceRef::new(ResourceKind::Repo, "missing")
     ));
     assert!(
         s.list_sessions("acme/w")
@@ -1111,12 +1091,10 @@ async fn postgres_notify_wakes_another_replica() {
     let Some(h) = Harness::postgres().await else {
         return;
     };
-    let (base, name) = h.pg_database.clone().expect("postgres harness");
-    let mut url = url::Url::parse(&base).unwrap();
-    url.set_path(&name);
+    let url = h.pg_database.clone().expect("postgres harness").url;
     let other_notifier = Arc::new(Notifier::new());
     let _other = super::open(
-        url.as_str(),
+        &url,
         &StoreOptions::default(),
         h.clock.clone(),
         other_notifier.clone(),

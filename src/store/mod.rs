@@ -33,12 +33,12 @@ use crate::protocol::ResourceRef;
 /// Why a store operation did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The addressed resource does not exist.
-    #[error("not found")]
-    NotFound,
+    /// The addressed resource (or stream) does not exist.
+    #[error("{} {:?} not found", .0.kind.noun(), .0.id)]
+    NotFound(ResourceRef),
     /// A uniqueness rule refused the write (duplicate build slug).
-    #[error("already exists")]
-    Conflict,
+    #[error("{} {:?} already exists", .0.kind.noun(), .0.id)]
+    Conflict(ResourceRef),
     /// The event write failed catalog validation; the message is the 422 text.
     #[error("{0}")]
     Rejected(String),
@@ -53,9 +53,13 @@ pub enum StoreError {
     Commit(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
-    /// The stream is closed: nothing may be appended.
-    #[error("stream is closed")]
-    Closed,
+    /// The stream (its id) is closed: nothing may be appended.
+    #[error("stream {0:?} is closed")]
+    Closed(String),
+    /// A limiter closed, or the shared query this request waited on failed
+    /// (its error, as text).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// What closing a stream did.

@@ -241,11 +241,15 @@ pub(crate) async fn get_record(
     Ok(db.resource(r).await?.map(|row| row.record))
 }
 
+fn unknown_stream(id: &str) -> StoreError {
+    StoreError::NotFound(ResourceRef::new(ResourceKind::Stream, id))
+}
+
 /// No rows means either nothing there or no resource: only an empty answer
 /// pays for the existence check.
 async fn found<T>(db: &mut impl Reads, r: &ResourceRef, rows: Vec<T>) -> StoreResult<Vec<T>> {
     if rows.is_empty() && !db.exists(r).await? {
-        return Err(StoreError::NotFound);
+        return Err(StoreError::NotFound(r.clone()));
     }
     Ok(rows)
 }
@@ -268,7 +272,7 @@ pub(crate) async fn get_artifact(
     match db.artifact(r, kind, rev).await? {
         Some(meta) => Ok(Some(meta)),
         None if db.exists(r).await? => Ok(None),
-        None => Err(StoreError::NotFound),
+        None => Err(StoreError::NotFound(r.clone())),
     }
 }
 
@@ -302,7 +306,7 @@ pub(crate) async fn read_chunks(
     since: i64,
 ) -> StoreResult<(StreamRecord, Vec<String>)> {
     let chunks = db.chunks_since(id, since).await?;
-    let stream = db.stream(id).await?.ok_or(StoreError::NotFound)?;
+    let stream = db.stream(id).await?.ok_or_else(|| unknown_stream(id))?;
     Ok((stream, chunks))
 }
 
@@ -320,7 +324,9 @@ pub(crate) async fn tails(
 // ----------------------------------------------------------------- writes
 
 async fn locked(tx: &mut impl Writes, r: &ResourceRef) -> StoreResult<ResourceRow> {
-    tx.lock_resource(r).await?.ok_or(StoreError::NotFound)
+    tx.lock_resource(r)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(r.clone()))
 }
 
 /// A time for a write that never precedes the resource's last write, so
@@ -353,7 +359,7 @@ pub(crate) async fn create_build(
     let now = tx.now();
     let text = Value::Object(attrs.clone()).to_string();
     if !tx.insert_resource(&r, Some(&text), now).await? {
-        return Err(StoreError::Conflict);
+        return Err(StoreError::Conflict(r));
     }
     Ok(Written::kept(Record {
         resource: r,
@@ -613,9 +619,12 @@ pub(crate) async fn append_chunk(
     id: &str,
     parts_json: &str,
 ) -> StoreResult<Written<String>> {
-    let stream = tx.lock_stream(id).await?.ok_or(StoreError::NotFound)?;
+    let stream = tx
+        .lock_stream(id)
+        .await?
+        .ok_or_else(|| unknown_stream(id))?;
     if stream.closed {
-        return Err(StoreError::Closed);
+        return Err(StoreError::Closed(id.to_owned()));
     }
     let seq = stream.last_seq + 1;
     let ts = tx.now().max(stream.created_at);
@@ -636,10 +645,16 @@ pub(crate) async fn close_stream(
     expected_last_seq: i64,
     artifact: NewArtifact,
 ) -> StoreResult<Written<CloseOutcome>> {
-    let scope = tx.stream_scope(id).await?.ok_or(StoreError::NotFound)?;
+    let scope = tx
+        .stream_scope(id)
+        .await?
+        .ok_or_else(|| unknown_stream(id))?;
     // Resource row before stream row: the order every writer locks in.
     let row = locked(tx, &scope).await?;
-    let stream = tx.lock_stream(id).await?.ok_or(StoreError::NotFound)?;
+    let stream = tx
+        .lock_stream(id)
+        .await?
+        .ok_or_else(|| unknown_stream(id))?;
     if stream.closed {
         return Ok(Written::unchanged(CloseOutcome::AlreadyClosed(stream)));
     }

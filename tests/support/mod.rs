@@ -7,9 +7,7 @@
 
 use std::time::Duration;
 
-use conformance::util::random_hex;
 use serde_json::Value;
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -250,53 +248,22 @@ pub fn enc(segment: &str) -> String {
 
 // ── PostgreSQL scratch databases ────────────────────────────────────────────
 
-pub struct PgDb {
-    admin_url: String,
-    name: String,
-    pub url: String,
-}
+pub use conformance::scratch_pg::ScratchDb as PgDb;
 
 /// A fresh database on `ABSTORE_TEST_POSTGRES_URL`; `None` (with a loud
 /// banner) when it is unset outside CI, a panic under `CI=true`.
 pub async fn pg_database(prefix: &str) -> Option<PgDb> {
-    let Ok(admin_url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but ABSTORE_TEST_POSTGRES_URL is unset"
-        );
-        conformance::skip::skipped(
-            &format!("PostgreSQL part of {prefix} tests"),
-            "set ABSTORE_TEST_POSTGRES_URL",
-        );
-        return None;
-    };
-    let name = format!("abstore_{prefix}_{}", random_hex());
-    let mut conn = PgConnection::connect(&admin_url)
-        .await
-        .unwrap_or_else(|e| panic!("connecting to ABSTORE_TEST_POSTGRES_URL: {e}"));
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await
-        .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
-    conn.close().await.ok();
-    let mut url = url::Url::parse(&admin_url).expect("ABSTORE_TEST_POSTGRES_URL is a URL");
-    url.set_path(&format!("/{name}"));
-    Some(PgDb {
-        admin_url,
-        name,
-        url: url.to_string(),
-    })
+    conformance::scratch_pg::for_test(
+        &format!("PostgreSQL part of {prefix} tests"),
+        &format!("abstore_{prefix}"),
+    )
+    .await
 }
 
-impl PgDb {
-    pub async fn drop_db(self) {
-        if let Ok(mut conn) = PgConnection::connect(&self.admin_url).await {
-            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-            if let Err(e) = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut conn).await {
-                eprintln!("warning: dropping {}: {e}", self.name);
-            }
-            conn.close().await.ok();
-        }
+/// Drop a scratch database, warning when it cannot be.
+pub async fn drop_pg(db: PgDb) {
+    if let Err(e) = db.drop_db().await {
+        eprintln!("warning: {e}");
     }
 }
 
@@ -310,7 +277,7 @@ where
         return;
     };
     let outcome = tokio::spawn(f(db.url.clone())).await;
-    db.drop_db().await;
+    drop_pg(db).await;
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }

@@ -928,6 +928,7 @@ async fn attribution_before_catalog(c: Ctx, res: Res) -> CheckResult {
     let bad = match res {
         Res::Build => invalid_build("unknown_type").event,
         Res::Repo => invalid_repo_first().event,
+        Res::Session => return Err(Failure::Skip("a build and repository check".into())),
     };
     let p = res.path(&id);
     for (actor, to) in [
@@ -1445,6 +1446,7 @@ fn human_event(res: Res) -> Value {
     match res {
         Res::Build => build_event("pauseRequested"),
         Res::Repo => repo_event("pauseRequested"),
+        Res::Session => crate::fixtures::session_event("messageHuman"),
     }
 }
 

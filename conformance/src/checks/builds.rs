@@ -138,6 +138,16 @@ pub fn register_stream_checks(r: &mut Registry, res: Res) {
     r.add(format!("{p}.events.numeric_order_past_ten"), s, move |c| {
         numeric_order(c, res)
     });
+    register_since_checks(r, res);
+
+    register_wait_checks(r, res);
+}
+
+/// The lenient `since` grammar (JavaScript `Number()` must give an integer)
+/// and its 400s, as request → expected rows; shared by sections 3, 4 and 5.
+pub fn register_since_checks(r: &mut Registry, res: Res) {
+    let s = res.sec();
+    let p = format!("s{s}");
     // Lenient `since`: JavaScript Number(raw) must be an integer. 4 events.
     let lenient: [(&str, &str, &[i64]); 14] = [
         ("since_hex", "0x2", &[3, 4]),
@@ -176,7 +186,14 @@ pub fn register_stream_checks(r: &mut Registry, res: Res) {
             since_rejects(c, res, raw)
         });
     }
+}
 
+/// The bounded wait (strict `wait` grammar, holds, wakes); shared by
+/// sections 3, 4 and 5. Reads ask past the resource's initial events (a
+/// session's `session.created`), so a new resource has nothing newer.
+pub fn register_wait_checks(r: &mut Registry, res: Res) {
+    let s = res.sec();
+    let p = format!("s{s}");
     r.add(format!("{p}.wait.zero_is_immediate"), s, move |c| {
         wait_zero(c, res)
     });
@@ -769,8 +786,7 @@ async fn events_unknown(c: Ctx, res: Res) -> CheckResult {
 }
 
 async fn since_ok(c: Ctx, res: Res, raw: &'static str, want: &'static [i64]) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 4).await?;
+    let id = c.with_events(res, 4).await?;
     let r = c
         .get(&format!("{}/events?since={raw}", res.path(&id)))
         .send()
@@ -793,8 +809,7 @@ async fn since_ok(c: Ctx, res: Res, raw: &'static str, want: &'static [i64]) -> 
 }
 
 async fn since_rejects(c: Ctx, res: Res, raw: &'static str) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 1).await?;
+    let id = c.with_events(res, 1).await?;
     c.get(&format!("{}/events?since={raw}", res.path(&id)))
         .send()
         .await?
@@ -804,10 +819,23 @@ async fn since_rejects(c: Ctx, res: Res, raw: &'static str) -> CheckResult {
 
 // ── bounded wait ────────────────────────────────────────────────────────────
 
+/// `since=<n>&` past a new resource's initial events; nothing for builds
+/// and repositories, which start empty.
+fn past_initial(res: Res) -> String {
+    match res.initial_events() {
+        0 => String::new(),
+        n => format!("since={n}&"),
+    }
+}
+
 async fn wait_zero(c: Ctx, res: Res) -> CheckResult {
     let id = c.create(res).await?;
     let r = c
-        .get(&format!("{}/events?wait=0", res.path(&id)))
+        .get(&format!(
+            "{}/events?{}wait=0",
+            res.path(&id),
+            past_initial(res)
+        ))
         .send()
         .await?;
     ensure!(r.json_status(200)? == json!([]), "{}", r.fail("200 []"));
@@ -820,8 +848,7 @@ async fn wait_zero(c: Ctx, res: Res) -> CheckResult {
 }
 
 async fn wait_empty_tail(c: Ctx, res: Res) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 1).await?;
+    let id = c.with_events(res, 1).await?;
     let r = c
         .get(&format!("{}/events?since=1&wait=1", res.path(&id)))
         .send()
@@ -840,8 +867,7 @@ async fn wait_empty_tail(c: Ctx, res: Res) -> CheckResult {
 }
 
 async fn wait_existing(c: Ctx, res: Res) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 2).await?;
+    let id = c.with_events(res, 2).await?;
     let r = c
         .get(&format!("{}/events?since=1&wait=5", res.path(&id)))
         .send()
@@ -863,7 +889,8 @@ async fn wait_existing(c: Ctx, res: Res) -> CheckResult {
 async fn wait_wakes(c: Ctx, res: Res) -> CheckResult {
     let id = c.create(res).await?;
     let c2 = c.clone();
-    let path = format!("{}/events?since=0&wait=5", res.path(&id));
+    let since = res.initial_events();
+    let path = format!("{}/events?since={since}&wait=5", res.path(&id));
     let reader = tokio::spawn(async move { c2.get(&path).send().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
@@ -890,8 +917,7 @@ async fn wait_wakes(c: Ctx, res: Res) -> CheckResult {
 }
 
 async fn wait_huge(c: Ctx, res: Res) -> CheckResult {
-    let id = c.create(res).await?;
-    c.append_n(res, &id, 1).await?;
+    let id = c.with_events(res, 1).await?;
     for raw in ["3600", "99999999999999999999999"] {
         let r = c
             .get(&format!("{}/events?wait={raw}", res.path(&id)))
@@ -929,7 +955,7 @@ async fn wait_unknown(c: Ctx, res: Res) -> CheckResult {
         .get(&format!("{}/events?wait=5", res.path(&id)))
         .send()
         .await?;
-    r.e404()?;
+    r.error_msg(404, "not-found", &res.unknown_msg(&id))?;
     ensure!(
         r.elapsed < Duration::from_secs(4),
         "an unknown resource must be answered immediately; took {:?}",

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{CheckResult, Registry};
+use super::{CheckResult, Failure, Registry};
 use crate::client::{Ctx, Res, same, shape};
 use crate::ensure;
 use crate::fixtures::{build_event, repo_event};
@@ -233,6 +233,7 @@ async fn validated_payload(c: Ctx, res: Res) -> CheckResult {
             payload["run"] = json!("h_conformance");
             "harvest.review.verdict"
         }
+        Res::Session => return Err(Failure::Skip("a build and repository check".into())),
     };
     let body = json!({
         "artifacts": [art("review", b"verdict")],

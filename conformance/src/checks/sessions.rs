@@ -1,12 +1,11 @@
 //! Section 5, operator sessions: create/list under a repository, get, the
 //! session event log (`session.created` as sequence 1, the closed session
-//! catalog, no `via`), event reads with lenient `since` and the strict `wait`,
+//! catalog, no `via`), event reads with lenient `since` and the strict `wait`
+//! (the build and repository checks of `builds.rs`, run on a session),
 //! artifacts, atomic deposits (placeholders inside arrays, which only the
 //! session catalog can show) and the absence of a lease family.
 //! Session-scoped streams are in `streams.rs`; the token cells in
 //! `auth_sessions.rs`.
-
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -196,8 +195,7 @@ pub fn register(r: &mut Registry) {
     r.add("s5.events.actor_kinds_per_type", "5", actor_kinds);
     r.add("s5.events.seq_per_session", "5", seq_per_session);
     r.add("s5.events.since_strictly_greater", "5", since_strict);
-    r.add("s5.events.since_lenient", "5", since_lenient);
-    r.add("s5.events.since_rejects", "5", since_rejects);
+    super::builds::register_since_checks(r, Res::Session);
     r.add("s5.events.unknown_session_404", "5", events_unknown);
     r.add("s5.events.catalog_422_appends_nothing", "5", catalog_422);
     r.add("s5.events.build_types_not_in_catalog", "5", foreign_types);
@@ -205,12 +203,7 @@ pub fn register(r: &mut Registry) {
     r.add("s5.events.via_on_human_open_422", "5", via_human_open);
     r.add("s5.events.invalid_json_400", "5", events_bad_json);
     // wait
-    r.add("s5.wait.zero_is_immediate", "5", wait_zero);
-    r.add("s5.wait.existing_event_immediate", "5", wait_existing);
-    r.add("s5.wait.wakes_on_append", "5", wait_wakes);
-    r.add("s5.wait.huge_value_clamped", "5", wait_huge);
-    r.add("s5.wait.rejects_non_digits", "5", wait_rejects);
-    r.add("s5.wait.unknown_404_at_once", "5", wait_unknown);
+    super::builds::register_wait_checks(r, Res::Session);
     // artifacts
     r.add("s5.artifacts.put_get_list", "5", artifacts_round_trip);
     r.add(
@@ -604,41 +597,6 @@ async fn since_strict(c: Ctx) -> CheckResult {
     Ok(())
 }
 
-async fn since_lenient(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    for _ in 0..3 {
-        append_session(&c, &id, &session_event("messageHuman")).await?;
-    }
-    let cases: [(&str, &[i64]); 7] = [
-        ("0x2", &[3, 4]),
-        ("2e0", &[3, 4]),
-        ("%202%20", &[3, 4]),
-        ("", &[1, 2, 3, 4]),
-        ("-1", &[1, 2, 3, 4]),
-        ("3.0", &[4]),
-        ("0b11", &[4]),
-    ];
-    for (raw, want) in cases {
-        let got = seqs_of(&session_events(&c, &id, &format!("?since={raw}")).await?);
-        ensure!(
-            got == want,
-            "since={raw:?} (JavaScript Number()): expected {want:?}; got {got:?}"
-        );
-    }
-    Ok(())
-}
-
-async fn since_rejects(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    for raw in ["abc", "NaN", "1.5", "Infinity", "2abc"] {
-        c.get(&format!("{}/events?since={raw}", session_path(&id)))
-            .send()
-            .await?
-            .e400()?;
-    }
-    Ok(())
-}
-
 async fn events_unknown(c: Ctx) -> CheckResult {
     let id = unknown_session_id();
     let msg = unknown_session_msg(&id);
@@ -808,109 +766,6 @@ async fn events_bad_json(c: Ctx) -> CheckResult {
     ensure!(
         session_seqs(&c, &id).await? == vec![1],
         "a 400-rejected write appended an event"
-    );
-    Ok(())
-}
-
-// ── wait ────────────────────────────────────────────────────────────────────
-
-async fn wait_zero(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    let r = c
-        .get(&format!("{}/events?since=1&wait=0", session_path(&id)))
-        .send()
-        .await?;
-    ensure!(r.json_status(200)? == json!([]), "{}", r.fail("200 []"));
-    ensure!(
-        r.elapsed < Duration::from_secs(3),
-        "wait=0 must not hold the request; took {:?}",
-        r.elapsed
-    );
-    Ok(())
-}
-
-async fn wait_existing(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    let r = c
-        .get(&format!("{}/events?wait=10", session_path(&id)))
-        .send()
-        .await?;
-    let v = r.json_status(200)?;
-    ensure!(
-        v.as_array().map(Vec::len) == Some(1),
-        "{}",
-        r.fail("the session.created event at once")
-    );
-    ensure!(
-        r.elapsed < Duration::from_secs(5),
-        "an event existed past since, so wait=10 must answer at once; took {:?}",
-        r.elapsed
-    );
-    Ok(())
-}
-
-async fn wait_wakes(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    let c2 = c.clone();
-    let path = format!("{}/events?since=1&wait=10", session_path(&id));
-    let reader = tokio::spawn(async move { c2.get(&path).send().await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let start = Instant::now();
-    let env = append_session(&c, &id, &session_event("messageHuman")).await?;
-    let r = reader
-        .await
-        .map_err(|e| format!("reader task failed: {e}"))??;
-    let v = r.json_status(200)?;
-    let arr = v.as_array().ok_or_else(|| r.fail("an array"))?;
-    if !arr.is_empty() {
-        same("held read result", &v, &json!([env]))?;
-        ensure!(
-            start.elapsed() < Duration::from_millis(8000),
-            "the held read returned {:?} after the append; it should wake well before the 10 s bound",
-            start.elapsed()
-        );
-    }
-    Ok(())
-}
-
-async fn wait_huge(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    for raw in ["3600", "99999999999999999999999"] {
-        let r = c
-            .get(&format!("{}/events?wait={raw}", session_path(&id)))
-            .send()
-            .await?;
-        ensure!(
-            r.json_status(200)?.as_array().map(Vec::len) == Some(1),
-            "{}",
-            r.fail("200 with the event (large waits are clamped, not rejected)")
-        );
-    }
-    Ok(())
-}
-
-async fn wait_rejects(c: Ctx) -> CheckResult {
-    let (_, id) = new_session(&c).await?;
-    for raw in ["", "%201", "1%20", "%2B1", "-1", "0x1", "1.5", "soon"] {
-        c.get(&format!("{}/events?wait={raw}", session_path(&id)))
-            .send()
-            .await?
-            .e400()?;
-    }
-    Ok(())
-}
-
-async fn wait_unknown(c: Ctx) -> CheckResult {
-    let id = unknown_session_id();
-    let r = c
-        .get(&format!("{}/events?wait=10", session_path(&id)))
-        .send()
-        .await?;
-    r.error_msg(404, "not-found", &unknown_session_msg(&id))?;
-    ensure!(
-        r.elapsed < Duration::from_secs(4),
-        "an unknown session must be answered at once; took {:?}",
-        r.elapsed
     );
     Ok(())
 }
