@@ -8,6 +8,7 @@
 //! query and wait, and no held read ever polls the database on its own.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -25,6 +26,10 @@ struct Entry {
 #[derive(Default)]
 pub struct Notifier {
     waiters: Mutex<HashMap<ResourceRef, Entry>>,
+    /// Advanced by every wake-up, before it wakes anyone (and so after the
+    /// write it announces committed): how held reads tell whether a shared
+    /// query is fresh enough for them (src/http/flights.rs).
+    epoch: AtomicU64,
 }
 
 /// A waiter's registration; dropping it unregisters.
@@ -40,8 +45,19 @@ impl Notifier {
         Self::default()
     }
 
+    /// The current wake-up epoch; a held read reads it right after
+    /// subscribing.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    fn advance(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Wake every held read currently waiting on `resource`.
     pub fn notify(&self, resource: &ResourceRef) {
+        self.advance();
         let notify = self.lock().get(resource).map(|entry| entry.notify.clone());
         if let Some(notify) = notify {
             notify.notify_waiters();
@@ -85,6 +101,7 @@ impl Notifier {
                 .filter(|e| e.sinces.keys().next().is_some_and(|s| tail > s))
                 .map(|e| e.notify.clone());
             if let Some(notify) = notify {
+                self.advance();
                 notify.notify_waiters();
                 woken += 1;
             }
@@ -145,6 +162,27 @@ mod tests {
             assert_eq!(notifier.awaited(), vec![(r("b"), 3)]);
         }
         assert!(notifier.awaited().is_empty());
+    }
+
+    #[tokio::test]
+    async fn every_wake_advances_the_epoch_before_it_wakes() {
+        let notifier = Arc::new(Notifier::new());
+        let sub = notifier.subscribe(&r("b"), 0);
+        let seen = notifier.epoch();
+        let notified = sub.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        notifier.notify(&r("b"));
+        notified.await;
+        // A woken reader always reads a later epoch than it subscribed at.
+        assert!(notifier.epoch() > seen);
+        let before_sweep = notifier.epoch();
+        assert_eq!(notifier.wake_past(&[(r("b"), 1)]), 1);
+        assert!(notifier.epoch() > before_sweep);
+        // A sweep that wakes nobody leaves it alone.
+        let idle = notifier.epoch();
+        assert_eq!(notifier.wake_past(&[(r("b"), 0)]), 0);
+        assert_eq!(notifier.epoch(), idle);
     }
 
     #[tokio::test]

@@ -1,13 +1,20 @@
 //! Single-flight queries for woken held reads: when one append wakes many
 //! readers of the same resource and `since`, one query serves them all.
 //!
-//! Freshness: a reader joins only a flight that started after it subscribed,
-//! so it never receives a result older than its subscription (and so never
-//! misses the append that woke it); otherwise it starts a new flight.
+//! Freshness is measured in the notifier's epoch ([`Notifier::epoch`]), which
+//! every wake-up advances after its write committed. A reader reads the epoch
+//! right after subscribing and joins a flight whose query started at that
+//! epoch or later. Any write the flight's query missed committed after the
+//! query started, so its wake-up advanced the epoch past the reader's and
+//! reaches the reader's subscription: the reader waits again instead of
+//! missing it. Readers woken by one append read the same epoch, so they all
+//! share one query (a per-reader tick, as before, let almost none share: each
+//! woken reader subscribed after the previous one's flight had started).
+//!
+//! [`Notifier::epoch`]: crate::notify::Notifier::epoch
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
@@ -23,27 +30,23 @@ struct Flight<T> {
 }
 
 pub struct Flights<T> {
-    ticks: AtomicU64,
     flights: Mutex<HashMap<(ResourceRef, i64), Flight<T>>>,
 }
 
 impl<T: Clone> Default for Flights<T> {
     fn default() -> Self {
         Flights {
-            ticks: AtomicU64::new(0),
             flights: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl<T: Clone> Flights<T> {
-    /// A point in this map's order of events; take it right after subscribing.
-    pub fn now(&self) -> u64 {
-        self.ticks.fetch_add(1, Ordering::SeqCst)
-    }
-
     /// The result of `fetch` for `(resource, since)`, shared with every
-    /// caller whose `subscribed` tick precedes the flight's start.
+    /// caller whose `subscribed` epoch (read after subscribing) is not past
+    /// the epoch the flight started at. A new flight starts at the caller's
+    /// own `subscribed` epoch: its query runs after that read, so it is at
+    /// least that fresh.
     pub async fn fetch<F, Fut>(
         &self,
         resource: &ResourceRef,
@@ -59,13 +62,13 @@ impl<T: Clone> Flights<T> {
         let cell = {
             let mut flights = self.lock();
             match flights.get(&key) {
-                Some(flight) if flight.started > subscribed => flight.result.clone(),
+                Some(flight) if flight.started >= subscribed => flight.result.clone(),
                 _ => {
                     let cell = Arc::new(OnceCell::new());
                     flights.insert(
                         key.clone(),
                         Flight {
-                            started: self.now(),
+                            started: subscribed,
                             result: cell.clone(),
                         },
                     );
@@ -104,14 +107,14 @@ impl<T: Clone> Flights<T> {
 mod tests {
     use super::*;
     use crate::protocol::ResourceKind;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]
-    async fn waiters_share_a_flight_that_started_after_them() {
+    async fn waiters_of_one_epoch_share_one_flight() {
         let flights: Arc<Flights<usize>> = Arc::new(Flights::default());
         let r = ResourceRef::new(ResourceKind::Build, "b");
         let calls = Arc::new(AtomicUsize::new(0));
-        let subscribed = flights.now();
+        let subscribed = 7;
         let (gate_tx, gate_rx) = tokio::sync::watch::channel(false);
         let mut readers = Vec::new();
         for _ in 0..10 {
@@ -132,26 +135,23 @@ mod tests {
         for reader in readers {
             reader.await.unwrap();
         }
-        assert!(
-            calls.load(Ordering::SeqCst) < 10,
-            "the readers shared flights"
-        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "one query for all ten");
     }
 
     #[tokio::test]
-    async fn a_later_subscriber_never_joins_an_older_flight() {
+    async fn a_subscriber_of_a_later_epoch_never_joins_an_older_flight() {
         let flights: Flights<usize> = Flights::default();
         let r = ResourceRef::new(ResourceKind::Build, "b");
         let (release, hold) = tokio::sync::oneshot::channel::<()>();
-        let early = flights.now();
+        let early = 3;
         let first = flights.fetch(&r, 0, early, || async move {
             let _ = hold.await;
             Ok(1)
         });
         tokio::pin!(first);
         assert!(futures_poll(first.as_mut()).is_none());
-        // Subscribed after the first flight started: must run its own query.
-        let late = flights.now();
+        // Subscribed after a wake-up advanced the epoch: its own query.
+        let late = early + 1;
         assert_eq!(
             flights
                 .fetch(&r, 0, late, || async { Ok(2) })

@@ -45,10 +45,11 @@ where
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let subscribed = flights.now();
+        // Read after subscribing (flights.rs says why that order matters).
+        let subscribed = state.notifier.epoch();
         // One append can wake thousands of held reads at once: readers of the
-        // same resource and `since` share one query started after they
-        // subscribed, and those queries share half the pool so the writes
+        // same resource and `since` share one query at least as fresh as their
+        // subscription, and those queries share half the pool so the writes
         // behind them still find connections.
         let current = flights
             .fetch(resource, since, subscribed, || async {
