@@ -92,7 +92,7 @@ impl<T: Clone> Flights<T> {
         }
         shared.map_err(|err| match &*err {
             StoreError::NotFound(resource) => StoreError::NotFound(resource.clone()),
-            other => StoreError::Unavailable(other.to_string()),
+            other => StoreError::Aborted(other.to_string()),
         })
     }
 

@@ -57,7 +57,7 @@ where
                     .held_requeries
                     .acquire()
                     .await
-                    .map_err(|_| StoreError::Unavailable("held-read limiter closed".into()))?;
+                    .map_err(|_| StoreError::Aborted("held-read limiter closed".into()))?;
                 fetch().await
             })
             .await?;

@@ -56,10 +56,10 @@ pub enum StoreError {
     /// The stream (its id) is closed: nothing may be appended.
     #[error("stream {0:?} is closed")]
     Closed(String),
-    /// A limiter closed, or the shared query this request waited on failed
-    /// (its error, as text).
+    /// The request's store work could not run: a limiter closed (shutdown),
+    /// or the shared query it waited on failed (that error, as text).
     #[error("{0}")]
-    Unavailable(String),
+    Aborted(String),
 }
 
 /// What closing a stream did.
