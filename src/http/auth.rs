@@ -59,7 +59,7 @@ impl Addressed {
             .store
             .get_stream(&id)
             .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(ApiError::from_backend)?
             .ok_or_else(|| unknown(&id))?;
         Ok(match stream.scope.kind {
             crate::protocol::ResourceKind::Build => Addressed::Build(stream.scope.id),

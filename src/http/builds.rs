@@ -57,7 +57,7 @@ async fn list_builds(State(state): State<SharedState>) -> ApiResult<Response> {
         .store
         .list_builds()
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(ApiError::from_backend)?;
     Ok(json(
         StatusCode::OK,
         &Value::Array(records.iter().map(|r| r.to_json()).collect()),

@@ -89,6 +89,7 @@ impl<T: Clone> Flights<T> {
         }
         shared.map_err(|err| match &*err {
             StoreError::NotFound => StoreError::NotFound,
+            StoreError::Unavailable => StoreError::Unavailable,
             other => StoreError::Corrupt(other.to_string()),
         })
     }

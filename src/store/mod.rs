@@ -53,6 +53,9 @@ pub enum StoreError {
     /// The stream is closed: nothing may be appended.
     #[error("stream is closed")]
     Closed,
+    /// The database cannot be reached (PostgreSQL outage): `503`, retry soon.
+    #[error("database unavailable")]
+    Unavailable,
 }
 
 /// What closing a stream did.
@@ -251,6 +254,10 @@ pub struct StoreOptions {
     pub pool_size: u32,
     /// Run embedded migrations on open.
     pub migrate: bool,
+    /// How long a request waits for a pooled PostgreSQL connection.
+    pub acquire_timeout: std::time::Duration,
+    /// The same while PostgreSQL is known to be unreachable.
+    pub unavailable_acquire_timeout: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -258,6 +265,8 @@ impl Default for StoreOptions {
         StoreOptions {
             pool_size: 16,
             migrate: true,
+            acquire_timeout: std::time::Duration::from_secs(10),
+            unavailable_acquire_timeout: std::time::Duration::from_millis(250),
         }
     }
 }
@@ -288,10 +297,22 @@ pub(crate) fn parse_notify_payload(payload: &str) -> Option<ResourceRef> {
 
 /// Serialise a stream chunk: `{"stream", "seq", "ts", "parts"}`.
 pub(crate) fn chunk_json(stream: &str, seq: i64, ts_ms: i64, parts_json: &str) -> String {
-    format!(
-        "{{\"stream\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"parts\":{parts_json}}}",
-        id = Value::String(stream.to_owned()),
-        ts = crate::protocol::time::format_iso(ts_ms),
+    let (head, tail) = chunk_parts(stream, ts_ms, parts_json);
+    format!("{head}{seq}{tail}")
+}
+
+/// A chunk's text before and after its `seq` digits, so that a statement
+/// assigning the sequence can store the exact text.
+pub(crate) fn chunk_parts(stream: &str, ts_ms: i64, parts_json: &str) -> (String, String) {
+    (
+        format!(
+            "{{\"stream\":{id},\"seq\":",
+            id = Value::String(stream.to_owned())
+        ),
+        format!(
+            ",\"ts\":\"{ts}\",\"parts\":{parts_json}}}",
+            ts = crate::protocol::time::format_iso(ts_ms),
+        ),
     )
 }
 
@@ -303,13 +324,26 @@ pub(crate) fn envelope_json(
     ts_ms: i64,
     event: &NewEvent,
 ) -> String {
+    let (head, tail) = envelope_parts(resource, ts_ms, event);
+    format!("{head}{seq}{tail}")
+}
+
+/// An envelope's text before and after its `seq` digits, so that a
+/// statement assigning the sequence can store the exact text.
+pub(crate) fn envelope_parts(
+    resource: &ResourceRef,
+    ts_ms: i64,
+    event: &NewEvent,
+) -> (String, String) {
     let id = Value::String(resource.id.clone());
-    format!(
-        "{{\"{key}\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
-        key = resource.kind.wire_key(),
-        ts = crate::protocol::time::format_iso(ts_ms),
-        actor = event.actor_json,
-        ty = event.type_json,
-        payload = event.payload_json,
+    (
+        format!("{{\"{key}\":{id},\"seq\":", key = resource.kind.wire_key()),
+        format!(
+            ",\"ts\":\"{ts}\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
+            ts = crate::protocol::time::format_iso(ts_ms),
+            actor = event.actor_json,
+            ty = event.type_json,
+            payload = event.payload_json,
+        ),
     )
 }
