@@ -114,6 +114,8 @@ const FAST_APPEND: &str = "WITH bumped AS (\
      SELECT $1, $2, last_seq, $5::text || last_seq::text || $6::text FROM bumped RETURNING seq) \
      SELECT (SELECT seq FROM stored) AS seq, \
      (SELECT last_seq FROM resources WHERE kind = $1 AND id = $2) AS before";
+/// How many times an append tries [`FAST_APPEND`] before the transaction.
+const FAST_APPEND_ATTEMPTS: usize = 2;
 /// A deposit's read: the resource's tail and the next revision of each kind.
 const DEPOSIT_HEADS: &str = "SELECT r.last_seq, r.updated_at, k.artifact_kind, h.next_revision \
      FROM resources r LEFT JOIN unnest($3::text[]) AS k(artifact_kind) ON true \
@@ -452,32 +454,40 @@ impl Writes for PgTx {
         event: &NewEvent,
         expected_seq: Option<i64>,
     ) -> StoreResult<Option<FastAppend>> {
-        let now = self.now();
-        let Some(conn) = self.autocommit() else {
-            return Ok(None);
-        };
-        let (head, tail) = envelope_parts(r, now, event);
-        let row = counted::<Postgres>(FAST_APPEND)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(now)
-            .bind(expected_seq)
-            .bind(&head)
-            .bind(&tail)
-            .fetch_one(conn)
-            .await?;
-        let seq: Option<i64> = row.try_get("seq")?;
-        let before: Option<i64> = row.try_get("before")?;
-        Ok(match (seq, before) {
-            (Some(seq), _) => Some(FastAppend::Appended(format!("{head}{seq}{tail}"))),
-            (None, None) => return Err(StoreError::NotFound),
-            // The statement saw this tail and refused on it, as the
-            // transaction path would have.
-            (None, Some(before)) if expected_seq.is_some_and(|e| e != before) => {
-                Some(FastAppend::Stale)
+        // Writers racing for one row may take it in another order than they
+        // read the clock: one refused for a time behind the last write tries
+        // again with a fresh reading, which has passed that write.
+        for _ in 0..FAST_APPEND_ATTEMPTS {
+            let now = self.now();
+            let Some(conn) = self.autocommit() else {
+                return Ok(None);
+            };
+            let (head, tail) = envelope_parts(r, now, event);
+            let row = counted::<Postgres>(FAST_APPEND)
+                .bind(r.kind.tag())
+                .bind(&r.id)
+                .bind(now)
+                .bind(expected_seq)
+                .bind(&head)
+                .bind(&tail)
+                .fetch_one(conn)
+                .await?;
+            let seq: Option<i64> = row.try_get("seq")?;
+            let before: Option<i64> = row.try_get("before")?;
+            match (seq, before) {
+                (Some(seq), _) => {
+                    return Ok(Some(FastAppend::Appended(format!("{head}{seq}{tail}"))));
+                }
+                (None, None) => return Err(StoreError::NotFound),
+                // The statement saw this tail and refused on it, as the
+                // transaction path would have.
+                (None, Some(before)) if expected_seq.is_some_and(|e| e != before) => {
+                    return Ok(Some(FastAppend::Stale));
+                }
+                (None, Some(_)) => {}
             }
-            (None, Some(_)) => None,
-        })
+        }
+        Ok(None)
     }
 
     async fn try_deposit(
