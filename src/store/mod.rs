@@ -335,15 +335,34 @@ pub(crate) fn envelope_parts(
     ts_ms: i64,
     event: &NewEvent,
 ) -> (String, String) {
-    let id = Value::String(resource.id.clone());
     (
-        format!("{{\"{key}\":{id},\"seq\":", key = resource.kind.wire_key()),
+        envelope_head(resource),
         format!(
-            ",\"ts\":\"{ts}\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
+            "{TS_MEMBER}{ts}{after}",
             ts = crate::protocol::time::format_iso(ts_ms),
-            actor = event.actor_json,
-            ty = event.type_json,
-            payload = event.payload_json,
+            after = envelope_after_ts(event),
         ),
+    )
+}
+
+/// What joins an envelope's `seq` digits to its `ts` text.
+pub(crate) const TS_MEMBER: &str = ",\"ts\":\"";
+
+/// An envelope's text before its `seq` digits.
+pub(crate) fn envelope_head(resource: &ResourceRef) -> String {
+    format!(
+        "{{\"{key}\":{id},\"seq\":",
+        key = resource.kind.wire_key(),
+        id = Value::String(resource.id.clone()),
+    )
+}
+
+/// An envelope's text after its `ts` text.
+pub(crate) fn envelope_after_ts(event: &NewEvent) -> String {
+    format!(
+        "\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
+        actor = event.actor_json,
+        ty = event.type_json,
+        payload = event.payload_json,
     )
 }

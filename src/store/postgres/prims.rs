@@ -17,11 +17,13 @@ use sqlx::{Postgres, Row as _, Transaction};
 
 use super::database::Database;
 use crate::clock::Clock;
+use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
 use crate::store::{
     ArtifactMeta, Lease, MakeEvent, NewArtifact, NewEvent, Record, StoreError, StoreResult,
-    StreamArtifact, StreamRecord, chunk_parts, counted, envelope_json, envelope_parts,
+    StreamArtifact, StreamRecord, TS_MEMBER, chunk_parts, counted, envelope_after_ts,
+    envelope_head, envelope_json,
 };
 
 const SELECT_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
@@ -103,17 +105,26 @@ const APPEND_CHUNK: &str = "WITH bumped AS (UPDATE streams SET last_seq = $2 WHE
 // nothing unless the row was as the transaction path requires: the caller
 // tells a refusal from a miss by the tail the statement's snapshot saw.
 
-/// Append: the tail bumped (only if `expected_seq` matches and the clock is
-/// not behind the last write) and the envelope stored, its `seq` digits
-/// joined in between the two texts the caller made.
+/// Append: the tail bumped (only if `expected_seq` matches, and the last
+/// write is less than `$7`'s length of milliseconds ahead of the clock) and
+/// the envelope stored. Its `seq` digits and its `ts` text are joined in
+/// between the texts the caller made; `$7` holds the formatted times from
+/// the clock's `$3` on, of which the statement takes the write time,
+/// `GREATEST($3, updated_at)`, as the transaction would.
 const FAST_APPEND: &str = "WITH bumped AS (\
-     UPDATE resources SET last_seq = last_seq + 1, updated_at = $3 \
-     WHERE kind = $1 AND id = $2 AND updated_at <= $3 AND ($4::bigint IS NULL OR last_seq = $4) \
-     RETURNING last_seq), \
+     UPDATE resources SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, $3) \
+     WHERE kind = $1 AND id = $2 AND updated_at < $3 + cardinality($7::text[]) \
+     AND ($4::bigint IS NULL OR last_seq = $4) \
+     RETURNING last_seq, updated_at), \
      stored AS (INSERT INTO events (kind, resource_id, seq, envelope) \
-     SELECT $1, $2, last_seq, $5::text || last_seq::text || $6::text FROM bumped RETURNING seq) \
-     SELECT (SELECT seq FROM stored) AS seq, \
+     SELECT $1, $2, last_seq, $5::text || last_seq::text || $8::text \
+     || ($7::text[])[(updated_at - $3 + 1)::int] || $6::text FROM bumped RETURNING seq) \
+     SELECT (SELECT seq FROM stored) AS seq, (SELECT updated_at FROM bumped) AS ts, \
      (SELECT last_seq FROM resources WHERE kind = $1 AND id = $2) AS before";
+/// How far behind a resource's last write the clock may be for an append to
+/// take the fast path: racing writers take the row in another order than
+/// they read the clock, by a few milliseconds.
+const FAST_APPEND_SKEW_MS: i64 = 32;
 /// How many times an append tries [`FAST_APPEND`] before the transaction.
 const FAST_APPEND_ATTEMPTS: usize = 2;
 /// A deposit's read: the resource's tail and the next revision of each kind.
@@ -457,26 +468,33 @@ impl Writes for PgTx {
         // Writers racing for one row may take it in another order than they
         // read the clock: one refused for a time behind the last write tries
         // again with a fresh reading, which has passed that write.
+        let head = envelope_head(r);
+        let after = envelope_after_ts(event);
         for _ in 0..FAST_APPEND_ATTEMPTS {
             let now = self.now();
             let Some(conn) = self.autocommit() else {
                 return Ok(None);
             };
-            let (head, tail) = envelope_parts(r, now, event);
+            let times: Vec<String> = (0..FAST_APPEND_SKEW_MS)
+                .map(|ahead| format_iso(now.saturating_add(ahead)))
+                .collect();
             let row = counted::<Postgres>(FAST_APPEND)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(now)
                 .bind(expected_seq)
                 .bind(&head)
-                .bind(&tail)
+                .bind(&after)
+                .bind(&times)
+                .bind(TS_MEMBER)
                 .fetch_one(conn)
                 .await?;
             let seq: Option<i64> = row.try_get("seq")?;
             let before: Option<i64> = row.try_get("before")?;
             match (seq, before) {
                 (Some(seq), _) => {
-                    return Ok(Some(FastAppend::Appended(format!("{head}{seq}{tail}"))));
+                    let ts: i64 = row.try_get("ts")?;
+                    return Ok(Some(FastAppend::Appended(envelope_json(r, seq, ts, event))));
                 }
                 (None, None) => return Err(StoreError::NotFound),
                 // The statement saw this tail and refused on it, as the
