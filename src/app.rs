@@ -82,6 +82,10 @@ impl App {
             pool_size: args.db.db_pool_size,
             migrate: !args.no_migrate,
             retention: retention.clone(),
+            acquire_timeout: Duration::from_millis(args.db.db_acquire_timeout_ms),
+            unavailable_acquire_timeout: Duration::from_millis(
+                args.db.db_unavailable_acquire_timeout_ms,
+            ),
         };
         let store = store::open(&args.db.database, &options, clock.clone(), notifier.clone())
             .await
@@ -201,6 +205,8 @@ async fn sweep(state: SharedState, every: Duration) {
                 Ok(tails) => {
                     state.notifier().wake_past(&tails);
                 }
+                // The store logs an outage once, when it starts.
+                Err(store::StoreError::Unavailable) => {}
                 Err(err) => tracing::warn!(error = %err, "held-read sweep failed"),
             }
         }
@@ -263,6 +269,8 @@ fn log_configuration(args: &ServeArgs, catalog: &str, retention: &store::retenti
         listen = %args.listen,
         database = %redact(&args.db.database),
         db_pool_size = args.db.db_pool_size,
+        db_acquire_timeout_ms = args.db.db_acquire_timeout_ms,
+        db_unavailable_acquire_timeout_ms = args.db.db_unavailable_acquire_timeout_ms,
         blobs = %redact(&args.blobs),
         auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
         autobuild_version = %args.autobuild_version,

@@ -77,6 +77,16 @@ pub struct DatabaseArgs {
     /// Maximum database connections (PostgreSQL pool; SQLite readers).
     #[arg(long, env = "ABSTORE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub db_pool_size: u32,
+
+    /// How long a request waits for a pooled PostgreSQL connection before
+    /// it fails (`503`), in milliseconds.
+    #[arg(long, env = "ABSTORE_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub db_acquire_timeout_ms: u64,
+
+    /// The same bound while PostgreSQL is known to be unreachable (after a
+    /// failed connect), so requests answer `503` at once during an outage.
+    #[arg(long, env = "ABSTORE_DB_UNAVAILABLE_ACQUIRE_TIMEOUT_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    pub db_unavailable_acquire_timeout_ms: u64,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -77,8 +77,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(db) => {
             let options = abstore::store::StoreOptions {
                 pool_size: 1,
-                migrate: true,
                 retention: abstore::store::retention::Retention::disabled(),
+                ..Default::default()
             };
             let clock = std::sync::Arc::new(abstore::clock::SystemClock);
             let notifier = std::sync::Arc::new(abstore::notify::Notifier::new());

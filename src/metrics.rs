@@ -84,6 +84,10 @@ fn describe() {
         "The database pool's size limit."
     );
     describe_gauge!(
+        "abstore_db_available",
+        "0 while PostgreSQL is known to be unreachable (requests answer 503), else 1."
+    );
+    describe_gauge!(
         "abstore_listen_connected",
         "1 while the PostgreSQL LISTEN connection for held-read wake-ups is up."
     );

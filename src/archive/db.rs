@@ -82,8 +82,8 @@ pub fn open_sqlite_write(path: &Path) -> anyhow::Result<rusqlite::Connection> {
 pub async fn migrate(url: &str) -> anyhow::Result<()> {
     let options = crate::store::StoreOptions {
         pool_size: 1,
-        migrate: true,
         retention: crate::store::retention::Retention::disabled(),
+        ..Default::default()
     };
     let clock = std::sync::Arc::new(crate::clock::SystemClock);
     let notifier = std::sync::Arc::new(crate::notify::Notifier::new());

@@ -35,6 +35,10 @@ pub enum ApiError {
     /// 500 internal: the detail is logged, never sent.
     #[error("internal error")]
     Internal(String),
+    /// 503 internal with `Retry-After: 1`: the database is unreachable
+    /// (logged once per outage by the store, not per request).
+    #[error("database unavailable")]
+    Unavailable,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -50,6 +54,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -62,7 +67,7 @@ impl ApiError {
             ApiError::Unauthenticated(_) | ApiError::Forbidden(_) => "auth",
             ApiError::NotFound(_) => "not-found",
             ApiError::Conflict(_) => "conflict",
-            ApiError::Internal(_) => "internal",
+            ApiError::Internal(_) | ApiError::Unavailable => "internal",
         }
     }
 
@@ -91,6 +96,7 @@ impl From<StoreError> for ApiError {
             StoreError::Closed(stream) => {
                 ApiError::Conflict(format!("stream \"{stream}\" is closed"))
             }
+            StoreError::Unavailable => ApiError::Unavailable,
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -113,6 +119,13 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let body = serde_json::json!({ "error": message, "kind": self.kind() });
-        super::json_response(self.status(), body.to_string())
+        let mut response = super::json_response(self.status(), body.to_string());
+        if matches!(self, ApiError::Unavailable) {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }

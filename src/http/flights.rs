@@ -92,6 +92,7 @@ impl<T: Clone> Flights<T> {
         }
         shared.map_err(|err| match &*err {
             StoreError::NotFound(resource) => StoreError::NotFound(resource.clone()),
+            StoreError::Unavailable => StoreError::Unavailable,
             other => StoreError::Aborted(other.to_string()),
         })
     }

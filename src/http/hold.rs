@@ -14,6 +14,11 @@ use super::flights::Flights;
 use crate::protocol::ResourceRef;
 use crate::store::StoreError;
 
+/// How long past its `wait` a held read may take to answer: its last query
+/// is cut off there, so a database that stops answering (an outage) cannot
+/// hold it longer.
+const OVERRUN: Duration = Duration::from_millis(250);
+
 /// Answer with `fetch()` as soon as `ready` holds for it, or when `wait`
 /// passes, or at shutdown. `since` is what the waiter has seen (the sweep
 /// wakes it once the resource's tail passes it).
@@ -31,15 +36,23 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
-    let first = fetch().await?;
-    if ready(&first) || wait.is_zero() || state.shutdown.is_cancelled() {
+    if wait.is_zero() {
+        return fetch().await;
+    }
+    let deadline = Instant::now() + wait;
+    // Whatever the database does, the answer leaves by here.
+    let cutoff = deadline + OVERRUN;
+    let first = tokio::time::timeout_at(cutoff, fetch())
+        .await
+        .map_err(|_| StoreError::Unavailable)??;
+    if ready(&first) || state.shutdown.is_cancelled() {
         return Ok(first);
     }
     // Beyond the cap the server answers early, as the spec allows.
     let Some(_slot) = state.held_reads.acquire(state.limits.max_held_reads) else {
         return Ok(first);
     };
-    let deadline = Instant::now() + wait;
+    let mut last = first;
     loop {
         let subscription = state.notifier.subscribe(resource, since);
         let notified = subscription.notify().notified();
@@ -51,19 +64,27 @@ where
         // same resource and `since` share one query at least as fresh as their
         // subscription, and those queries share half the pool so the writes
         // behind them still find connections.
-        let current = flights
-            .fetch(resource, since, subscribed, || async {
-                let _turn = state
-                    .held_requeries
-                    .acquire()
-                    .await
-                    .map_err(|_| StoreError::Aborted("held-read limiter closed".into()))?;
-                fetch().await
-            })
-            .await?;
+        let refetch = flights.fetch(resource, since, subscribed, || async {
+            let _turn = state
+                .held_requeries
+                .acquire()
+                .await
+                .map_err(|_| StoreError::Aborted("held-read limiter closed".into()))?;
+            fetch().await
+        });
+        let current = match tokio::time::timeout_at(cutoff, refetch).await {
+            Ok(Ok(current)) => current,
+            // The database went away mid-hold (or stopped answering): it
+            // can have taken no write since the last answer, which stands.
+            // Once the database is back, the sweep wakes this read if
+            // anything was missed.
+            Ok(Err(StoreError::Unavailable)) | Err(_) => last.clone(),
+            Ok(Err(err)) => return Err(err),
+        };
         if ready(&current) || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             return Ok(current);
         }
+        last = current;
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(deadline) => {}

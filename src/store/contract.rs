@@ -1047,6 +1047,37 @@ async fn retention_under_concurrent_reads(h: &Harness) {
     assert_eq!(revisions(&s, &b, "plan").await.len(), 20);
 }
 
+/// A clock a little or far behind the last write: the append takes the
+/// last write's time, and the stored envelope is the text returned.
+async fn appends_behind_the_clock(h: &Harness) {
+    let s = &h.store;
+    let b = build("behind");
+    s.create_build("behind", attrs()).await.unwrap();
+    h.clock.set(T0 + 10_000);
+    let mut returned = vec![s.append(&b, event(1), None).await.unwrap().unwrap()];
+    for (n, behind) in [(2, 5), (3, 31), (4, 32), (5, 3_000), (6, 0)] {
+        h.clock.set(T0 + 10_000 - behind);
+        let envelope = s.append(&b, event(n), None).await.unwrap().unwrap();
+        let ts = serde_json::from_str::<Value>(&envelope).unwrap()["ts"].clone();
+        assert_eq!(
+            ts,
+            json!(crate::protocol::time::format_iso(T0 + 10_000)),
+            "{behind} ms behind"
+        );
+        returned.push(envelope);
+    }
+    h.clock.set(T0 + 10_007);
+    returned.push(s.append(&b, event(7), Some(6)).await.unwrap().unwrap());
+    h.clock.set(T0 + 10_001);
+    returned.push(s.append(&b, event(8), Some(7)).await.unwrap().unwrap());
+    assert!(returned[7].contains(&crate::protocol::time::format_iso(T0 + 10_007)));
+    assert_eq!(s.events_since(&b, 0).await.unwrap(), returned);
+    assert_eq!(
+        s.get_record(&b).await.unwrap().unwrap().updated_at,
+        T0 + 10_007
+    );
+}
+
 async fn futures_join<T: Send + 'static>(
     handles: impl Iterator<Item = tokio::task::JoinHandle<T>>,
 ) -> Vec<T> {
@@ -1080,7 +1111,8 @@ contract!(
     mixed_batches,
     leases_by_the_clock,
     retention,
-    retention_under_concurrent_reads
+    retention_under_concurrent_reads,
+    appends_behind_the_clock
 );
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append

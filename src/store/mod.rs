@@ -60,6 +60,9 @@ pub enum StoreError {
     /// or the shared query it waited on failed (that error, as text).
     #[error("{0}")]
     Aborted(String),
+    /// The database cannot be reached (PostgreSQL outage): `503`, retry soon.
+    #[error("database unavailable")]
+    Unavailable,
 }
 
 /// What closing a stream did.
@@ -263,6 +266,10 @@ pub struct StoreOptions {
     pub migrate: bool,
     /// The artifact retention applied by puts and deposits.
     pub retention: retention::Retention,
+    /// How long a request waits for a pooled PostgreSQL connection.
+    pub acquire_timeout: std::time::Duration,
+    /// The same while PostgreSQL is known to be unreachable.
+    pub unavailable_acquire_timeout: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -271,6 +278,8 @@ impl Default for StoreOptions {
             pool_size: 16,
             migrate: true,
             retention: retention::Retention::default(),
+            acquire_timeout: std::time::Duration::from_secs(10),
+            unavailable_acquire_timeout: std::time::Duration::from_millis(250),
         }
     }
 }
@@ -301,10 +310,22 @@ pub(crate) fn parse_notify_payload(payload: &str) -> Option<ResourceRef> {
 
 /// Serialise a stream chunk: `{"stream", "seq", "ts", "parts"}`.
 pub(crate) fn chunk_json(stream: &str, seq: i64, ts_ms: i64, parts_json: &str) -> String {
-    format!(
-        "{{\"stream\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"parts\":{parts_json}}}",
-        id = Value::String(stream.to_owned()),
-        ts = crate::protocol::time::format_iso(ts_ms),
+    let (head, tail) = chunk_parts(stream, ts_ms, parts_json);
+    format!("{head}{seq}{tail}")
+}
+
+/// A chunk's text before and after its `seq` digits, so that a statement
+/// assigning the sequence can store the exact text.
+pub(crate) fn chunk_parts(stream: &str, ts_ms: i64, parts_json: &str) -> (String, String) {
+    (
+        format!(
+            "{{\"stream\":{id},\"seq\":",
+            id = Value::String(stream.to_owned())
+        ),
+        format!(
+            ",\"ts\":\"{ts}\",\"parts\":{parts_json}}}",
+            ts = crate::protocol::time::format_iso(ts_ms),
+        ),
     )
 }
 
@@ -316,11 +337,43 @@ pub(crate) fn envelope_json(
     ts_ms: i64,
     event: &NewEvent,
 ) -> String {
-    let id = Value::String(resource.id.clone());
+    let (head, tail) = envelope_parts(resource, ts_ms, event);
+    format!("{head}{seq}{tail}")
+}
+
+/// An envelope's text before and after its `seq` digits, so that a
+/// statement assigning the sequence can store the exact text.
+pub(crate) fn envelope_parts(
+    resource: &ResourceRef,
+    ts_ms: i64,
+    event: &NewEvent,
+) -> (String, String) {
+    (
+        envelope_head(resource),
+        format!(
+            "{TS_MEMBER}{ts}{after}",
+            ts = crate::protocol::time::format_iso(ts_ms),
+            after = envelope_after_ts(event),
+        ),
+    )
+}
+
+/// What joins an envelope's `seq` digits to its `ts` text.
+pub(crate) const TS_MEMBER: &str = ",\"ts\":\"";
+
+/// An envelope's text before its `seq` digits.
+pub(crate) fn envelope_head(resource: &ResourceRef) -> String {
     format!(
-        "{{\"{key}\":{id},\"seq\":{seq},\"ts\":\"{ts}\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
+        "{{\"{key}\":{id},\"seq\":",
         key = resource.kind.wire_key(),
-        ts = crate::protocol::time::format_iso(ts_ms),
+        id = Value::String(resource.id.clone()),
+    )
+}
+
+/// An envelope's text after its `ts` text.
+pub(crate) fn envelope_after_ts(event: &NewEvent) -> String {
+    format!(
+        "\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
         actor = event.actor_json,
         ty = event.type_json,
         payload = event.payload_json,

@@ -5,7 +5,10 @@
 //! Every rule lives here and nowhere else: the conditional append, the
 //! deposit composition, the lease truth table, stream close checks, chunk
 //! pruning and artifact retention. Backends only say how a primitive is
-//! stored, and may fuse statements to do it in fewer round trips.
+//! stored, and may fuse statements to do it in fewer round trips, or offer a
+//! whole operation as one statement (the `try_*` fast paths of [`Writes`]),
+//! which the operation tries first and which declines to the transaction
+//! whenever it cannot decide exactly as the transaction would.
 //!
 //! The methods are `async fn`: PostgreSQL awaits its round trips, while the
 //! SQLite implementation never pends (rusqlite is synchronous), so its writer
@@ -123,10 +126,51 @@ pub(crate) trait Reads {
     async fn ping(&mut self) -> StoreResult<()>;
 }
 
+/// What a fast-path append did.
+pub(crate) enum FastAppend {
+    /// Stored; the envelope text.
+    Appended(String),
+    /// A stale `expected_seq`: nothing written.
+    Stale,
+}
+
 /// The primitives of one write transaction.
+///
+/// The `try_*` methods are fast paths a backend may offer: the whole
+/// operation as one autocommit statement, tried before any transaction
+/// begins. They decline (`Ok(None)`, having written nothing) whenever they
+/// cannot decide exactly as the transaction path would (a clock behind the
+/// resource's last write, a concurrent writer); the transaction path then
+/// runs. The defaults always decline.
 pub(crate) trait Writes {
     /// The injected clock's current time.
     fn now(&self) -> i64;
+    /// [`append`] in one statement.
+    async fn try_append(
+        &mut self,
+        _r: &ResourceRef,
+        _event: &NewEvent,
+        _expected_seq: Option<i64>,
+    ) -> StoreResult<Option<FastAppend>> {
+        Ok(None)
+    }
+    /// [`deposit`] as one read and one statement.
+    async fn try_deposit(
+        &mut self,
+        _r: &ResourceRef,
+        _artifacts: &[NewArtifact],
+        _make_event: &MakeEvent,
+    ) -> StoreResult<Option<(String, Vec<ArtifactMeta>)>> {
+        Ok(None)
+    }
+    /// [`append_chunk`] in one statement.
+    async fn try_append_chunk(
+        &mut self,
+        _id: &str,
+        _parts_json: &str,
+    ) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
     /// Read the resource row, holding it until the transaction ends.
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>>;
     /// Insert a resource with no events; `false` when it already exists.
@@ -393,6 +437,13 @@ pub(crate) async fn append(
     event: &NewEvent,
     expected_seq: Option<i64>,
 ) -> StoreResult<Written<Option<String>>> {
+    match tx.try_append(r, event, expected_seq).await? {
+        Some(FastAppend::Appended(envelope)) => {
+            return Ok(Written::waking(Some(envelope), r.clone()));
+        }
+        Some(FastAppend::Stale) => return Ok(Written::unchanged(None)),
+        None => {}
+    }
     let row = locked(tx, r).await?;
     if expected_seq.is_some_and(|expected| expected != row.last_seq) {
         return Ok(Written::unchanged(None));
@@ -431,6 +482,17 @@ pub(crate) async fn deposit(
     make_event: &MakeEvent,
     retention: &Retention,
 ) -> StoreResult<Written<(String, Vec<ArtifactMeta>)>> {
+    // The one-statement deposit prunes nothing: a deposit of a kind the
+    // retention policy selects (rare: configuration snapshots) takes the
+    // transaction, which prunes in the same commit.
+    let retained = artifacts
+        .iter()
+        .any(|a| retention.policy.keep_for(&a.kind).is_some());
+    if !retained {
+        if let Some(done) = tx.try_deposit(r, &artifacts, make_event).await? {
+            return Ok(Written::waking(done, r.clone()));
+        }
+    }
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
     let metas = tx.insert_artifacts(r, artifacts, now).await?;
@@ -619,6 +681,10 @@ pub(crate) async fn append_chunk(
     id: &str,
     parts_json: &str,
 ) -> StoreResult<Written<String>> {
+    let wake = ResourceRef::new(ResourceKind::Stream, id);
+    if let Some(chunk) = tx.try_append_chunk(id, parts_json).await? {
+        return Ok(Written::waking(chunk, wake));
+    }
     let stream = tx
         .lock_stream(id)
         .await?
@@ -630,10 +696,7 @@ pub(crate) async fn append_chunk(
     let ts = tx.now().max(stream.created_at);
     let chunk = super::chunk_json(id, seq, ts, parts_json);
     tx.append_chunk(id, seq, &chunk).await?;
-    Ok(Written::waking(
-        chunk,
-        ResourceRef::new(ResourceKind::Stream, id),
-    ))
+    Ok(Written::waking(chunk, wake))
 }
 
 /// Close: the finalized artifact and the closed mark together, only if the

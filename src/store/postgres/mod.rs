@@ -3,6 +3,7 @@
 //! [`prims`]; each write runs in its own task so that a request dropped
 //! mid-way never cancels a transaction halfway (DESIGN decision 14).
 
+mod database;
 mod prims;
 
 use std::str::FromStr;
@@ -14,6 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+use self::database::Database;
 use self::prims::{PgRead, PgTx};
 use crate::clock::Clock;
 use crate::notify::Notifier;
@@ -39,11 +41,17 @@ const PUBLISH: &str = "SELECT pg_notify('abstore_events', p) FROM unnest($1::tex
 /// Payloads per NOTIFY statement.
 const PUBLISH_BATCH: usize = 512;
 
-/// How long a request waits for a pooled connection before failing.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A pooled connection idle this long is checked (a ping) before use; one
+/// used more recently is handed out as is, saving a round trip per request
+/// under load. A dead one then fails its statement, marking the database
+/// down if it is.
+const PING_IF_IDLE: Duration = Duration::from_secs(1);
+
+/// The LISTEN connection's reconnect delays: doubling from the first to the last.
+const LISTEN_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(1));
 
 pub struct PgStore {
-    pool: PgPool,
+    db: Arc<Database>,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
     published: tokio::sync::mpsc::UnboundedSender<String>,
@@ -67,17 +75,27 @@ impl PgStore {
             .await?;
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size.max(1))
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(connect)
+            .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_IF_IDLE {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
+            .connect_with(connect.clone())
             .await?;
         if options.migrate {
             sqlx::migrate!("migrations/postgres").run(&pool).await?;
         }
-        tokio::spawn(listen(url.to_owned(), notifier.clone()));
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));
+        let db = Arc::new(Database::new(pool, options.unavailable_acquire_timeout));
+        tokio::spawn(listen(connect, db.clone(), notifier.clone()));
         Ok(PgStore {
-            pool,
+            db,
             clock,
             notifier,
             published,
@@ -86,10 +104,11 @@ impl PgStore {
     }
 
     fn reads(&self) -> PgRead<'_> {
-        PgRead(&self.pool)
+        PgRead(&self.db)
     }
 
-    /// Run `op` in one transaction in its own task: it commits (when its
+    /// Run `op` in its own task, as one fast-path statement or in one
+    /// transaction, begun on its first primitive: it commits (when its
     /// outcome is kept) or rolls back whatever happens to the caller. After
     /// a commit, this process's held reads wake and the other replicas are
     /// told (NOTIFY, batched by one task: it takes a database-wide lock at
@@ -100,22 +119,17 @@ impl PgStore {
         T: Send + 'static,
         F: for<'a> FnOnce(&'a mut PgTx) -> OpFuture<'a, T> + Send + 'static,
     {
-        let pool = self.pool.clone();
+        let db = self.db.clone();
         let clock = self.clock.clone();
         let notifier = self.notifier.clone();
         let published = self.published.clone();
-        tokio::spawn(async move {
-            let mut tx = PgTx {
-                tx: pool.begin().await?,
-                clock,
-            };
-            // An error drops `tx`, which rolls it back.
+        let outcome = tokio::spawn(async move {
+            let mut tx = PgTx::new(db.acquire().await?, clock);
+            // An error drops `tx`, which rolls back a transaction begun.
             let written = op(&mut tx).await?;
+            tx.finish(written.keep).await?;
             if written.keep {
-                tx.tx.commit().await?;
                 written.pruned.record();
-            } else {
-                tx.tx.rollback().await?;
             }
             if let Some(resource) = &written.wake {
                 notifier.notify(resource);
@@ -126,7 +140,8 @@ impl PgStore {
             Ok(written.value)
         })
         .await
-        .map_err(|err| StoreError::Corrupt(format!("store task failed: {err}")))?
+        .map_err(|err| StoreError::Corrupt(format!("store task failed: {err}")))?;
+        self.db.settle(outcome)
     }
 }
 
@@ -153,46 +168,78 @@ async fn publish_batches(pool: PgPool, mut pending: tokio::sync::mpsc::Unbounded
 }
 
 /// The process's one LISTEN connection: fans notifications out to local
-/// held reads. sqlx's listener reconnects by itself; notifications sent
-/// while it is down are lost, which the once-a-second sweep covers.
-async fn listen(url: String, notifier: Arc<Notifier>) {
-    let mut backoff = Duration::from_millis(100);
+/// held reads. It reconnects itself (sqlx's own reconnect would wait out a
+/// pool timeout with the connection gauge still 1), backing off from 0.1 s
+/// to 1 s; `abstore_listen_connected` follows the real connection. A failed
+/// connect tells the database it is down, so requests stop waiting out the
+/// long acquire bound at once. Notifications sent while it is down are
+/// lost, which the once-a-second sweep covers.
+async fn listen(connect: PgConnectOptions, db: Arc<Database>, notifier: Arc<Notifier>) {
+    let mut backoff = LISTEN_BACKOFF.0;
+    // Logged once per loss, not once per attempt.
+    let mut quiet = false;
     loop {
-        match sqlx::postgres::PgListener::connect(&url).await {
-            Ok(mut listener) => match listener.listen(CHANNEL).await {
-                Ok(()) => {
-                    backoff = Duration::from_millis(100);
-                    metrics::gauge!("abstore_listen_connected").set(1.0);
-                    tracing::info!("LISTEN connection up");
-                    loop {
-                        match listener.try_recv().await {
-                            Ok(Some(note)) => {
-                                if let Some(resource) =
-                                    crate::store::parse_notify_payload(note.payload())
-                                {
-                                    notifier.notify(&resource);
-                                }
-                            }
-                            // The connection dropped; sqlx re-LISTENs on the next call.
-                            Ok(None) => {
-                                metrics::gauge!("abstore_listen_connected").set(0.0);
-                                tracing::warn!("LISTEN connection lost; reconnecting");
-                            }
-                            Err(err) => {
-                                tracing::warn!(error = %err, "LISTEN connection failed");
-                                break;
+        match listener(&connect).await {
+            Ok(mut listener) => {
+                db.mark_up();
+                backoff = LISTEN_BACKOFF.0;
+                quiet = false;
+                metrics::gauge!("abstore_listen_connected").set(1.0);
+                tracing::info!("LISTEN connection up");
+                let lost = loop {
+                    match listener.try_recv().await {
+                        Ok(Some(note)) => {
+                            if let Some(resource) =
+                                crate::store::parse_notify_payload(note.payload())
+                            {
+                                notifier.notify(&resource);
                             }
                         }
+                        Ok(None) => break "connection closed".to_owned(),
+                        Err(err) => break err.to_string(),
                     }
+                };
+                metrics::gauge!("abstore_listen_connected").set(0.0);
+                tracing::warn!(error = %lost, "LISTEN connection lost; reconnecting");
+                // Reconnect at once: a failure is how an outage is noticed.
+                continue;
+            }
+            Err(err) => {
+                metrics::gauge!("abstore_listen_connected").set(0.0);
+                if database::is_outage(&err) {
+                    db.mark_down(&err);
                 }
-                Err(err) => tracing::warn!(error = %err, "LISTEN failed"),
-            },
-            Err(err) => tracing::warn!(error = %err, "LISTEN connection could not connect"),
+                if !quiet {
+                    tracing::warn!(error = %err, "LISTEN connection could not connect; retrying");
+                    quiet = true;
+                }
+            }
         }
-        metrics::gauge!("abstore_listen_connected").set(0.0);
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(10));
+        backoff = (backoff * 2).min(LISTEN_BACKOFF.1);
     }
+}
+
+/// A LISTEN connection on `CHANNEL`. The connect is made directly first: a
+/// pool only reports "timed out" after retrying a refused connection.
+async fn listener(connect: &PgConnectOptions) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    use sqlx::Connection as _;
+    sqlx::PgConnection::connect_with(connect)
+        .await?
+        .close()
+        .await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(5))
+        .test_before_acquire(false)
+        .connect_lazy_with(connect.clone());
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+    // A lost connection ends `try_recv` with `Ok(None)` at once; the loop
+    // above reconnects.
+    listener.eager_reconnect(false);
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
 }
 
 #[async_trait]
@@ -204,7 +251,8 @@ impl Store for PgStore {
     }
 
     async fn list_builds(&self) -> StoreResult<Vec<Record>> {
-        ops::Reads::resources(&mut self.reads(), ResourceKind::Build).await
+        self.db
+            .settle(ops::Reads::resources(&mut self.reads(), ResourceKind::Build).await)
     }
 
     async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
@@ -217,7 +265,7 @@ impl Store for PgStore {
     }
 
     async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
-        ops::get_record(&mut self.reads(), r).await
+        self.db.settle(ops::get_record(&mut self.reads(), r).await)
     }
 
     async fn append(
@@ -234,7 +282,8 @@ impl Store for PgStore {
     }
 
     async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
-        ops::events_since(&mut self.reads(), r, since).await
+        self.db
+            .settle(ops::events_since(&mut self.reads(), r, since).await)
     }
 
     async fn put_artifact(
@@ -268,7 +317,8 @@ impl Store for PgStore {
         kind: &str,
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>> {
-        ops::get_artifact(&mut self.reads(), r, kind, rev).await
+        self.db
+            .settle(ops::get_artifact(&mut self.reads(), r, kind, rev).await)
     }
 
     async fn list_artifacts(
@@ -276,7 +326,8 @@ impl Store for PgStore {
         r: &ResourceRef,
         kind: Option<&str>,
     ) -> StoreResult<Vec<ArtifactMeta>> {
-        ops::list_artifacts(&mut self.reads(), r, kind).await
+        self.db
+            .settle(ops::list_artifacts(&mut self.reads(), r, kind).await)
     }
 
     async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
@@ -300,7 +351,8 @@ impl Store for PgStore {
     }
 
     async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        ops::tails(&mut self.reads(), resources).await
+        self.db
+            .settle(ops::tails(&mut self.reads(), resources).await)
     }
 
     async fn create_session(
@@ -318,7 +370,8 @@ impl Store for PgStore {
     }
 
     async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
-        ops::list_sessions(&mut self.reads(), repo).await
+        self.db
+            .settle(ops::list_sessions(&mut self.reads(), repo).await)
     }
 
     async fn create_stream(
@@ -335,11 +388,13 @@ impl Store for PgStore {
     }
 
     async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
-        ops::list_streams(&mut self.reads(), scope).await
+        self.db
+            .settle(ops::list_streams(&mut self.reads(), scope).await)
     }
 
     async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        ops::Reads::stream(&mut self.reads(), id).await
+        self.db
+            .settle(ops::Reads::stream(&mut self.reads(), id).await)
     }
 
     async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
@@ -349,7 +404,8 @@ impl Store for PgStore {
     }
 
     async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)> {
-        ops::read_chunks(&mut self.reads(), id, since).await
+        self.db
+            .settle(ops::read_chunks(&mut self.reads(), id, since).await)
     }
 
     async fn close_stream(
@@ -369,14 +425,14 @@ impl Store for PgStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        ops::Reads::ping(&mut self.reads()).await
+        self.db.settle(ops::Reads::ping(&mut self.reads()).await)
     }
 
     fn pool_stats(&self) -> PoolStats {
         PoolStats {
-            size: self.pool.size(),
-            idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
-            max: self.pool.options().get_max_connections(),
+            size: self.db.pool().size(),
+            idle: u32::try_from(self.db.pool().num_idle()).unwrap_or(u32::MAX),
+            max: self.db.pool().options().get_max_connections(),
         }
     }
 }

@@ -1,0 +1,145 @@
+//! The connection pool and what this process knows of PostgreSQL's
+//! availability (issue 12, item 7).
+//!
+//! After an acquire or connect failure, or a statement failing because the
+//! connection or the server went away, the database is known to be down:
+//! acquires then wait only the short `--db-unavailable-acquire-timeout-ms`
+//! (acquires already waiting switch to it too), and every failure is
+//! [`StoreError::Unavailable`] (`503`, `Retry-After: 1`). The first
+//! statement that succeeds again marks it up. The change is logged once each
+//! way (ERROR when the outage starts, INFO when it ends) and exported as the
+//! `abstore_db_available` gauge.
+
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, Postgres};
+use tokio::sync::watch;
+
+use crate::store::{StoreError, StoreResult};
+
+pub(super) struct Database {
+    /// Its acquire timeout is the bound while the database is believed up.
+    pool: PgPool,
+    /// The acquire bound while it is known down.
+    unavailable_timeout: Duration,
+    /// `true` while the database is believed up.
+    up: watch::Sender<bool>,
+}
+
+impl Database {
+    pub fn new(pool: PgPool, unavailable_timeout: Duration) -> Self {
+        metrics::gauge!("abstore_db_available").set(1.0);
+        Database {
+            pool,
+            unavailable_timeout,
+            up: watch::Sender::new(true),
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// A pooled connection, or `Unavailable` (marking the database down).
+    pub async fn acquire(&self) -> StoreResult<PoolConnection<Postgres>> {
+        let mut watcher = self.up.subscribe();
+        let acquire = self.pool.acquire();
+        tokio::pin!(acquire);
+        let result = if *watcher.borrow_and_update() {
+            // The pool bounds this by `acquire_timeout`; an outage noticed
+            // meanwhile (by another request or the LISTEN task) cuts the
+            // wait down to the short bound.
+            tokio::select! {
+                result = &mut acquire => Some(result),
+                _ = watcher.wait_for(|up| !*up) => None,
+            }
+        } else {
+            None
+        };
+        let result = match result {
+            Some(result) => result,
+            None => tokio::time::timeout(self.unavailable_timeout, acquire)
+                .await
+                .unwrap_or(Err(sqlx::Error::PoolTimedOut)),
+        };
+        result.map_err(|err| {
+            self.mark_down(&err);
+            StoreError::Unavailable
+        })
+    }
+
+    /// Record what a store operation's outcome says about the database: a
+    /// success marks it up, a connection-level failure marks it down and
+    /// becomes `Unavailable`; other errors pass unchanged.
+    pub fn settle<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
+        match result {
+            Ok(value) => {
+                self.mark_up();
+                Ok(value)
+            }
+            Err(StoreError::Backend(err)) if is_outage(&err) => {
+                self.mark_down(&err);
+                Err(StoreError::Unavailable)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    pub fn mark_down(&self, cause: &dyn std::fmt::Display) {
+        let changed = self.up.send_if_modified(|up| std::mem::replace(up, false));
+        if changed {
+            metrics::gauge!("abstore_db_available").set(0.0);
+            tracing::error!(
+                error = %cause,
+                acquire_timeout_ms = self.unavailable_timeout.as_millis(),
+                "database unavailable: answering 503 until it is back"
+            );
+        }
+    }
+
+    pub fn mark_up(&self) {
+        // The common case reads without taking the sender's write lock.
+        if *self.up.borrow() {
+            return;
+        }
+        if self.up.send_if_modified(|up| !std::mem::replace(up, true)) {
+            metrics::gauge!("abstore_db_available").set(1.0);
+            tracing::info!("database available again");
+        }
+    }
+}
+
+/// A failure of the connection or the server rather than of the statement:
+/// no connection to be had, the socket gone, or the server shutting down
+/// (SQLSTATE class 57P) or dropping the connection (class 08).
+pub(super) fn is_outage(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::BeginFailed => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_outage;
+
+    #[test]
+    fn connection_failures_are_outages_and_statement_failures_are_not() {
+        assert!(is_outage(&sqlx::Error::PoolTimedOut));
+        assert!(is_outage(&sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused
+        ))));
+        assert!(!is_outage(&sqlx::Error::RowNotFound));
+        assert!(!is_outage(&sqlx::Error::ColumnNotFound("x".into())));
+    }
+}

@@ -1,0 +1,431 @@
+//! A PostgreSQL outage through the real binary (issue 12, items 7 and 8),
+//! on a private cluster this test starts and stops itself (`initdb` and
+//! `pg_ctl` from `/usr/lib/postgresql/*/bin`; as the `postgres` user when
+//! run as root). Stopping the cluster (`pg_ctl stop -m fast`) must turn
+//! requests into quick `503 internal` answers with `Retry-After: 1`,
+//! `/readyz` into `503`, the LISTEN and availability gauges to 0, and held
+//! reads must still answer within their bound. Starting it again must
+//! recover without a restart: writes, `/readyz`, the gauges, and held reads
+//! woken by appends.
+//!
+//! Without the server binaries the test skips loudly (a failure under
+//! `CI=true`; `.ci/run` installs Debian's `postgresql` package).
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use conformance::Server;
+use serde_json::{Value, json};
+
+const VERSION: &str = "0.8.0";
+
+/// "Quickly": far under the 10 s default acquire timeout an outage used to cost.
+const QUICK: Duration = Duration::from_secs(3);
+
+/// The directory holding `initdb` and `pg_ctl`, if a server is installed.
+fn pg_bin_dir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+        .filter(|bin| bin.join("initdb").is_file() && bin.join("pg_ctl").is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A throwaway cluster on loopback; dropped, it is stopped at once.
+struct Cluster {
+    bin: PathBuf,
+    data: PathBuf,
+    log: PathBuf,
+    port: u16,
+    as_postgres: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn command(&self, program: &Path) -> std::process::Command {
+        if self.as_postgres {
+            let mut command = std::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            std::process::Command::new(program)
+        }
+    }
+
+    fn create(bin: PathBuf) -> Cluster {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        // `initdb` creates the data directory as the server's user.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let cluster = Cluster {
+            data: dir.path().join("data"),
+            log: dir.path().join("server.log"),
+            port: free_port(),
+            as_postgres: is_root(),
+            bin,
+            _dir: dir,
+        };
+        let out = cluster
+            .command(&cluster.bin.join("initdb"))
+            .args(["--auth=trust", "--username=postgres", "--no-sync", "-D"])
+            .arg(&cluster.data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cluster.start();
+        cluster
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> std::process::Output {
+        self.command(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn start(&self) {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off",
+            self.port
+        );
+        let log = self.log.to_str().unwrap();
+        let out = self.pg_ctl(&["start", "-w", "-t", "60", "-l", log, "-o", &options]);
+        assert!(
+            out.status.success(),
+            "pg_ctl start failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+
+    fn stop_fast(&self) {
+        let out = self.pg_ctl(&["stop", "-w", "-m", "fast"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl stop failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl(&["stop", "-w", "-m", "immediate"]);
+    }
+}
+
+struct Reply {
+    status: u16,
+    retry_after: Option<String>,
+    body: Value,
+    took: Duration,
+}
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    metrics: String,
+}
+
+impl Client {
+    async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        let started = Instant::now();
+        let res = request.send().await.unwrap();
+        let status = res.status().as_u16();
+        let retry_after = res
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = res.json().await.unwrap_or(Value::Null);
+        Reply {
+            status,
+            retry_after,
+            body,
+            took: started.elapsed(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+
+    /// One gauge's value on `/metrics`.
+    async fn gauge(&self, name: &str) -> Option<f64> {
+        let text = self
+            .http
+            .get(&self.metrics)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|line| line.split(['{', ' ']).next() == Some(name))
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// Poll `gauge` until it reads `want`, for at most `within`.
+    async fn gauge_becomes(&self, name: &str, want: f64, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        loop {
+            if self.gauge(name).await == Some(want) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn observation(id: &str) -> Value {
+    json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
+           "payload": {"id": id, "kind": "followup", "summary": "outage test"}})
+}
+
+/// `what` answered the outage's `503 internal` with `Retry-After: 1`, quickly.
+fn assert_unavailable(reply: &Reply, what: &str) {
+    assert_eq!(reply.status, 503, "{what}: {}", reply.body);
+    assert_eq!(reply.body["kind"], "internal", "{what}: {}", reply.body);
+    assert!(reply.body["error"].is_string(), "{what}: {}", reply.body);
+    assert_eq!(reply.retry_after.as_deref(), Some("1"), "{what}");
+    assert!(reply.took < QUICK, "{what} took {:?}", reply.took);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_postgres_outage_answers_503_quickly_and_recovers_without_a_restart() {
+    let Some(bin) = pg_bin_dir() else {
+        conformance::skip::skipped(
+            "PostgreSQL outage test",
+            "no /usr/lib/postgresql/*/bin/initdb; install Debian's postgresql package",
+        );
+        return;
+    };
+    let cluster = Cluster::create(bin);
+    let metrics_port = free_port();
+    let metrics_listen = format!("127.0.0.1:{metrics_port}");
+    let url = cluster.url();
+    let mut server = Server::start(
+        env!("CARGO_BIN_EXE_abstore"),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            &url,
+            "--blobs",
+            "memory://",
+            "--metrics-listen",
+            &metrics_listen,
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let c = Client {
+        http: {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert("x-autobuild-version", VERSION.parse().unwrap());
+            headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
+            reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .unwrap()
+        },
+        base: server.url().to_owned(),
+        metrics: format!("http://{metrics_listen}/metrics"),
+    };
+
+    // Up: a build with one event, gauges at 1.
+    assert_eq!(
+        c.post("/builds", &json!({"slug": "b", "repo": "r"}))
+            .await
+            .status,
+        201
+    );
+    let appended = c.post("/builds/b/events", &observation("o1")).await;
+    assert!(appended.status < 300, "append: {}", appended.body);
+    assert!(
+        c.gauge_becomes("abstore_listen_connected", 1.0, QUICK)
+            .await
+    );
+    assert_eq!(c.gauge("abstore_db_available").await, Some(1.0));
+
+    // A read held across the start of the outage answers within its bound.
+    let held_across = {
+        let http = c.http.clone();
+        let url = format!("{}/builds/b/events?since=1&wait=3", c.base);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let res = http.get(url).send().await.unwrap();
+            let status = res.status().as_u16();
+            (status, res.text().await.unwrap(), started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Down.
+    cluster.stop_fast();
+    let stopped = Instant::now();
+    assert_unavailable(&c.get("/builds/b/events").await, "an event read");
+    assert_unavailable(
+        &c.post("/builds/b/events", &observation("o2")).await,
+        "an append",
+    );
+    assert_unavailable(
+        &c.post("/builds", &json!({"slug": "c", "repo": "r"})).await,
+        "a build creation",
+    );
+    assert_unavailable(&c.get("/builds").await, "the build list");
+    let ready = c.get("/readyz").await;
+    assert_eq!(
+        ready.status, 503,
+        "/readyz during the outage: {}",
+        ready.body
+    );
+    assert!(ready.took < QUICK, "/readyz took {:?}", ready.took);
+    assert!(
+        c.gauge_becomes("abstore_listen_connected", 0.0, QUICK)
+            .await,
+        "abstore_listen_connected stayed 1 with the database down"
+    );
+    assert_eq!(c.gauge("abstore_db_available").await, Some(0.0));
+
+    let (status, body, took) = held_across.await.unwrap();
+    assert!(
+        took < Duration::from_millis(3000 + 250 + 500),
+        "a read held across the outage's start took {took:?} (wait=3)"
+    );
+    assert!(
+        (status == 200 && body == "[]") || status == 503,
+        "a read held across the outage's start answered {status} {body}"
+    );
+    // A read held during the outage: its bound holds too.
+    let held = c.get("/builds/b/events?since=1&wait=2").await;
+    assert!(
+        held.took < Duration::from_millis(2000 + 250 + 500),
+        "a read held during the outage took {:?}",
+        held.took
+    );
+    assert!(
+        held.status == 503 || (held.status == 200 && held.body == json!([])),
+        "a read held during the outage answered {} {}",
+        held.status,
+        held.body
+    );
+    // Still answering quickly seconds into the outage (pooled connections
+    // idle long enough to be pinged, the LISTEN task backing off).
+    tokio::time::sleep_until(tokio::time::Instant::from_std(
+        stopped + Duration::from_millis(2500),
+    ))
+    .await;
+    assert_unavailable(&c.get("/builds/b/events").await, "a later event read");
+
+    // Up again, same server process.
+    cluster.start();
+    let recovering = Instant::now();
+    let mut appended = c.post("/builds/b/events", &observation("o3")).await;
+    while appended.status >= 300 && recovering.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        appended = c.post("/builds/b/events", &observation("o3")).await;
+    }
+    assert!(
+        appended.status < 300,
+        "no append succeeded within 10 s of the database's return: {} {}",
+        appended.status,
+        appended.body
+    );
+    let ready = c.get("/readyz").await;
+    assert_eq!(ready.status, 200, "/readyz after recovery: {}", ready.body);
+    assert!(
+        c.gauge_becomes("abstore_listen_connected", 1.0, Duration::from_secs(5))
+            .await,
+        "abstore_listen_connected did not come back"
+    );
+    assert_eq!(c.gauge("abstore_db_available").await, Some(1.0));
+    let events = c.get("/builds/b/events").await;
+    let seqs: Vec<i64> = events
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 2], "the events after recovery: {}", events.body);
+
+    // A held read is woken by an append, long before its bound.
+    let held = {
+        let http = c.http.clone();
+        let url = format!("{}/builds/b/events?since=2&wait=20", c.base);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let res = http.get(url).send().await.unwrap();
+            let status = res.status().as_u16();
+            (
+                status,
+                res.json::<Value>().await.unwrap(),
+                started.elapsed(),
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(c.post("/builds/b/events", &observation("o4")).await.status < 300);
+    let (status, body, took) = held.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["seq"], 3, "the woken read: {body}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the woken read took {took:?}"
+    );
+
+    // One ERROR line when the outage started, one INFO line when it ended:
+    // not one per request.
+    server.stop().await.unwrap();
+    let log = server.stderr();
+    assert_eq!(
+        log.matches("database unavailable: answering 503").count(),
+        1,
+        "outage log lines:\n{log}"
+    );
+    assert_eq!(
+        log.matches("database available again").count(),
+        1,
+        "recovery log lines:\n{log}"
+    );
+}

@@ -1,0 +1,184 @@
+//! Statements per write on PostgreSQL (issue 11, item 2), read from
+//! `abstore_db_queries_total` through the real binary: an append and a
+//! conditional append are one statement, a stream chunk one statement after
+//! the stream's lookup, a deposit one read and one statement after the
+//! resource check; each write adds at most one `NOTIFY`. The transaction
+//! path would cost two or three more each, so these bounds fail if the fast
+//! paths stop being taken.
+//!
+//! Requests are sequential and the counter is read once it has settled, so
+//! each write's `NOTIFY` falls inside its own count; no held read makes the
+//! sweep query.
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
+
+use conformance::Server;
+use serde_json::{Value, json};
+
+mod support;
+
+const VERSION: &str = "0.8.0";
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    metrics: String,
+}
+
+impl Client {
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let res = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn queries(&self) -> f64 {
+        let text = self
+            .http
+            .get(&self.metrics)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|line| line.split(['{', ' ']).next() == Some("abstore_db_queries_total"))
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// The counter once it has stopped moving: a write's `NOTIFY` is sent
+    /// by a background task just after the response.
+    async fn settled_queries(&self) -> f64 {
+        let mut last = self.queries().await;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let now = self.queries().await;
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    /// Statements the server ran for `n` sequential `POST path body`s,
+    /// each answering `status`.
+    async fn statements(&self, n: usize, path: &str, body: &Value, status: u16) -> f64 {
+        let before = self.settled_queries().await;
+        for _ in 0..n {
+            let (got, reply) = self.post(path, body).await;
+            assert_eq!(got, status, "POST {path}: {reply}");
+        }
+        self.settled_queries().await - before
+    }
+}
+
+fn observation() -> Value {
+    json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
+           "payload": {"id": "o", "kind": "followup", "summary": "round trips"}})
+}
+
+#[tokio::test]
+async fn writes_on_postgres_take_one_statement() {
+    let Some(db) = support::pg_database("round_trips").await else {
+        return;
+    };
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics_listen = format!("127.0.0.1:{metrics_port}");
+    let server = Server::start(
+        env!("CARGO_BIN_EXE_abstore"),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            &db.url,
+            "--blobs",
+            "memory://",
+            "--metrics-listen",
+            &metrics_listen,
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let c = Client {
+        http: {
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert("x-autobuild-version", VERSION.parse().unwrap());
+            headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
+            reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .unwrap()
+        },
+        base: server.url().to_owned(),
+        metrics: format!("http://{metrics_listen}/metrics"),
+    };
+    assert_eq!(
+        c.post("/builds", &json!({"slug": "b", "repo": "r"}))
+            .await
+            .0,
+        201
+    );
+    const N: usize = 10;
+
+    let appends = c
+        .statements(N, "/builds/b/events", &observation(), 201)
+        .await;
+    assert!(
+        appends <= 2.0 * N as f64,
+        "{N} appends ran {appends} statements"
+    );
+
+    let conditional = json!({"expectedSeq": N, "event": observation()});
+    let conditionals = c
+        .statements(1, "/builds/b/events/conditional", &conditional, 201)
+        .await;
+    assert!(
+        conditionals <= 2.0,
+        "a conditional append ran {conditionals} statements"
+    );
+    let stale = c
+        .statements(1, "/builds/b/events/conditional", &conditional, 200)
+        .await;
+    assert!(
+        stale <= 1.0,
+        "a stale conditional append ran {stale} statements"
+    );
+
+    let deposit = json!({
+        "artifacts": [{"kind": "plan", "contentBase64": "cGxhbg=="}],
+        "event": {"actor": {"kind": "agent", "role": "plan", "session": "s1"},
+                  "type": "plan.completed",
+                  "payload": {"round": 1, "artifact": {"kind": "plan", "rev": -1}}}
+    });
+    let deposits = c.statements(N, "/builds/b/deposits", &deposit, 201).await;
+    assert!(
+        deposits <= 4.0 * N as f64,
+        "{N} deposits ran {deposits} statements"
+    );
+
+    let (status, stream) = c.post("/builds/b/streams", &json!({"label": "l"})).await;
+    assert_eq!(status, 201, "{stream}");
+    let chunk = json!({"parts": [{"type": "text-delta", "delta": "x"}]});
+    let path = format!("/streams/{}/chunks", stream["id"].as_str().unwrap());
+    let chunks = c.statements(N, &path, &chunk, 201).await;
+    assert!(
+        chunks <= 3.0 * N as f64,
+        "{N} chunk appends ran {chunks} statements"
+    );
+
+    drop(server);
+    let _ = db.drop_db().await;
+}
