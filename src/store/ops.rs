@@ -488,10 +488,8 @@ pub(crate) async fn deposit(
     let retained = artifacts
         .iter()
         .any(|a| retention.policy.keep_for(&a.kind).is_some());
-    if !retained {
-        if let Some(done) = tx.try_deposit(r, &artifacts, make_event).await? {
-            return Ok(Written::waking(done, r.clone()));
-        }
+    if !retained && let Some(done) = tx.try_deposit(r, &artifacts, make_event).await? {
+        return Ok(Written::waking(done, r.clone()));
     }
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
