@@ -345,15 +345,43 @@ async fn readiness_fails_when_blobs_cannot_be_written() {
     let mut server = start("sqlite::memory:", &blobs.display().to_string(), None).await;
     let base = server.url().to_owned();
     await_readiness(&base, 200).await;
+    send(&base, post("/builds", &json!({"slug": "b", "repo": "r"})))
+        .await
+        .expect(201, None, "create");
+    let http = reqwest::Client::new();
+    let put = |content: &str| {
+        http.post(format!("{base}/builds/b/artifacts"))
+            .header("x-autobuild-version", "0.8.0")
+            .header("x-autobuild-protocol-version", "2")
+            .json(&json!({"kind": "plan", "contentBase64": content}))
+            .send()
+    };
 
     // Still readable (a lookup succeeds), no longer writable.
     let unwritable = break_writes(&blobs);
     let down = await_readiness(&base, 503).await;
+    // A write that needs the blob store is refused as retryable, and
+    // commits nothing.
+    let refused = put("cmVmdXNlZA==").await.expect("put while unwritable");
+    let status = refused.status().as_u16();
+    let retry_after = refused.headers().get("retry-after").cloned();
+    let body: Value = refused.json().await.expect("JSON error body");
     drop(unwritable);
     assert_eq!(down.json()["checks"]["blobs"], "failed", "{}", down.text());
     assert_eq!(down.json()["checks"]["database"], "ok", "{}", down.text());
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(retry_after.as_ref().map(|v| v.as_bytes()), Some(&b"1"[..]));
+    assert_eq!(
+        body,
+        json!({"error": "blob store unavailable", "kind": "internal"})
+    );
+    let nothing = send(&base, get("/builds/b/artifacts?kind=plan")).await;
+    assert_eq!(nothing.expect(200, None, "read").json(), Value::Null);
 
     let up = await_readiness(&base, 200).await;
     assert_eq!(up.json()["ready"], true);
+    // The retry succeeds once the store takes writes again.
+    let retried = put("cmVmdXNlZA==").await.expect("retry");
+    assert_eq!(retried.status().as_u16(), 201);
     server.stop().await.ok();
 }

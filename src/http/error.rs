@@ -35,10 +35,11 @@ pub enum ApiError {
     /// 500 internal: the detail is logged, never sent.
     #[error("internal error")]
     Internal(String),
-    /// 503 internal with `Retry-After: 1`: the database is unreachable
-    /// (logged once per outage by the store, not per request).
-    #[error("database unavailable")]
-    Unavailable,
+    /// 503 internal with `Retry-After: 1`: what the server depends on (the
+    /// database, the blob store) cannot be reached or written right now;
+    /// the client should retry. Carries the dependency's name.
+    #[error("{0} unavailable")]
+    Unavailable(&'static str),
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -54,7 +55,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -67,8 +68,16 @@ impl ApiError {
             ApiError::Unauthenticated(_) | ApiError::Forbidden(_) => "auth",
             ApiError::NotFound(_) => "not-found",
             ApiError::Conflict(_) => "conflict",
-            ApiError::Internal(_) | ApiError::Unavailable => "internal",
+            ApiError::Internal(_) | ApiError::Unavailable(_) => "internal",
         }
+    }
+
+    /// A blob store write failed (read-only, full, deleted, credentials
+    /// revoked): nothing was committed, so the client may retry. The detail
+    /// may name paths or buckets: logged, never sent.
+    pub fn blob_write_failed(err: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %err, "blob write failed");
+        ApiError::Unavailable("blob store")
     }
 
     /// `unknown build "x"` / `unknown repo "x"`.
@@ -96,7 +105,8 @@ impl From<StoreError> for ApiError {
             StoreError::Closed(stream) => {
                 ApiError::Conflict(format!("stream \"{stream}\" is closed"))
             }
-            StoreError::Unavailable => ApiError::Unavailable,
+            // Logged once per outage by the store, not per request.
+            StoreError::Unavailable => ApiError::Unavailable("database"),
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -120,7 +130,7 @@ impl IntoResponse for ApiError {
         };
         let body = serde_json::json!({ "error": message, "kind": self.kind() });
         let mut response = super::json_response(self.status(), body.to_string());
-        if matches!(self, ApiError::Unavailable) {
+        if matches!(self, ApiError::Unavailable(_)) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

@@ -242,7 +242,7 @@ pub(super) async fn write_blobs(
             .blobs
             .put(&p.artifact.blob_ref, p.bytes)
             .await
-            .map_err(|err| ApiError::Internal(format!("blob write failed: {err}")))?;
+            .map_err(ApiError::blob_write_failed)?;
         artifacts.push(p.artifact);
     }
     Ok(artifacts)

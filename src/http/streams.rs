@@ -265,7 +265,7 @@ async fn finalize(
         .blobs
         .put(&blob_ref, document)
         .await
-        .map_err(|e| ApiError::Internal(format!("blob write failed: {e}")))?;
+        .map_err(ApiError::blob_write_failed)?;
     let mut metadata = Map::new();
     metadata.insert("streamId".into(), stream.id.clone().into());
     metadata.insert("label".into(), stream.label.clone().into());
