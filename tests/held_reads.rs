@@ -16,17 +16,9 @@ use conformance::scratch_pg::{self, ScratchDb};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const VERSION: &str = "0.8.0";
+mod support;
 
-fn client() -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("x-autobuild-version", VERSION.parse().unwrap());
-    headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .unwrap()
-}
+use support::client;
 
 async fn post(c: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
     let res = c.post(url).json(&body).send().await.unwrap();
@@ -285,12 +277,7 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
         .map_or_else(|| "sqlite::memory:".to_owned(), |db| db.url.clone());
     let (_child, url, metrics_url) = start_with_metrics(&database).await;
     let c = reqwest::Client::builder()
-        .default_headers({
-            let mut h = reqwest::header::HeaderMap::new();
-            h.insert("x-autobuild-version", VERSION.parse().unwrap());
-            h.insert("x-autobuild-protocol-version", "2".parse().unwrap());
-            h
-        })
+        .default_headers(support::identity_headers())
         .pool_max_idle_per_host(2000)
         .build()
         .unwrap();

@@ -16,10 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use conformance::Server;
 use serde_json::{Value, json};
 
-const VERSION: &str = "0.8.0";
+mod support;
 
 /// "Quickly": far under the 10 s default acquire timeout an outage used to cost.
 const QUICK: Duration = Duration::from_secs(3);
@@ -40,14 +39,6 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A throwaway cluster on loopback; dropped, it is stopped at once.
@@ -79,7 +70,7 @@ impl Cluster {
         let cluster = Cluster {
             data: dir.path().join("data"),
             log: dir.path().join("server.log"),
-            port: free_port(),
+            port: support::free_port(),
             as_postgres: is_root(),
             bin,
             _dir: dir,
@@ -239,37 +230,12 @@ async fn a_postgres_outage_answers_503_quickly_and_recovers_without_a_restart() 
         return;
     };
     let cluster = Cluster::create(bin);
-    let metrics_port = free_port();
-    let metrics_listen = format!("127.0.0.1:{metrics_port}");
     let url = cluster.url();
-    let mut server = Server::start(
-        env!("CARGO_BIN_EXE_abstore"),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            &url,
-            "--blobs",
-            "memory://",
-            "--metrics-listen",
-            &metrics_listen,
-        ],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let (mut server, metrics) = support::start_with_metrics(&url).await;
     let c = Client {
-        http: {
-            let mut headers = reqwest::header::HeaderMap::new();
-            headers.insert("x-autobuild-version", VERSION.parse().unwrap());
-            headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
-            reqwest::Client::builder()
-                .default_headers(headers)
-                .build()
-                .unwrap()
-        },
+        http: support::client(),
         base: server.url().to_owned(),
-        metrics: format!("http://{metrics_listen}/metrics"),
+        metrics,
     };
 
     // Up: a build with one event, gauges at 1.

@@ -12,12 +12,9 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
 
-use conformance::Server;
 use serde_json::{Value, json};
 
 mod support;
-
-const VERSION: &str = "0.8.0";
 
 struct Client {
     http: reqwest::Client,
@@ -90,40 +87,11 @@ async fn writes_on_postgres_take_one_statement() {
     let Some(db) = support::pg_database("round_trips").await else {
         return;
     };
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let metrics_listen = format!("127.0.0.1:{metrics_port}");
-    let server = Server::start(
-        env!("CARGO_BIN_EXE_abstore"),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            &db.url,
-            "--blobs",
-            "memory://",
-            "--metrics-listen",
-            &metrics_listen,
-        ],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let (server, metrics) = support::start_with_metrics(&db.url).await;
     let c = Client {
-        http: {
-            let mut headers = reqwest::header::HeaderMap::new();
-            headers.insert("x-autobuild-version", VERSION.parse().unwrap());
-            headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
-            reqwest::Client::builder()
-                .default_headers(headers)
-                .build()
-                .unwrap()
-        },
+        http: support::client(),
         base: server.url().to_owned(),
-        metrics: format!("http://{metrics_listen}/metrics"),
+        metrics,
     };
     assert_eq!(
         c.post("/builds", &json!({"slug": "b", "repo": "r"}))

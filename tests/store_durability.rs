@@ -13,17 +13,9 @@ use conformance::Server;
 use conformance::scratch_pg;
 use serde_json::{Value, json};
 
-const VERSION: &str = "0.8.0";
+mod support;
 
-fn client() -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("x-autobuild-version", VERSION.parse().unwrap());
-    headers.insert("x-autobuild-protocol-version", "2".parse().unwrap());
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .build()
-        .unwrap()
-}
+use support::client;
 
 fn observation(id: &str) -> Value {
     json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",

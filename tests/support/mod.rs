@@ -19,6 +19,57 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
 }
 
+/// The protocol's identity headers, for `reqwest` clients.
+pub fn identity_headers() -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        "x-autobuild-version",
+        reqwest::header::HeaderValue::from_static(VERSION),
+    );
+    headers.insert(
+        "x-autobuild-protocol-version",
+        reqwest::header::HeaderValue::from_static(PROTOCOL),
+    );
+    headers
+}
+
+/// A `reqwest` client that sends the identity headers with every request.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .default_headers(identity_headers())
+        .build()
+        .expect("reqwest client")
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `abstore serve` on `database` with `memory://` blobs and Prometheus
+/// metrics on a port of their own; returns the server and the metrics URL.
+pub async fn start_with_metrics(database: &str) -> (conformance::Server, String) {
+    let metrics_listen = format!("127.0.0.1:{}", free_port());
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        database,
+        "--blobs",
+        "memory://",
+        "--metrics-listen",
+        &metrics_listen,
+    ];
+    let server = conformance::Server::start(bin(), &args)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"));
+    (server, format!("http://{metrics_listen}/metrics"))
+}
+
 /// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
 pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conformance::Server {
     let mut args = vec![
