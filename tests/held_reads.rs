@@ -235,22 +235,6 @@ async fn shutdown_answers_held_reads_and_exits_cleanly() {
     assert!(exit.success(), "exit status {exit:?}");
 }
 
-/// Read one counter or gauge (summed over its label sets) from `/metrics`.
-async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> f64 {
-    let text = c
-        .get(metrics_url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|line| line.split(['{', ' ']).next() == Some(name))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Start abstore with metrics; returns (child, base URL, metrics URL).
 async fn start_with_metrics(database: &str) -> (tokio::process::Child, String, String) {
     let (child, mut lines) =
@@ -307,7 +291,11 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
     // Let every read reach its wait, then count queries over a quiet window.
     let held = async {
         loop {
-            if metric(&c, &metrics_url, "abstore_held_reads_in_flight").await >= READS as f64 {
+            if support::metric(&c, &metrics_url, "abstore_held_reads_in_flight")
+                .await
+                .unwrap_or(0.0)
+                >= READS as f64
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -318,10 +306,14 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second() {
         .expect("all reads held");
     // A read counts as held just before its second query; let those finish.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = metric(&c, &metrics_url, "abstore_db_queries_total").await;
+    let before = support::metric(&c, &metrics_url, "abstore_db_queries_total")
+        .await
+        .unwrap_or(0.0);
     let window = Duration::from_secs(4);
     tokio::time::sleep(window).await;
-    let after = metric(&c, &metrics_url, "abstore_db_queries_total").await;
+    let after = support::metric(&c, &metrics_url, "abstore_db_queries_total")
+        .await
+        .unwrap_or(0.0);
     let per_second = (after - before) / window.as_secs_f64();
     eprintln!("1,000 held reads: {per_second:.1} database queries per second");
     assert!(per_second <= 5.0, "held reads cost {per_second} queries/s");
@@ -395,7 +387,12 @@ async fn metrics_are_served_separately_without_ids_in_labels() {
         assert!(text.contains(series), "{series} missing from:\n{text}");
     }
     // The client's keep-alive connection is still open.
-    assert!(metric(&c, &metrics_url, "abstore_connections_open").await >= 1.0);
+    assert!(
+        support::metric(&c, &metrics_url, "abstore_connections_open")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
     assert!(text.contains("route=\"/builds/{id}/events\""), "{text}");
     assert!(
         !text.contains("secret-slug-123"),

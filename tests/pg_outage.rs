@@ -177,18 +177,7 @@ impl Client {
 
     /// One gauge's value on `/metrics`.
     async fn gauge(&self, name: &str) -> Option<f64> {
-        let text = self
-            .http
-            .get(&self.metrics)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find(|line| line.split(['{', ' ']).next() == Some(name))
-            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        support::metric(&self.http, &self.metrics, name).await
     }
 
     /// Poll `gauge` until it reads `want`, for at most `within`.

@@ -36,18 +36,8 @@ impl Client {
     }
 
     async fn queries(&self) -> f64 {
-        let text = self
-            .http
-            .get(&self.metrics)
-            .send()
+        support::metric(&self.http, &self.metrics, "abstore_db_queries_total")
             .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find(|line| line.split(['{', ' ']).next() == Some("abstore_db_queries_total"))
-            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
             .unwrap_or(0.0)
     }
 

@@ -70,6 +70,25 @@ pub async fn start_with_metrics(database: &str) -> (conformance::Server, String)
     (server, format!("http://{metrics_listen}/metrics"))
 }
 
+/// One counter or gauge on a Prometheus `/metrics` page, summed over its
+/// label sets; `None` when the page does not carry it.
+pub async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> Option<f64> {
+    let text = c
+        .get(metrics_url)
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics page");
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|line| line.split(['{', ' ']).next() == Some(name))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
 /// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
 pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conformance::Server {
     let mut args = vec![
