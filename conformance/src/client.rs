@@ -258,6 +258,16 @@ impl Ctx {
     }
 
     /// Sequence numbers of all events.
+    /// Fails with `what` unless the resource has no events: a refused write
+    /// appends nothing.
+    pub async fn no_events(&self, res: Res, id: &str, what: &str) -> Result<(), String> {
+        if self.seqs(res, id).await?.is_empty() {
+            Ok(())
+        } else {
+            Err(what.to_string())
+        }
+    }
+
     pub async fn seqs(&self, res: Res, id: &str) -> Result<Vec<i64>, String> {
         Ok(self
             .events(res, id, "")

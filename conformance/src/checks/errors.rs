@@ -12,79 +12,93 @@ use crate::fixtures::{
 };
 use crate::util::enc;
 
+/// Invalid JSON on a collection route: check name, (path, body). Each is
+/// `400 validation` "request body is not valid JSON".
+const INVALID_JSON: [(&str, (&str, &str)); 4] = [
+    ("invalid_json_create_build", ("/builds", "{\"slug\":")),
+    ("invalid_json_ensure_repo", ("/repos", "repo=x")),
+    ("empty_body", ("/builds", "")),
+    ("trailing_garbage", ("/builds", TRAILING_GARBAGE)),
+];
+const TRAILING_GARBAGE: &str = "{\"slug\":\"conf-trailing\",\"repo\":\"a/b\"} x";
+
+/// Invalid JSON on a route of an existing resource: check name, (resource,
+/// route tail, body). The same 400, and no event is written.
+const INVALID_JSON_ON_RESOURCE: [(&str, (Res, &str, &str)); 2] = [
+    ("invalid_json_append", (Res::Build, "events", APPEND_CUT)),
+    (
+        "invalid_json_artifact_put",
+        (Res::Repo, "artifacts", "{kind: plan}"),
+    ),
+];
+const APPEND_CUT: &str = "{\"actor\": {\"kind\": \"kernel\"},";
+
+/// An unrouted request: method, path, and the exact 404 message (`None`:
+/// any `no route: <method> …`).
+type NoRoute = (&'static str, &'static str, Option<&'static str>);
+
+/// Unrouted method and path: check name, request.
+const NO_ROUTE: [(&str, NoRoute); 4] = [
+    ("get_nope", ("GET", "/nope", Some("no route: GET /nope"))),
+    (
+        "delete_builds",
+        ("DELETE", "/builds", Some("no route: DELETE /builds")),
+    ),
+    ("put_repos", ("PUT", "/repos", Some("no route: PUT /repos"))),
+    ("post_health", ("POST", "/health", None)),
+];
+
+/// Unrouted method or tail on an existing resource: check name, (resource,
+/// method, tail; empty: the resource itself). 404 `no route: <method> …`.
+const RESOURCE_NO_ROUTE: [(&str, (Res, &str, &str)); 5] = [
+    ("unknown_build_subroute", (Res::Build, "GET", "nope")),
+    ("unknown_repo_subroute", (Res::Repo, "GET", "nope")),
+    ("delete_build", (Res::Build, "DELETE", "")),
+    ("get_on_post_only_route", (Res::Build, "GET", "lease/claim")),
+    (
+        "post_on_get_only_route",
+        (Res::Repo, "POST", "artifact-list"),
+    ),
+];
+
+/// Event bodies failing the wire schema, appended to a build and to a
+/// repository: name, body. Each is 400 and writes nothing.
+const EVENT_SCHEMA: [(&str, &str); 5] = [
+    (
+        "type_missing",
+        r#"{"actor":{"kind":"kernel"},"payload":{}}"#,
+    ),
+    (
+        "type_empty",
+        r#"{"actor":{"kind":"kernel"},"type":"","payload":{}}"#,
+    ),
+    (
+        "type_not_string",
+        r#"{"actor":{"kind":"kernel"},"type":5,"payload":{}}"#,
+    ),
+    ("body_array", "[]"),
+    ("body_string", r#""observation.recorded""#),
+];
+
+/// A human actor's `via`, accepted: check name, build-event fixture.
+const VIA_ACCEPTED: [(&str, &str); 2] = [
+    ("human_via_session_accepted", "pauseRequestedViaSession"),
+    ("human_via_mcp_accepted", "pauseRequestedViaMcp"),
+];
+
 pub fn register(r: &mut Registry) {
-    r.add("s9.json.invalid_json_create_build", "9", |c| {
-        invalid_json(c, "/builds".into(), "{\"slug\":")
+    r.rows("s9.json.", "9", INVALID_JSON, |c, (path, body)| {
+        invalid_json(c, path.into(), body)
     });
-    r.add("s9.json.invalid_json_ensure_repo", "9", |c| {
-        invalid_json(c, "/repos".into(), "repo=x")
-    });
-    r.add("s9.json.empty_body", "9", |c| {
-        invalid_json(c, "/builds".into(), "")
-    });
-    r.add("s9.json.trailing_garbage", "9", |c| {
-        invalid_json(
-            c,
-            "/builds".into(),
-            "{\"slug\":\"conf-trailing\",\"repo\":\"a/b\"} x",
-        )
-    });
-    r.add("s9.json.invalid_json_append", "9", invalid_json_append);
-    r.add("s9.json.invalid_json_artifact_put", "9", invalid_json_put);
+    r.rows("s9.json.", "9", INVALID_JSON_ON_RESOURCE, invalid_json_on);
 
-    for (name, body) in [
-        (
-            "type_missing",
-            json!({"actor": {"kind": "kernel"}, "payload": {}}),
-        ),
-        (
-            "type_empty",
-            json!({"actor": {"kind": "kernel"}, "type": "", "payload": {}}),
-        ),
-        (
-            "type_not_string",
-            json!({"actor": {"kind": "kernel"}, "type": 5, "payload": {}}),
-        ),
-        ("body_array", json!([])),
-        ("body_string", json!("observation.recorded")),
-    ] {
-        for res in [Res::Build, Res::Repo] {
-            let body = body.clone();
-            r.add(
-                format!("s9.schema.event_{name}_{}", res.key()),
-                "9",
-                move |c| event_schema(c, res, body.clone()),
-            );
-        }
-    }
+    let schema_rows = EVENT_SCHEMA.into_iter().flat_map(|(name, body)| {
+        [Res::Build, Res::Repo].map(|res| (format!("{name}_{}", res.key()), (res, body)))
+    });
+    r.rows("s9.schema.event_", "9", schema_rows, event_schema);
 
-    r.add("s9.route.get_nope", "9", |c| {
-        no_route(c, "GET", "/nope", Some("no route: GET /nope"))
-    });
-    r.add("s9.route.delete_builds", "9", |c| {
-        no_route(c, "DELETE", "/builds", Some("no route: DELETE /builds"))
-    });
-    r.add("s9.route.put_repos", "9", |c| {
-        no_route(c, "PUT", "/repos", Some("no route: PUT /repos"))
-    });
-    r.add("s9.route.post_health", "9", |c| {
-        no_route(c, "POST", "/health", None)
-    });
-    r.add("s9.route.unknown_build_subroute", "9", |c| {
-        resource_no_route(c, Res::Build, "GET", "nope")
-    });
-    r.add("s9.route.unknown_repo_subroute", "9", |c| {
-        resource_no_route(c, Res::Repo, "GET", "nope")
-    });
-    r.add("s9.route.delete_build", "9", |c| {
-        resource_no_route(c, Res::Build, "DELETE", "")
-    });
-    r.add("s9.route.get_on_post_only_route", "9", |c| {
-        resource_no_route(c, Res::Build, "GET", "lease/claim")
-    });
-    r.add("s9.route.post_on_get_only_route", "9", |c| {
-        resource_no_route(c, Res::Repo, "POST", "artifact-list")
-    });
+    r.rows("s9.route.", "9", NO_ROUTE, no_route);
+    r.rows("s9.route.", "9", RESOURCE_NO_ROUTE, resource_no_route);
 
     for name in invalid_build_names() {
         r.add(format!("s9.catalog.build_{name}"), "9", move |c| {
@@ -96,12 +110,7 @@ pub fn register(r: &mut Registry) {
             catalog_case(c, Res::Repo, invalid_repo(&name))
         });
     }
-    r.add("s2.actor.human_via_session_accepted", "2", |c| {
-        via_ok(c, "pauseRequestedViaSession")
-    });
-    r.add("s2.actor.human_via_mcp_accepted", "2", |c| {
-        via_ok(c, "pauseRequestedViaMcp")
-    });
+    r.rows("s2.actor.", "2", VIA_ACCEPTED, via_ok);
     r.add(
         "s2.actor.agent_and_optional_payload_fields",
         "2",
@@ -114,12 +123,9 @@ pub fn register(r: &mut Registry) {
         rejected_writes_nothing,
     );
 
-    r.add("s9.order.unknown_build_before_body", "9", |c| {
-        unknown_before_body(c, Res::Build)
-    });
-    r.add("s9.order.unknown_repo_before_body", "9", |c| {
-        unknown_before_body(c, Res::Repo)
-    });
+    let by_res =
+        [Res::Build, Res::Repo].map(|res| (format!("unknown_{}_before_body", res.key()), res));
+    r.rows("s9.order.", "9", by_res, unknown_before_body);
     r.add(
         "s9.order.body_schema_before_catalog",
         "9",
@@ -133,51 +139,28 @@ async fn invalid_json(c: Ctx, path: String, body: &'static str) -> CheckResult {
     Ok(())
 }
 
-async fn invalid_json_append(c: Ctx) -> CheckResult {
-    let (slug, _) = c.new_build().await?;
-    invalid_json(
-        c.clone(),
-        format!("/builds/{}/events", enc(&slug)),
-        "{\"actor\": {\"kind\": \"kernel\"},",
-    )
-    .await?;
-    ensure!(
-        c.seqs(Res::Build, &slug).await?.is_empty(),
-        "an invalid-JSON append wrote an event"
-    );
-    Ok(())
-}
-
-async fn invalid_json_put(c: Ctx) -> CheckResult {
-    let (id, _) = c.new_repo().await?;
-    invalid_json(
-        c.clone(),
-        format!("/repos/{}/artifacts", enc(&id)),
-        "{kind: plan}",
-    )
-    .await?;
-    Ok(())
-}
-
-async fn event_schema(c: Ctx, res: Res, body: serde_json::Value) -> CheckResult {
+async fn invalid_json_on(c: Ctx, (res, tail, body): (Res, &str, &'static str)) -> CheckResult {
     let id = c.create(res).await?;
-    c.post(&format!("{}/events", res.path(&id)), &body)
-        .send()
-        .await?
-        .e400()?;
-    ensure!(
-        c.seqs(res, &id).await?.is_empty(),
-        "a 400-rejected append wrote an event"
-    );
+    invalid_json(c.clone(), format!("{}/{tail}", res.path(&id)), body).await?;
+    c.no_events(
+        res,
+        &id,
+        &format!("an invalid-JSON {} {tail} wrote an event", res.key()),
+    )
+    .await?;
     Ok(())
 }
 
-async fn no_route(
-    c: Ctx,
-    method: &'static str,
-    path: &'static str,
-    exact: Option<&'static str>,
-) -> CheckResult {
+async fn event_schema(c: Ctx, (res, body): (Res, &'static str)) -> CheckResult {
+    let id = c.create(res).await?;
+    let path = format!("{}/events", res.path(&id));
+    c.post_raw(&path, body).send().await?.e400()?;
+    c.no_events(res, &id, "a 400-rejected append wrote an event")
+        .await?;
+    Ok(())
+}
+
+async fn no_route(c: Ctx, (method, path, exact): NoRoute) -> CheckResult {
     let r = c.call(method, path).raw("{}").send().await?;
     let msg = r.e404()?;
     let want = exact
@@ -195,12 +178,7 @@ async fn no_route(
     Ok(())
 }
 
-async fn resource_no_route(
-    c: Ctx,
-    res: Res,
-    method: &'static str,
-    tail: &'static str,
-) -> CheckResult {
+async fn resource_no_route(c: Ctx, (res, method, tail): (Res, &str, &str)) -> CheckResult {
     let id = c.create(res).await?;
     let path = if tail.is_empty() {
         res.path(&id)
@@ -228,11 +206,12 @@ async fn catalog_case(c: Ctx, res: Res, case: InvalidCase) -> CheckResult {
             .send()
             .await?
             .error(403, "auth")?;
-        ensure!(
-            c.seqs(res, &id).await?.is_empty(),
-            "a 403-rejected append ({}) wrote an event",
-            case.name
-        );
+        c.no_events(
+            res,
+            &id,
+            &format!("a 403-rejected append ({}) wrote an event", case.name),
+        )
+        .await?;
         return Ok(());
     };
     let r = w.post(&path, &case.event).send().await?;
@@ -258,11 +237,12 @@ async fn catalog_case(c: Ctx, res: Res, case: InvalidCase) -> CheckResult {
             r.fail(format!("422 with error containing {needle:?}"))
         );
     }
-    ensure!(
-        c.seqs(res, &id).await?.is_empty(),
-        "a 422-rejected append ({}) wrote an event",
-        case.name
-    );
+    c.no_events(
+        res,
+        &id,
+        &format!("a 422-rejected append ({}) wrote an event", case.name),
+    )
+    .await?;
     Ok(())
 }
 

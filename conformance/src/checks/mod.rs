@@ -114,6 +114,28 @@ impl Registry {
         self.push(id.into(), section, true, f);
     }
 
+    /// Registers one check per table row: `(name, row)` becomes the check
+    /// `{prefix}{name}` running `f(ctx, row)`.
+    pub fn rows<N, T, F, Fut>(
+        &mut self,
+        prefix: &str,
+        section: &str,
+        rows: impl IntoIterator<Item = (N, T)>,
+        f: F,
+    ) where
+        N: std::fmt::Display,
+        T: Clone + Send + Sync + 'static,
+        F: Fn(Ctx, T) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = CheckResult> + Send + 'static,
+    {
+        for (name, row) in rows {
+            let f = f.clone();
+            self.add(format!("{prefix}{name}"), section, move |c| {
+                f(c, row.clone())
+            });
+        }
+    }
+
     fn push<F, Fut>(&mut self, id: String, section: &str, clock: bool, f: F)
     where
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,

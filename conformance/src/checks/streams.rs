@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::builds::{SINCE_LENIENT, SINCE_REJECTED, WAIT_REJECTED};
 use super::sessions::{create_session, unknown_session_id};
 use super::{CheckResult, Registry};
 use crate::client::{Ctx, Res, Resp, same, shape, time_of};
@@ -896,10 +897,8 @@ async fn append_seqs(c: Ctx) -> CheckResult {
         "the first append to a second stream of the same build: expected seq 1; got {ch}"
     );
     // Stream chunks are not events.
-    ensure!(
-        c.seqs(Res::Build, &id).await?.is_empty(),
-        "stream appends appended build events"
-    );
+    c.no_events(Res::Build, &id, "stream appends appended build events")
+        .await?;
     Ok(())
 }
 
@@ -1175,18 +1174,13 @@ async fn read_since(c: Ctx) -> CheckResult {
     Ok(())
 }
 
+/// The lenient `since` rows of sections 3–5 on the chunk read. The table's
+/// expectations are for 4 items; this stream holds 3, so a row expects the
+/// seqs of its expectation that the stream has.
 async fn read_since_lenient(c: Ctx) -> CheckResult {
     let sid = three_chunks(&c).await?;
-    let cases: [(&str, &[i64]); 7] = [
-        ("0x1", &[2, 3]),
-        ("1e0", &[2, 3]),
-        ("%201%20", &[2, 3]),
-        ("", &[1, 2, 3]),
-        ("-5", &[1, 2, 3]),
-        ("2.0", &[3]),
-        ("0o2", &[3]),
-    ];
-    for (raw, want) in cases {
+    for (_, (raw, want)) in SINCE_LENIENT {
+        let want: Vec<i64> = want.iter().copied().filter(|&seq| seq <= 3).collect();
         let rd = read(&c, &top_path(&sid), &format!("?since={raw}")).await?;
         ensure!(
             chunk_seqs(&rd) == want,
@@ -1199,7 +1193,7 @@ async fn read_since_lenient(c: Ctx) -> CheckResult {
 
 async fn read_since_rejects(c: Ctx) -> CheckResult {
     let (_, sid) = fresh_stream(&c, Scope::Build).await?;
-    for raw in ["abc", "1.5", "NaN", "Infinity", "0x"] {
+    for (_, raw) in SINCE_REJECTED {
         c.get(&format!("{}/chunks?since={raw}", top_path(&sid)))
             .send()
             .await?
@@ -1211,9 +1205,7 @@ async fn read_since_rejects(c: Ctx) -> CheckResult {
 async fn read_wait_rejects(c: Ctx) -> CheckResult {
     let (id, sid) = fresh_stream(&c, Scope::Repo).await?;
     for base in [top_path(&sid), stream_path(Scope::Repo, &id, &sid)] {
-        for raw in [
-            "", "%201", "1%20", "%2B1", "-1", "0x1", "1.5", "1e1", "soon",
-        ] {
+        for (_, raw) in WAIT_REJECTED {
             let r = c.get(&format!("{base}/chunks?wait={raw}")).send().await?;
             r.e400()?;
             ensure!(
