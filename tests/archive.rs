@@ -11,39 +11,16 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use abstore::blobs::{Blobs, blob_ref};
 use conformance::util::{b64, enc, random_hex};
 use conformance::{Ctx, Res, Server, all_checks, run_checks};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
+use support::{run as abstore, run_ok as ok};
 
 const CLOCK: &str = "2026-07-15T12:00:00.000Z";
 const VERSION: &str = "0.8.0";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_abstore")
-}
-
-/// Runs `abstore args…`; returns (success, stdout, stderr).
-fn abstore(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .output()
-        .expect("run abstore");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(args: &[&str]) -> String {
-    let (ok, stdout, stderr) = abstore(args);
-    assert!(ok, "abstore {args:?} failed:\n{stderr}");
-    stdout
-}
 
 fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
@@ -54,20 +31,7 @@ fn s(path: &Path) -> &str {
 }
 
 async fn serve(database: &str, blobs: &str) -> Server {
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        blobs,
-        "--test-clock",
-        CLOCK,
-    ];
-    Server::start(bin(), &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
+    support::start_with_args(database, blobs, &["--test-clock", CLOCK]).await
 }
 
 fn ctx(server: &Server) -> Ctx {

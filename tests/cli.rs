@@ -1,19 +1,9 @@
 //! The command line as operators use it: `catalog check`, startup failures
 //! that must be clear one-line errors, and `migrate`.
 
-use std::process::Command;
+mod support;
 
-fn abstore(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_abstore"))
-        .args(args)
-        .output()
-        .expect("run abstore");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use support::run as abstore;
 
 fn embedded_catalogs() -> String {
     format!("{}/catalog/catalogs", env!("CARGO_MANIFEST_DIR"))

@@ -10,7 +10,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,10 +33,6 @@ const POLICY: &str = r#"{
 
 const KIND: &str = "dispatcher-effective-config";
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_abstore")
-}
-
 fn s(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
 }
@@ -49,43 +44,11 @@ fn policy_file(dir: &Path, text: &str) -> String {
 }
 
 async fn serve(database: &str, blobs: &str, extra: &[&str]) -> Server {
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        blobs,
-    ];
-    args.extend_from_slice(extra);
-    Server::start(bin(), &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
+    support::start_with_args(database, blobs, extra).await
 }
 
 fn ctx(server: &Server) -> Ctx {
     Ctx::new(server.url(), VERSION).expect("http client")
-}
-
-/// Runs `abstore args…` to completion; returns (success, stdout, stderr).
-fn abstore(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
-    let out = Command::new(bin())
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run abstore");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(args: &[&str]) -> String {
-    let (ok, stdout, stderr) = abstore(args, &[]);
-    assert!(ok, "abstore {args:?} failed:\n{stderr}");
-    stdout
 }
 
 /// The revisions of `kind` the artifact list shows.
@@ -376,14 +339,14 @@ fn a_bad_policy_fails_the_start() {
             "--retention-policy",
             &file,
         ];
-        let (ok, _, stderr) = abstore(&args, &[]);
+        let (ok, _, stderr) = support::run(&args);
         assert!(!ok, "{text} was accepted");
         assert!(
             stderr.contains(&format!("retention policy {file}: {want}")),
             "{text}: {stderr}"
         );
         // The same file through the environment variable.
-        let (ok, _, stderr) = abstore(
+        let (ok, _, stderr) = support::run_with_env(
             &args[..args.len() - 2],
             &[("ABSTORE_RETENTION_POLICY", file.as_str())],
         );
@@ -391,7 +354,7 @@ fn a_bad_policy_fails_the_start() {
         assert!(stderr.contains(want), "{text}: {stderr}");
     }
     let missing = dir.path().join("missing.json");
-    let (ok, _, stderr) = abstore(
+    let (ok, _, stderr) = support::run_with_env(
         &[
             "serve",
             "--listen",
@@ -405,7 +368,7 @@ fn a_bad_policy_fails_the_start() {
     );
     assert!(!ok);
     assert!(stderr.contains("missing.json: cannot be read"), "{stderr}");
-    let (ok, _, stderr) = abstore(
+    let (ok, _, stderr) = support::run_with_env(
         &[
             "serve",
             "--listen",
@@ -557,7 +520,7 @@ async fn gc_collects_pruned_blobs(database: &str, dir: &Path) {
         if apply {
             args.push("--apply");
         }
-        ok(&args)
+        support::run_ok(&args)
     };
     let listed = gc(false);
     assert!(
@@ -616,7 +579,7 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
 
     let archive = dir.path().join("pruned.ndjson");
     let export = |database: &str, blobs: &str, out: &Path| {
-        ok(&[
+        support::run_ok(&[
             "export",
             "--database",
             database,
@@ -628,7 +591,7 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
         ])
     };
     export(&source, &source_blobs, &archive);
-    let verdict = ok(&["verify", s(&archive), "--quiet"]);
+    let verdict = support::run_ok(&["verify", s(&archive), "--quiet"]);
     assert!(verdict.contains("OK"), "{verdict}");
     let text = std::fs::read_to_string(&archive).unwrap();
     let blobs_in_archive = text
@@ -644,7 +607,7 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
         let (archive, policy, dir) = (archive.clone(), policy.clone(), dir.path().to_owned());
         let repo = repo.clone();
         async move {
-            ok(&[
+            support::run_ok(&[
                 "import",
                 s(&archive),
                 "--database",

@@ -91,6 +91,14 @@ pub async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> Optio
 
 /// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
 pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conformance::Server {
+    match secret {
+        Some(secret) => start_with_args(database, blobs, &["--secret", secret]).await,
+        None => start_with_args(database, blobs, &[]).await,
+    }
+}
+
+/// Start `abstore serve` on `database` and `blobs` with `extra` flags.
+pub async fn start_with_args(database: &str, blobs: &str, extra: &[&str]) -> conformance::Server {
     let mut args = vec![
         "serve",
         "--listen",
@@ -100,12 +108,37 @@ pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conform
         "--blobs",
         blobs,
     ];
-    if let Some(secret) = secret {
-        args.extend(["--secret", secret]);
-    }
+    args.extend_from_slice(extra);
     conformance::Server::start(bin(), &args)
         .await
         .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
+}
+
+/// Run `abstore args…` to completion with `env` added; returns (success,
+/// stdout, stderr).
+pub fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = std::process::Command::new(bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run abstore");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Run `abstore args…` to completion; returns (success, stdout, stderr).
+pub fn run(args: &[&str]) -> (bool, String, String) {
+    run_with_env(args, &[])
+}
+
+/// Run `abstore args…`, which must succeed; returns its stdout.
+pub fn run_ok(args: &[&str]) -> String {
+    let (ok, stdout, stderr) = run(args);
+    assert!(ok, "abstore {args:?} failed:\n{stderr}");
+    stdout
 }
 
 /// One response, read whole.
