@@ -17,7 +17,10 @@ use conformance::util::{b64, enc, random_hex};
 use conformance::{Ctx, Res, Server, all_checks, run_checks};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
-use support::{run as abstore, run_ok as ok};
+use support::{
+    archive_body as body, assert_same_archive_body as assert_same_body, export, import,
+    path_text as s, run as abstore, run_ok as ok,
+};
 
 const CLOCK: &str = "2026-07-15T12:00:00.000Z";
 const VERSION: &str = "0.8.0";
@@ -26,65 +29,12 @@ fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-fn s(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 path")
-}
-
 async fn serve(database: &str, blobs: &str) -> Server {
     support::start_with_args(database, blobs, &["--test-clock", CLOCK]).await
 }
 
 fn ctx(server: &Server) -> Ctx {
     Ctx::new(server.url(), VERSION).expect("http client")
-}
-
-fn export(database: &str, blobs: &str, out: &Path) -> String {
-    ok(&[
-        "export",
-        "--database",
-        database,
-        "--blobs",
-        blobs,
-        "--out",
-        s(out),
-        "--quiet",
-    ])
-}
-
-fn import(file: &Path, database: &str, blobs: &str, apply: bool) -> (bool, String, String) {
-    let mut args = vec![
-        "import",
-        s(file),
-        "--database",
-        database,
-        "--blobs",
-        blobs,
-        "--quiet",
-    ];
-    if apply {
-        args.push("--apply");
-    }
-    abstore(&args)
-}
-
-/// The archive without its header line (the only one naming the source and time).
-fn body(archive: &Path) -> String {
-    let text = std::fs::read_to_string(archive).expect("read archive");
-    let (_, rest) = text.split_once('\n').expect("a header line");
-    rest.to_string()
-}
-
-/// Two archives hold the same records: equal after their headers.
-fn assert_same_body(a: &Path, b: &Path, what: &str) {
-    let (a, b) = (body(a), body(b));
-    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
-        assert_eq!(x, y, "{what}: line {} differs", i + 2);
-    }
-    assert_eq!(
-        a.lines().count(),
-        b.lines().count(),
-        "{what}: line counts differ"
-    );
 }
 
 fn lines(archive: &Path) -> Vec<Value> {

@@ -17,6 +17,7 @@ use abstore::blobs::{Blobs, blob_ref};
 use conformance::util::b64;
 use conformance::{Ctx, Res, Server};
 use serde_json::{Value, json};
+use support::{export, path_text as s};
 
 const VERSION: &str = "0.8.0";
 
@@ -32,10 +33,6 @@ const POLICY: &str = r#"{
 }"#;
 
 const KIND: &str = "dispatcher-effective-config";
-
-fn s(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 path")
-}
 
 fn policy_file(dir: &Path, text: &str) -> String {
     let path = dir.join(format!("policy-{}.json", rand::random::<u32>()));
@@ -578,18 +575,6 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
     server.stop().await.unwrap();
 
     let archive = dir.path().join("pruned.ndjson");
-    let export = |database: &str, blobs: &str, out: &Path| {
-        support::run_ok(&[
-            "export",
-            "--database",
-            database,
-            "--blobs",
-            blobs,
-            "--out",
-            s(out),
-            "--quiet",
-        ])
-    };
     export(&source, &source_blobs, &archive);
     let verdict = support::run_ok(&["verify", s(&archive), "--quiet"]);
     assert!(verdict.contains("OK"), "{verdict}");
@@ -607,23 +592,15 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
         let (archive, policy, dir) = (archive.clone(), policy.clone(), dir.path().to_owned());
         let repo = repo.clone();
         async move {
-            support::run_ok(&[
-                "import",
-                s(&archive),
-                "--database",
-                &database,
-                "--blobs",
-                &blobs,
-                "--apply",
-                "--quiet",
-            ]);
+            let (imported, _, stderr) = support::import(&archive, &database, &blobs, true);
+            assert!(imported, "{name}: import failed:\n{stderr}");
             let again = dir.join(format!("{name}.ndjson"));
             export(&database, &blobs, &again);
-            let body = |p: &Path| {
-                let text = std::fs::read_to_string(p).unwrap();
-                text.split_once('\n').unwrap().1.to_owned()
-            };
-            assert_eq!(body(&archive), body(&again), "{name}: the records differ");
+            assert_eq!(
+                support::archive_body(&archive),
+                support::archive_body(&again),
+                "{name}: the records differ"
+            );
             let server = serve(&database, &blobs, &["--retention-policy", &policy]).await;
             let c = ctx(&server);
             assert_eq!(revisions(&c, Res::Repo, &repo, KIND).await, range(4, 6));

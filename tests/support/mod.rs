@@ -89,6 +89,69 @@ pub async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> Optio
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
+/// A temporary path as command-line text (they are always UTF-8 here).
+pub fn path_text(path: &std::path::Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// `abstore export` of `database` and `blobs` to `out`, which must succeed.
+pub fn export(database: &str, blobs: &str, out: &std::path::Path) -> String {
+    run_ok(&[
+        "export",
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+        "--out",
+        path_text(out),
+        "--quiet",
+    ])
+}
+
+/// `abstore import` of `file` (a dry run unless `apply`); returns
+/// (success, stdout, stderr).
+pub fn import(
+    file: &std::path::Path,
+    database: &str,
+    blobs: &str,
+    apply: bool,
+) -> (bool, String, String) {
+    let mut args = vec![
+        "import",
+        path_text(file),
+        "--database",
+        database,
+        "--blobs",
+        blobs,
+        "--quiet",
+    ];
+    if apply {
+        args.push("--apply");
+    }
+    run(&args)
+}
+
+/// An archive without its header line (the only one naming the source and
+/// time).
+pub fn archive_body(archive: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(archive).expect("read archive");
+    let (_, rest) = text.split_once('\n').expect("a header line");
+    rest.to_string()
+}
+
+/// Two archives hold the same records: equal after their headers.
+pub fn assert_same_archive_body(a: &std::path::Path, b: &std::path::Path, what: &str) {
+    let (a, b) = (archive_body(a), archive_body(b));
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        assert_eq!(x, y, "{what}: line {} differs", i + 2);
+    }
+    assert_eq!(
+        a.lines().count(),
+        b.lines().count(),
+        "{what}: line counts differ"
+    );
+}
+
 /// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
 pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conformance::Server {
     match secret {
