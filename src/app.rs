@@ -80,6 +80,7 @@ impl App {
         let notifier = Arc::new(Notifier::new());
         let options = StoreOptions {
             pool_size: args.db.db_pool_size,
+            min_connections: args.db.db_min_connections,
             migrate: !args.no_migrate,
             retention: retention.clone(),
             acquire_timeout: Duration::from_millis(args.db.db_acquire_timeout_ms),
@@ -269,6 +270,7 @@ fn log_configuration(args: &ServeArgs, catalog: &str, retention: &store::retenti
         listen = %args.listen,
         database = %redact(&args.db.database),
         db_pool_size = args.db.db_pool_size,
+        db_min_connections = args.db.db_min_connections.min(args.db.db_pool_size),
         db_acquire_timeout_ms = args.db.db_acquire_timeout_ms,
         db_unavailable_acquire_timeout_ms = args.db.db_unavailable_acquire_timeout_ms,
         blobs = %redact(&args.blobs),

@@ -78,6 +78,12 @@ pub struct DatabaseArgs {
     #[arg(long, env = "ABSTORE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub db_pool_size: u32,
 
+    /// PostgreSQL connections opened at start and kept open (at most
+    /// `--db-pool-size`): requests up to this many at once never wait for a
+    /// new connection. Set it to `--db-pool-size` for a fixed-size pool.
+    #[arg(long, env = "ABSTORE_DB_MIN_CONNECTIONS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub db_min_connections: u32,
+
     /// How long a request waits for a pooled PostgreSQL connection before
     /// it fails (`503`), in milliseconds.
     #[arg(long, env = "ABSTORE_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]

@@ -12,6 +12,7 @@ mod memory;
 mod raw;
 mod reference;
 mod streams;
+mod tail;
 mod throughput;
 mod wake;
 
@@ -81,6 +82,8 @@ enum Scenario {
     Wake,
     Memory,
     Streams,
+    /// Per-route latency from fresh servers on (not part of `all`).
+    Tail,
     All,
 }
 
@@ -180,6 +183,7 @@ async fn main() -> Result<()> {
             Scenario::Wake => wake::wake(&ctx).await,
             Scenario::Memory => memory::memory(&ctx).await,
             Scenario::Streams => streams::streams(&ctx).await,
+            Scenario::Tail => tail::tail(&ctx).await,
             Scenario::All => unreachable!(),
         };
         match result {

@@ -262,6 +262,8 @@ pub async fn open(
 pub struct StoreOptions {
     /// Maximum pooled connections (PostgreSQL) or readers (SQLite).
     pub pool_size: u32,
+    /// PostgreSQL connections opened at start and kept open.
+    pub min_connections: u32,
     /// Run embedded migrations on open.
     pub migrate: bool,
     /// The artifact retention applied by puts and deposits.
@@ -276,6 +278,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             pool_size: 16,
+            min_connections: 4,
             migrate: true,
             retention: retention::Retention::default(),
             acquire_timeout: std::time::Duration::from_secs(10),

@@ -73,8 +73,14 @@ impl PgStore {
             .await?
             .close()
             .await?;
+        // The floor is opened here, before the server listens, and kept by
+        // sqlx's maintenance task (a connection closed for its age or
+        // idleness is replaced in the background): a request below it
+        // never waits for a connection to be opened (issue 21).
+        let pool_size = options.pool_size.max(1);
         let pool = PgPoolOptions::new()
-            .max_connections(options.pool_size.max(1))
+            .max_connections(pool_size)
+            .min_connections(options.min_connections.min(pool_size))
             .acquire_timeout(options.acquire_timeout)
             .test_before_acquire(false)
             .before_acquire(|conn, meta| {
@@ -104,7 +110,7 @@ impl PgStore {
     }
 
     fn reads(&self) -> PgRead<'_> {
-        PgRead(&self.db)
+        PgRead::new(&self.db)
     }
 
     /// Run `op` in its own task, as one fast-path statement or in one

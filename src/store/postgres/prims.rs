@@ -249,15 +249,38 @@ fn artifact_row(resource: &ResourceRef, row: &PgRow) -> StoreResult<ArtifactMeta
     })
 }
 
-/// Reads over the pool, each statement on whichever connection is free.
-pub(super) struct PgRead<'p>(pub &'p Database);
+/// One read operation's connection, taken from the pool at its first
+/// statement and kept for the rest: an operation of two statements (rows,
+/// then the existence check of an empty answer) never waits for the pool
+/// twice, and never makes it open a second connection while its first is
+/// still being returned (issue 21).
+pub(super) struct PgRead<'p> {
+    db: &'p Database,
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+impl<'p> PgRead<'p> {
+    pub fn new(db: &'p Database) -> Self {
+        PgRead { db, conn: None }
+    }
+
+    async fn conn(&mut self) -> StoreResult<&mut PgConnection> {
+        if self.conn.is_none() {
+            self.conn = Some(self.db.acquire().await?);
+        }
+        match self.conn.as_deref_mut() {
+            Some(conn) => Ok(conn),
+            None => Err(StoreError::Corrupt("read connection vanished".into())),
+        }
+    }
+}
 
 impl Reads for PgRead<'_> {
     async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
         counted::<Postgres>(SELECT_RESOURCE)
             .bind(r.kind.tag())
             .bind(&r.id)
-            .fetch_optional(&mut *self.0.acquire().await?)
+            .fetch_optional(self.conn().await?)
             .await?
             .map(|row| resource_row(r.kind, &row))
             .transpose()
@@ -267,7 +290,7 @@ impl Reads for PgRead<'_> {
         Ok(counted::<Postgres>(EXISTS_RESOURCE)
             .bind(r.kind.tag())
             .bind(&r.id)
-            .fetch_optional(&mut *self.0.acquire().await?)
+            .fetch_optional(self.conn().await?)
             .await?
             .is_some())
     }
@@ -275,7 +298,7 @@ impl Reads for PgRead<'_> {
     async fn resources(&mut self, kind: ResourceKind) -> StoreResult<Vec<Record>> {
         let rows = counted::<Postgres>(LIST_RESOURCES)
             .bind(kind.tag())
-            .fetch_all(&mut *self.0.acquire().await?)
+            .fetch_all(self.conn().await?)
             .await?;
         rows.iter()
             .map(|row| Ok(resource_row(kind, row)?.record))
@@ -287,7 +310,7 @@ impl Reads for PgRead<'_> {
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(since)
-            .fetch_all(&mut *self.0.acquire().await?)
+            .fetch_all(self.conn().await?)
             .await?;
         rows.iter()
             .map(|row| Ok(row.try_get::<String, _>("envelope")?))
@@ -312,7 +335,7 @@ impl Reads for PgRead<'_> {
                 .bind(kind),
         };
         query
-            .fetch_optional(&mut *self.0.acquire().await?)
+            .fetch_optional(self.conn().await?)
             .await?
             .map(|row| artifact_row(r, &row))
             .transpose()
@@ -332,14 +355,14 @@ impl Reads for PgRead<'_> {
                 .bind(r.kind.tag())
                 .bind(&r.id),
         };
-        let rows = query.fetch_all(&mut *self.0.acquire().await?).await?;
+        let rows = query.fetch_all(self.conn().await?).await?;
         rows.iter().map(|row| artifact_row(r, row)).collect()
     }
 
     async fn sessions(&mut self, repo: &str) -> StoreResult<Vec<Record>> {
         let rows = counted::<Postgres>(LIST_SESSIONS)
             .bind(repo)
-            .fetch_all(&mut *self.0.acquire().await?)
+            .fetch_all(self.conn().await?)
             .await?;
         rows.iter()
             .map(|row| Ok(resource_row(ResourceKind::Session, row)?.record))
@@ -350,7 +373,7 @@ impl Reads for PgRead<'_> {
         let rows = counted::<Postgres>(LIST_STREAMS)
             .bind(scope.kind.tag())
             .bind(&scope.id)
-            .fetch_all(&mut *self.0.acquire().await?)
+            .fetch_all(self.conn().await?)
             .await?;
         rows.iter().map(stream_row).collect()
     }
@@ -358,7 +381,7 @@ impl Reads for PgRead<'_> {
     async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
         counted::<Postgres>(SELECT_STREAM)
             .bind(id)
-            .fetch_optional(&mut *self.0.acquire().await?)
+            .fetch_optional(self.conn().await?)
             .await?
             .map(|row| stream_row(&row))
             .transpose()
@@ -368,7 +391,7 @@ impl Reads for PgRead<'_> {
         let rows = counted::<Postgres>(SELECT_CHUNKS_SINCE)
             .bind(id)
             .bind(since)
-            .fetch_all(&mut *self.0.acquire().await?)
+            .fetch_all(self.conn().await?)
             .await?;
         rows.iter()
             .map(|row| Ok(row.try_get::<String, _>("chunk")?))
@@ -378,7 +401,7 @@ impl Reads for PgRead<'_> {
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let rows = counted::<Postgres>(TAILS)
             .bind(crate::store::tails_param(resources))
-            .fetch_all(&mut *self.0.acquire().await?)
+            .fetch_all(self.conn().await?)
             .await?;
         rows.iter()
             .map(|row| {
@@ -395,7 +418,7 @@ impl Reads for PgRead<'_> {
 
     async fn ping(&mut self) -> StoreResult<()> {
         counted::<Postgres>(PING)
-            .fetch_one(&mut *self.0.acquire().await?)
+            .fetch_one(self.conn().await?)
             .await?;
         Ok(())
     }
