@@ -87,6 +87,7 @@ impl App {
             unavailable_acquire_timeout: Duration::from_millis(
                 args.db.db_unavailable_acquire_timeout_ms,
             ),
+            stall: Duration::from_secs(args.read_stall_timeout_seconds),
         };
         let store = store::open(&args.db.database, &options, clock.clone(), notifier.clone())
             .await
@@ -110,6 +111,7 @@ impl App {
                 request_timeout: Duration::from_secs(args.request_timeout_seconds),
                 max_concurrent_requests: usize::try_from(args.max_concurrent_requests)
                     .unwrap_or(usize::MAX),
+                compress_min_bytes: (!args.no_compression).then_some(args.compress_min_bytes),
             },
             autobuild_version: args.autobuild_version.clone(),
             db_pool_size: args.db.db_pool_size as usize,
@@ -288,6 +290,8 @@ fn log_configuration(args: &ServeArgs, catalog: &str, retention: &store::retenti
         header_read_timeout_seconds = args.header_read_timeout_seconds,
         idle_timeout_seconds = args.idle_timeout_seconds,
         body_read_timeout_seconds = args.body_read_timeout_seconds,
+        read_stall_timeout_seconds = args.read_stall_timeout_seconds,
+        compression = if args.no_compression { "off".to_owned() } else { format!("zstd, br, gzip from {} bytes", args.compress_min_bytes) },
         metrics_listen = ?args.metrics_listen,
         catalog = %catalog,
         retention = %retention.policy,

@@ -176,6 +176,21 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_read_timeout_seconds: u64,
 
+    /// Longest a streamed answer (a whole history, written as the database
+    /// produces it) waits for its client to take the next piece; then the
+    /// read is abandoned and the connection closed.
+    #[arg(long, env = "ABSTORE_READ_STALL_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub read_stall_timeout_seconds: u64,
+
+    /// Compress answers of at least this many bytes (zstd, brotli or gzip,
+    /// as the client's `Accept-Encoding` allows).
+    #[arg(long, env = "ABSTORE_COMPRESS_MIN_BYTES", default_value_t = 1024)]
+    pub compress_min_bytes: u16,
+
+    /// Never compress answers, whatever the client accepts.
+    #[arg(long, env = "ABSTORE_NO_COMPRESSION", value_parser = boolish())]
+    pub no_compression: bool,
+
     /// Held reads allowed at once in this process; beyond it reads answer immediately.
     #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
     pub max_held_reads: usize,

@@ -7,13 +7,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
-use serde_json::{Map, Value};
+use serde_json::Map;
 
 use super::extract::json_body;
 use super::resources::{append_conditional, family_routes};
+use super::rows::{fixed_tail, rows_response};
 use super::{ApiResult, SharedState, json};
 use crate::protocol::ResourceKind;
 use crate::protocol::wire;
+use crate::store::Listing;
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -45,9 +47,6 @@ async fn create_build(State(state): State<SharedState>, body: Body) -> ApiResult
 
 /// `listBuilds`: `GET /builds` (order unspecified; oldest first here).
 async fn list_builds(State(state): State<SharedState>) -> ApiResult<Response> {
-    let records = state.store.list_builds().await?;
-    Ok(json(
-        StatusCode::OK,
-        &Value::Array(records.iter().map(|r| r.to_json()).collect()),
-    ))
+    let rows = state.store.read(Listing::Builds).await?;
+    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
 }

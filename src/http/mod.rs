@@ -7,6 +7,7 @@
 
 mod auth;
 mod builds;
+mod compression;
 mod error;
 mod extract;
 mod flights;
@@ -19,6 +20,7 @@ mod readiness;
 mod repos;
 mod request_id;
 mod resources;
+mod rows;
 mod sessions;
 mod streams;
 
@@ -57,6 +59,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Requests served at once; more wait for a permit.
     pub max_concurrent_requests: usize,
+    /// Answers of at least this many bytes are compressed when the client
+    /// accepts it; `None`: never.
+    pub compress_min_bytes: Option<u16>,
 }
 
 /// Counts held reads in flight against the cap.
@@ -209,7 +214,12 @@ pub fn router(state: SharedState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_route)
         .with_state(state.clone());
-    ops::layer(routes, state)
+    let compress = state.limits.compress_min_bytes;
+    let router = ops::layer(routes, state);
+    match compress {
+        Some(min_bytes) => router.layer(compression::layer(min_bytes)),
+        None => router,
+    }
 }
 
 /// Unknown routes and unsupported methods are both `404 not-found`.
@@ -219,6 +229,16 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
 
 /// A response whose body is already JSON text.
 pub fn json_response(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A JSON response from bytes already serialised.
+pub fn json_response_bytes(status: StatusCode, body: bytes::Bytes) -> Response {
     let mut response = (status, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

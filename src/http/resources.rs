@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use super::auth::{Caller, attribute};
 use super::extract::{json_body, query_param};
 use super::path::ResourcePath;
+use super::rows::{fixed_tail, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
 use crate::protocol::base64::{self, DecodeError};
@@ -29,7 +30,7 @@ use crate::protocol::numbers::{js_integer, wait_seconds};
 use crate::protocol::placeholders::{self, Assigned};
 use crate::protocol::wire::{self, EventWrite};
 use crate::protocol::{ResourceKind, ResourceRef, ident};
-use crate::store::{NewArtifact, NewEvent, StoreError};
+use crate::store::{Listing, NewArtifact, NewEvent, StoreError};
 
 /// The spec's order: a resource's lookup precedes its body. `work` (body,
 /// query or attribution checks) runs first and costs no lookup when it
@@ -147,21 +148,39 @@ pub async fn read_events(
         read_params(&uri, state.limits.max_wait)
     })
     .await?;
-    let events = super::hold::hold(
-        &state,
-        &state.event_flights,
-        &r,
+    let listing = Listing::Events {
+        resource: r.clone(),
         since,
-        wait,
-        || state.store.events_since(&r, since),
-        |events: &Vec<String>| !events.is_empty(),
-    )
-    .await?;
-    Ok(json_response(
-        StatusCode::OK,
-        format!("[{}]", events.join(",")),
-    ))
+    };
+    if !wait.is_zero() {
+        // Held: wait on a probe of the first rows, which is the whole answer
+        // whenever it is short (a woken tail read: one new event).
+        let page = super::hold::hold(
+            &state,
+            &state.event_flights,
+            &r,
+            since,
+            wait,
+            || state.store.events_page(&r, since, PROBE_ROWS),
+            |events: &Vec<String>| !events.is_empty(),
+        )
+        .await?;
+        if (page.len() as i64) < PROBE_ROWS {
+            return Ok(json_response(
+                StatusCode::OK,
+                format!("[{}]", page.join(",")),
+            ));
+        }
+        // A long answer: streamed whole from a snapshot at least as new as
+        // the probe's (events are only ever appended).
+    }
+    let rows = state.store.read(listing).await?;
+    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
 }
+
+/// Rows a held read's probe asks for: an answer shorter than this is served
+/// from the probe itself; a longer one is streamed.
+pub(super) const PROBE_ROWS: i64 = 256;
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
 pub(super) fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
@@ -376,11 +395,11 @@ pub async fn list_artifacts(
     if let Some(kind) = &kind {
         after_lookup(&state, &r, async { kind_param(kind) }).await?;
     }
-    let metas = state.store.list_artifacts(&r, kind.as_deref()).await?;
-    Ok(json(
-        StatusCode::OK,
-        &Value::Array(metas.iter().map(|m| m.to_json()).collect()),
-    ))
+    let rows = state
+        .store
+        .read(Listing::Artifacts { resource: r, kind })
+        .await?;
+    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
 }
 
 fn ok(value: bool) -> Response {

@@ -15,7 +15,7 @@ use super::path::ResourcePath;
 use super::resources::{after_lookup, family_routes};
 use super::{ApiResult, SharedState};
 use crate::protocol::{ResourceKind, ident, wire};
-use crate::store::{NewEvent, StoreError};
+use crate::store::{Listing, NewEvent, StoreError};
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -105,9 +105,9 @@ async fn list_sessions(
     path: ResourcePath,
 ) -> ApiResult<Response> {
     let repo = path.resource()?;
-    let sessions = state.store.list_sessions(&repo.id).await?;
-    Ok(super::json(
-        StatusCode::OK,
-        &Value::Array(sessions.iter().map(|r| r.to_json()).collect()),
-    ))
+    let rows = state
+        .store
+        .read(Listing::Sessions { repo: repo.id })
+        .await?;
+    Ok(super::rows::rows_response(rows, "[", super::rows::fixed_tail("]")).await?)
 }

@@ -17,10 +17,12 @@ use serde_json::{Map, Value, json};
 
 use super::extract::json_body;
 use super::path::{ResourcePath, unknown_stream};
-use super::resources::{after_lookup, read_params};
+use super::resources::{PROBE_ROWS, after_lookup, read_params};
+use super::rows::{Tail, fixed_tail, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::protocol::{ResourceKind, ResourceRef, wire};
-use crate::store::{CloseOutcome, NewArtifact, StreamRecord};
+use crate::store::{CloseOutcome, Listing, NewArtifact, StoreError, StreamRecord};
+use bytes::Bytes;
 
 /// How many times a close re-assembles when chunks keep arriving.
 const CLOSE_ATTEMPTS: usize = 8;
@@ -93,11 +95,9 @@ async fn create_stream(
 
 /// `listStreams`: creation order.
 async fn list_streams(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
-    let streams = state.store.list_streams(&path.resource()?).await?;
-    Ok(json(
-        StatusCode::OK,
-        &Value::Array(streams.iter().map(StreamRecord::to_json).collect()),
-    ))
+    let scope = path.resource()?;
+    let rows = state.store.read(Listing::Streams { scope }).await?;
+    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
 }
 
 /// `getStream`.
@@ -154,16 +154,22 @@ async fn append_chunk(
 }
 
 /// The read response: chunks, status, and once closed outcome and artifact.
-fn read_response(stream: &StreamRecord, chunks: &[String]) -> String {
-    let mut tail = format!(",\"status\":\"{}\"", stream.status());
+/// What follows a read's chunks: `],"status":…}` with the outcome and
+/// artifact of a closed stream.
+fn read_tail(stream: &StreamRecord) -> String {
+    let mut tail = format!("],\"status\":\"{}\"", stream.status());
     if let Some(outcome) = &stream.outcome {
         tail.push_str(&format!(",\"outcome\":{}", Value::String(outcome.clone())));
     }
     if let Some(artifact) = stream.artifact_json() {
         tail.push_str(&format!(",\"artifact\":{artifact}"));
     }
-    format!("{{\"chunks\":[{}]{tail}}}", chunks.join(","))
+    tail.push('}');
+    tail
 }
+
+/// The head of a chunk read's answer.
+const READ_HEAD: &str = "{\"chunks\":[";
 
 /// `readStream`: `GET …/chunks?since=&wait=`; holds while the stream is open
 /// and has nothing new, never on a closed stream.
@@ -175,20 +181,44 @@ async fn read_chunks(
     let stream = resolve(&state, &path).await?;
     let (since, wait) = read_params(&uri, state.limits.max_wait)?;
     let r = stream_ref(&stream.id);
-    let (stream, chunks) = super::hold::hold(
-        &state,
-        &state.chunk_flights,
-        &r,
-        since,
-        wait,
-        || state.store.read_chunks(&stream.id, since),
-        |(stream, chunks): &(StreamRecord, Vec<String>)| !chunks.is_empty() || stream.closed,
-    )
-    .await?;
-    Ok(json_response(
-        StatusCode::OK,
-        read_response(&stream, &chunks),
-    ))
+    if !wait.is_zero() {
+        // Held: wait on a probe of the first chunks, which is the whole
+        // answer whenever it is short.
+        let (stream, chunks) = super::hold::hold(
+            &state,
+            &state.chunk_flights,
+            &r,
+            since,
+            wait,
+            || state.store.chunks_page(&stream.id, since, Some(PROBE_ROWS)),
+            |(stream, chunks): &(StreamRecord, Vec<String>)| !chunks.is_empty() || stream.closed,
+        )
+        .await?;
+        if (chunks.len() as i64) < PROBE_ROWS {
+            return Ok(json_response(
+                StatusCode::OK,
+                format!("{READ_HEAD}{}{}", chunks.join(","), read_tail(&stream)),
+            ));
+        }
+    }
+    // Streamed; the record is read after the last chunk, so a close landing
+    // meanwhile is reported with every chunk already sent.
+    let rows = state
+        .store
+        .read(Listing::Chunks {
+            id: stream.id.clone(),
+            since,
+        })
+        .await?;
+    let (store, id) = (state.store.clone(), stream.id.clone());
+    let tail: Tail = Box::pin(async move {
+        let stream = store
+            .get_stream(&id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(stream_ref(&id)))?;
+        Ok(Bytes::from(read_tail(&stream)))
+    });
+    Ok(rows_response(rows, READ_HEAD, tail).await?)
 }
 
 /// `closeStream`: `POST …/close` with `{"outcome": "completed" | "aborted"}`.
@@ -213,7 +243,7 @@ async fn close_stream(
         }
     };
     for _ in 0..CLOSE_ATTEMPTS {
-        let (current, chunks) = state.store.read_chunks(&stream.id, 0).await?;
+        let (current, chunks) = state.store.chunks_page(&stream.id, 0, None).await?;
         if current.closed {
             return Ok(json(StatusCode::OK, &current.to_json()));
         }

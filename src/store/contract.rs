@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::retention::{Retention, RetentionPolicy};
-use super::{NewArtifact, NewEvent, Store, StoreError, StoreOptions};
+use super::{Listing, NewArtifact, NewEvent, Store, StoreError, StoreOptions};
 use crate::clock::TestClock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
@@ -156,7 +156,7 @@ async fn records_and_sequences(h: &Harness) {
         Err(StoreError::Conflict(r)) if r == build("b")
     ));
     s.create_build("other", attrs()).await.unwrap();
-    assert_eq!(s.list_builds().await.unwrap().len(), 2);
+    assert_eq!(listed(s, Listing::Builds).await.unwrap().len(), 2);
 
     h.clock.set(T0 + 5);
     for n in 1..=3 {
@@ -176,7 +176,7 @@ async fn records_and_sequences(h: &Harness) {
         ),
         1
     );
-    let since1 = s.events_since(&build("b"), 1).await.unwrap();
+    let since1 = events(s, &build("b"), 1).await.unwrap();
     assert_eq!(
         since1.iter().map(|e| seq_of(e)).collect::<Vec<_>>(),
         vec![2, 3]
@@ -186,7 +186,7 @@ async fn records_and_sequences(h: &Harness) {
         T0 + 5
     );
     assert!(matches!(
-        s.events_since(&build("missing"), 0).await,
+        events(s, &build("missing"), 0).await,
         Err(StoreError::NotFound(r)) if r == build("missing")
     ));
     assert!(matches!(
@@ -202,7 +202,7 @@ async fn records_and_sequences(h: &Harness) {
     let again = s.ensure_repo("acme/widgets").await.unwrap();
     assert_eq!(again.created_at, first.created_at);
     assert_eq!(again.updated_at, T0 + 5);
-    assert_eq!(s.events_since(&repo, 0).await.unwrap().len(), 1);
+    assert_eq!(events(s, &repo, 0).await.unwrap().len(), 1);
 }
 
 async fn conditional_append(h: &Harness) {
@@ -286,12 +286,16 @@ async fn artifacts_and_deposits(h: &Harness) {
             .is_none()
     );
     assert!(s.get_artifact(&b, "none", None).await.unwrap().is_none());
-    let order: Vec<(String, i64)> = s
-        .list_artifacts(&b, None)
+    let order: Vec<(String, i64)> = listed(s, artifacts(&b, None))
         .await
         .unwrap()
-        .into_iter()
-        .map(|m| (m.kind, m.revision))
+        .iter()
+        .map(|m| {
+            (
+                m["kind"].as_str().unwrap().to_owned(),
+                m["revision"].as_i64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         order,
@@ -307,7 +311,10 @@ async fn artifacts_and_deposits(h: &Harness) {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Rejected(m) if m == "no"));
-    assert_eq!(s.list_artifacts(&b, Some("plan")).await.unwrap().len(), 2);
+    assert_eq!(
+        listed(s, artifacts(&b, Some("plan"))).await.unwrap().len(),
+        2
+    );
     let accept = |metas: &[super::ArtifactMeta]| -> super::StoreResult<NewEvent> {
         assert_eq!(
             metas.iter().map(|m| m.revision).collect::<Vec<_>>(),
@@ -530,16 +537,16 @@ async fn streams(h: &Harness) {
         .unwrap();
     s.create_stream(&b, "st_3", "three").await.unwrap();
     assert!(
-        s.read_chunks("st_1", 0).await.unwrap().1.is_empty(),
+        s.chunks_page("st_1", 0, None).await.unwrap().1.is_empty(),
         "older closed stream pruned"
     );
     assert_eq!(
-        s.read_chunks("st_2", 0).await.unwrap().1.len(),
+        s.chunks_page("st_2", 0, None).await.unwrap().1.len(),
         1,
         "most recently closed kept"
     );
     assert_eq!(
-        s.read_chunks("st_open", 0).await.unwrap().1.len(),
+        s.chunks_page("st_open", 0, None).await.unwrap().1.len(),
         1,
         "open streams never pruned"
     );
@@ -552,19 +559,18 @@ async fn streams(h: &Harness) {
             .is_some(),
         "the record and artifact stay"
     );
-    assert_eq!(s.read_chunks("st_2", 0).await.unwrap().0.last_seq, 1);
+    assert_eq!(s.chunks_page("st_2", 0, None).await.unwrap().0.last_seq, 1);
 
     // Creation order, same millisecond included.
-    let ids: Vec<String> = s
-        .list_streams(&b)
+    let ids: Vec<String> = listed(s, Listing::Streams { scope: b.clone() })
         .await
         .unwrap()
-        .into_iter()
-        .map(|r| r.id)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(ids, vec!["st_1", "st_2", "st_open", "st_3"]);
     assert!(matches!(
-        s.list_streams(&build("missing")).await,
+        listed(s, Listing::Streams { scope: build("missing") }).await,
         Err(StoreError::NotFound(r)) if r == build("missing")
     ));
 
@@ -627,15 +633,14 @@ async fn sessions(h: &Harness) {
             .await
             .unwrap();
     }
-    let order: Vec<String> = s
-        .list_sessions("acme/w")
+    let order: Vec<String> = listed(s, sessions_of("acme/w"))
         .await
         .unwrap()
-        .into_iter()
-        .map(|r| r.resource.id)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(order, vec!["os_b", "os_a", "os_c"]);
-    let events = s.events_since(&session("os_a"), 0).await.unwrap();
+    let events = events(s, &session("os_a"), 0).await.unwrap();
     assert_eq!(events.len(), 1);
     assert!(
         events[0].starts_with(r#"{"session":"os_a","seq":1,"#),
@@ -652,15 +657,15 @@ async fn sessions(h: &Harness) {
         2
     );
     assert!(matches!(
-        s.list_sessions("missing").await,
+        listed(s, sessions_of("missing")).await,
         Err(StoreError::NotFound(r)) if r == ResourceRef::new(ResourceKind::Repo, "missing")
     ));
     assert!(
-        s.list_sessions("acme/w")
+        listed(s, sessions_of("acme/w"))
             .await
             .unwrap()
             .iter()
-            .all(|r| r.attrs["operator"] == "alice")
+            .all(|r| r["operator"] == "alice")
     );
 }
 
@@ -728,8 +733,7 @@ async fn mixed_batches(h: &Harness) {
         (won(0) + won(1), won(2), won(3), won(4), won(5)),
         (16, 0, 0, 8, 1)
     );
-    let seqs: Vec<i64> = s
-        .events_since(&b, 0)
+    let seqs: Vec<i64> = events(&s, &b, 0)
         .await
         .unwrap()
         .iter()
@@ -740,12 +744,11 @@ async fn mixed_batches(h: &Harness) {
         (1..=24).collect::<Vec<_>>(),
         "no sequence consumed by a failure"
     );
-    let revisions: Vec<i64> = s
-        .list_artifacts(&b, Some("plan"))
+    let revisions: Vec<i64> = listed(&s, artifacts(&b, Some("plan")))
         .await
         .unwrap()
         .iter()
-        .map(|m| m.revision)
+        .map(|m| m["revision"].as_i64().unwrap())
         .collect();
     assert_eq!(
         revisions,
@@ -813,13 +816,48 @@ async fn leases_by_the_clock(h: &Harness) {
 
 // -------------------------------------------------------------- retention
 
+/// A streamed listing read whole, as JSON values.
+async fn listed(s: &Arc<dyn Store>, listing: Listing) -> super::StoreResult<Vec<Value>> {
+    let (text, ()) = s.read(listing).await?.collect().await?;
+    Ok(serde_json::from_str(&text).expect("a JSON array"))
+}
+
+/// A resource's envelopes after `since`, streamed, as their exact texts.
+async fn events(
+    s: &Arc<dyn Store>,
+    resource: &ResourceRef,
+    since: i64,
+) -> super::StoreResult<Vec<String>> {
+    let listing = Listing::Events {
+        resource: resource.clone(),
+        since,
+    };
+    let (text, ()) = s.read(listing).await?.collect().await?;
+    let texts: Vec<Box<serde_json::value::RawValue>> =
+        serde_json::from_str(&text).expect("a JSON array");
+    Ok(texts.into_iter().map(|t| t.get().to_owned()).collect())
+}
+
+fn artifacts(resource: &ResourceRef, kind: Option<&str>) -> Listing {
+    Listing::Artifacts {
+        resource: resource.clone(),
+        kind: kind.map(str::to_owned),
+    }
+}
+
+fn sessions_of(repo: &str) -> Listing {
+    Listing::Sessions {
+        repo: repo.to_owned(),
+    }
+}
+
 /// The revisions of `kind` the listing shows, in order.
 async fn revisions(s: &Arc<dyn Store>, r: &ResourceRef, kind: &str) -> Vec<i64> {
-    s.list_artifacts(r, Some(kind))
+    listed(s, artifacts(r, Some(kind)))
         .await
         .unwrap()
-        .into_iter()
-        .map(|m| m.revision)
+        .iter()
+        .map(|m| m["revision"].as_i64().unwrap())
         .collect()
 }
 
@@ -1071,7 +1109,7 @@ async fn appends_behind_the_clock(h: &Harness) {
     h.clock.set(T0 + 10_001);
     returned.push(s.append(&b, event(8), Some(7)).await.unwrap().unwrap());
     assert!(returned[7].contains(&crate::protocol::time::format_iso(T0 + 10_007)));
-    assert_eq!(s.events_since(&b, 0).await.unwrap(), returned);
+    assert_eq!(events(s, &b, 0).await.unwrap(), returned);
     assert_eq!(
         s.get_record(&b).await.unwrap().unwrap().updated_at,
         T0 + 10_007

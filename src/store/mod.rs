@@ -16,6 +16,7 @@ mod ops;
 pub mod postgres;
 mod records;
 pub mod retention;
+pub mod rows;
 pub mod sqlite;
 
 #[cfg(test)]
@@ -27,6 +28,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 pub use records::{ArtifactMeta, Lease, Record, STREAM_FORMAT, StreamArtifact, StreamRecord};
+pub use rows::{Listing, Rows};
 
 use crate::protocol::ResourceRef;
 
@@ -112,7 +114,10 @@ pub trait Store: Send + Sync + 'static {
     /// `createBuild`; `attrs` holds `repo` and the optional `repoOrigin`,
     /// `ticket`, `branch` in wire order. `Conflict` when the slug exists.
     async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record>;
-    async fn list_builds(&self) -> StoreResult<Vec<Record>>;
+    /// A streamed read (events, chunks, listings): its rows' wire JSON in
+    /// pieces, from one statement. `NotFound` when the answer is empty and
+    /// the listing's owner does not exist.
+    async fn read(&self, listing: Listing) -> StoreResult<Rows>;
     /// `ensureRepo`: creates or returns the record without touching it.
     async fn ensure_repo(&self, repo: &str) -> StoreResult<Record>;
     async fn get_record(&self, resource: &ResourceRef) -> StoreResult<Option<Record>>;
@@ -125,8 +130,15 @@ pub trait Store: Send + Sync + 'static {
         event: NewEvent,
         expected_seq: Option<i64>,
     ) -> StoreResult<Option<String>>;
-    /// Envelope texts with `seq > since`, in order.
-    async fn events_since(&self, resource: &ResourceRef, since: i64) -> StoreResult<Vec<String>>;
+    /// At most `limit` envelope texts with `seq > since`, in order (a held
+    /// read's probe; `read` streams whole answers). `NotFound` when none
+    /// and the resource does not exist.
+    async fn events_page(
+        &self,
+        resource: &ResourceRef,
+        since: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<String>>;
 
     /// A new revision; in the same transaction, the oldest revisions of its
     /// kind beyond the retention bound are deleted.
@@ -150,12 +162,6 @@ pub trait Store: Send + Sync + 'static {
         kind: &str,
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>>;
-    /// Ordered by kind (bytewise), then revision.
-    async fn list_artifacts(
-        &self,
-        resource: &ResourceRef,
-        kind: Option<&str>,
-    ) -> StoreResult<Vec<ArtifactMeta>>;
 
     async fn claim_lease(
         &self,
@@ -180,8 +186,6 @@ pub trait Store: Send + Sync + 'static {
         attrs: Map<String, Value>,
         make_event: MakeFirstEvent,
     ) -> StoreResult<Record>;
-    /// A repository's sessions in creation order; `NotFound` for an unknown repository.
-    async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>>;
 
     /// `createStream`: a new open stream in `scope`, pruning (in the same
     /// transaction) the chunks of every closed stream there but the most
@@ -192,14 +196,19 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         label: &str,
     ) -> StoreResult<StreamRecord>;
-    /// Streams of `scope` in creation order; `NotFound` when the scope does not exist.
-    async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>>;
     async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>>;
     /// Append one batch (`parts_json` is the JSON array); returns the chunk
     /// text. `NotFound` or `Closed`, writing nothing.
     async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String>;
-    /// The record and the chunk texts with `seq > since`.
-    async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)>;
+    /// The chunk texts with `seq > since` (at most `limit`), then the
+    /// record: a close between the two is seen as closed with every chunk
+    /// read. For held-read probes and closing; `read` streams chunk reads.
+    async fn chunks_page(
+        &self,
+        id: &str,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<(StreamRecord, Vec<String>)>;
     /// Close: insert the finalized artifact (blob already written) and mark
     /// the stream closed in one transaction, if it still has
     /// `expected_last_seq` chunks.
@@ -272,6 +281,9 @@ pub struct StoreOptions {
     pub acquire_timeout: std::time::Duration,
     /// The same while PostgreSQL is known to be unreachable.
     pub unavailable_acquire_timeout: std::time::Duration,
+    /// How long a streamed read waits for its client to take each piece
+    /// before it is abandoned.
+    pub stall: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -283,6 +295,7 @@ impl Default for StoreOptions {
             retention: retention::Retention::default(),
             acquire_timeout: std::time::Duration::from_secs(10),
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
+            stall: rows::DEFAULT_STALL,
         }
     }
 }

@@ -102,9 +102,13 @@ impl<T> Written<T> {
 pub(crate) trait Reads {
     async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>>;
     async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool>;
-    /// Records of one kind in creation order.
-    async fn resources(&mut self, kind: ResourceKind) -> StoreResult<Vec<Record>>;
-    async fn events_since(&mut self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>>;
+    /// Envelope texts with `seq > since`, in order, at most `limit`.
+    async fn events_since(
+        &mut self,
+        r: &ResourceRef,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<String>>;
     /// One revision, or the latest when `rev` is `None`.
     async fn artifact(
         &mut self,
@@ -112,15 +116,14 @@ pub(crate) trait Reads {
         kind: &str,
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>>;
-    async fn artifacts(
-        &mut self,
-        r: &ResourceRef,
-        kind: Option<&str>,
-    ) -> StoreResult<Vec<ArtifactMeta>>;
-    async fn sessions(&mut self, repo: &str) -> StoreResult<Vec<Record>>;
-    async fn streams(&mut self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>>;
     async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>>;
-    async fn chunks_since(&mut self, id: &str, since: i64) -> StoreResult<Vec<String>>;
+    /// Chunk texts with `seq > since`, in order, at most `limit`.
+    async fn chunks_since(
+        &mut self,
+        id: &str,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<String>>;
     /// `last_seq` of each existing resource; a closed stream reports `i64::MAX`.
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
     async fn ping(&mut self) -> StoreResult<()>;
@@ -298,12 +301,15 @@ async fn found<T>(db: &mut impl Reads, r: &ResourceRef, rows: Vec<T>) -> StoreRe
     Ok(rows)
 }
 
-pub(crate) async fn events_since(
+/// The first `limit` envelopes after `since` (a held read's probe: the
+/// whole answer when fewer come back).
+pub(crate) async fn events_page(
     db: &mut impl Reads,
     r: &ResourceRef,
     since: i64,
+    limit: i64,
 ) -> StoreResult<Vec<String>> {
-    let rows = db.events_since(r, since).await?;
+    let rows = db.events_since(r, since, Some(limit)).await?;
     found(db, r, rows).await
 }
 
@@ -320,36 +326,15 @@ pub(crate) async fn get_artifact(
     }
 }
 
-pub(crate) async fn list_artifacts(
-    db: &mut impl Reads,
-    r: &ResourceRef,
-    kind: Option<&str>,
-) -> StoreResult<Vec<ArtifactMeta>> {
-    let rows = db.artifacts(r, kind).await?;
-    found(db, r, rows).await
-}
-
-pub(crate) async fn list_sessions(db: &mut impl Reads, repo: &str) -> StoreResult<Vec<Record>> {
-    let rows = db.sessions(repo).await?;
-    found(db, &ResourceRef::new(ResourceKind::Repo, repo), rows).await
-}
-
-pub(crate) async fn list_streams(
-    db: &mut impl Reads,
-    scope: &ResourceRef,
-) -> StoreResult<Vec<StreamRecord>> {
-    let rows = db.streams(scope).await?;
-    found(db, scope, rows).await
-}
-
 /// Chunks first, then the record: a close landing between the two reads is
 /// seen as closed with every chunk already read.
-pub(crate) async fn read_chunks(
+pub(crate) async fn chunks_page(
     db: &mut impl Reads,
     id: &str,
     since: i64,
+    limit: Option<i64>,
 ) -> StoreResult<(StreamRecord, Vec<String>)> {
-    let chunks = db.chunks_since(id, since).await?;
+    let chunks = db.chunks_since(id, since, limit).await?;
     let stream = db.stream(id).await?.ok_or_else(|| unknown_stream(id))?;
     Ok((stream, chunks))
 }

@@ -5,6 +5,7 @@
 
 mod database;
 mod prims;
+mod stream;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -23,8 +24,8 @@ use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written};
 use crate::store::retention::Retention;
 use crate::store::{
-    ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats,
-    Record, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
+    ArtifactMeta, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent,
+    PoolStats, Record, Rows, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
 };
 
 /// A write operation's future over one borrowed transaction (the shape
@@ -56,6 +57,8 @@ pub struct PgStore {
     notifier: Arc<Notifier>,
     published: tokio::sync::mpsc::UnboundedSender<String>,
     retention: Retention,
+    /// How long a streamed read waits for its client to take a piece.
+    stall: Duration,
 }
 
 impl PgStore {
@@ -106,6 +109,7 @@ impl PgStore {
             notifier,
             published,
             retention: options.retention.clone(),
+            stall: options.stall,
         })
     }
 
@@ -256,9 +260,8 @@ impl Store for PgStore {
             .await
     }
 
-    async fn list_builds(&self) -> StoreResult<Vec<Record>> {
-        self.db
-            .settle(ops::Reads::resources(&mut self.reads(), ResourceKind::Build).await)
+    async fn read(&self, listing: Listing) -> StoreResult<Rows> {
+        stream::read(self.db.clone(), listing, self.stall).await
     }
 
     async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
@@ -287,9 +290,14 @@ impl Store for PgStore {
         .await
     }
 
-    async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
+    async fn events_page(
+        &self,
+        r: &ResourceRef,
+        since: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
         self.db
-            .settle(ops::events_since(&mut self.reads(), r, since).await)
+            .settle(ops::events_page(&mut self.reads(), r, since, limit).await)
     }
 
     async fn put_artifact(
@@ -325,15 +333,6 @@ impl Store for PgStore {
     ) -> StoreResult<Option<ArtifactMeta>> {
         self.db
             .settle(ops::get_artifact(&mut self.reads(), r, kind, rev).await)
-    }
-
-    async fn list_artifacts(
-        &self,
-        r: &ResourceRef,
-        kind: Option<&str>,
-    ) -> StoreResult<Vec<ArtifactMeta>> {
-        self.db
-            .settle(ops::list_artifacts(&mut self.reads(), r, kind).await)
     }
 
     async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
@@ -375,11 +374,6 @@ impl Store for PgStore {
         .await
     }
 
-    async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
-        self.db
-            .settle(ops::list_sessions(&mut self.reads(), repo).await)
-    }
-
     async fn create_stream(
         &self,
         scope: &ResourceRef,
@@ -393,11 +387,6 @@ impl Store for PgStore {
         .await
     }
 
-    async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
-        self.db
-            .settle(ops::list_streams(&mut self.reads(), scope).await)
-    }
-
     async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
         self.db
             .settle(ops::Reads::stream(&mut self.reads(), id).await)
@@ -409,9 +398,14 @@ impl Store for PgStore {
             .await
     }
 
-    async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)> {
+    async fn chunks_page(
+        &self,
+        id: &str,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<(StreamRecord, Vec<String>)> {
         self.db
-            .settle(ops::read_chunks(&mut self.reads(), id, since).await)
+            .settle(ops::chunks_page(&mut self.reads(), id, since, limit).await)
     }
 
     async fn close_stream(

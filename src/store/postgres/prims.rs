@@ -30,31 +30,37 @@ const SELECT_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_se
      lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2";
 const LOCK_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
      lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2 FOR UPDATE";
-const LIST_RESOURCES: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
+pub(super) const LIST_RESOURCES: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
      lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 ORDER BY created_at, id";
-const LIST_SESSIONS: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
+pub(super) const LIST_SESSIONS: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
      lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = 'session' AND parent = $1 \
      ORDER BY created_at, created_order";
 const EXISTS_RESOURCE: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
-const SELECT_EVENTS_SINCE: &str =
+pub(super) const SELECT_EVENTS_SINCE: &str =
     "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
+/// The same, at most `$4` rows (a held read's probe).
+const SELECT_EVENTS_PAGE: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 \
+     AND seq > $3 ORDER BY seq LIMIT $4";
 const SELECT_ARTIFACT: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
      FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 AND revision = $4";
 const SELECT_LATEST_ARTIFACT: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
      FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision DESC LIMIT 1";
-const LIST_ARTIFACTS: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
+pub(super) const LIST_ARTIFACTS: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
      FROM artifacts WHERE kind = $1 AND resource_id = $2 ORDER BY artifact_kind, revision";
-const LIST_ARTIFACTS_OF_KIND: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
+pub(super) const LIST_ARTIFACTS_OF_KIND: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
      FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision";
 const SELECT_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
      outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1";
 const LOCK_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
      outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1 FOR UPDATE";
-const LIST_STREAMS: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
+pub(super) const LIST_STREAMS: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
      outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams \
      WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order";
-const SELECT_CHUNKS_SINCE: &str =
+pub(super) const SELECT_CHUNKS_SINCE: &str =
     "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
+/// The same, at most `$3` rows (`NULL`: all).
+const SELECT_CHUNKS_PAGE: &str =
+    "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
 /// Resource and stream tails of a JSON array of `{kind, id}` in one
 /// statement; a closed stream reports the largest tail so its readers wake.
 const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
@@ -172,7 +178,7 @@ const FAST_APPEND_CHUNK: &str = "WITH bumped AS (\
 const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
      artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
 
-fn resource_row(kind: ResourceKind, row: &PgRow) -> StoreResult<ResourceRow> {
+pub(super) fn resource_row(kind: ResourceKind, row: &PgRow) -> StoreResult<ResourceRow> {
     let attrs: Option<String> = row.try_get("attrs")?;
     let attrs = match attrs {
         Some(text) => match serde_json::from_str::<Value>(&text) {
@@ -203,7 +209,7 @@ fn resource_row(kind: ResourceKind, row: &PgRow) -> StoreResult<ResourceRow> {
     })
 }
 
-fn stream_row(row: &PgRow) -> StoreResult<StreamRecord> {
+pub(super) fn stream_row(row: &PgRow) -> StoreResult<StreamRecord> {
     let tag: String = row.try_get("scope_kind")?;
     let kind = ResourceKind::from_tag(&tag)
         .ok_or_else(|| StoreError::Corrupt(format!("unknown stream scope {tag:?}")))?;
@@ -231,7 +237,7 @@ fn stream_row(row: &PgRow) -> StoreResult<StreamRecord> {
     })
 }
 
-fn artifact_row(resource: &ResourceRef, row: &PgRow) -> StoreResult<ArtifactMeta> {
+pub(super) fn artifact_row(resource: &ResourceRef, row: &PgRow) -> StoreResult<ArtifactMeta> {
     let metadata: String = row.try_get("metadata")?;
     let Ok(Value::Object(metadata)) = serde_json::from_str::<Value>(&metadata) else {
         return Err(StoreError::Corrupt(
@@ -264,7 +270,15 @@ impl<'p> PgRead<'p> {
         PgRead { db, conn: None }
     }
 
-    async fn conn(&mut self) -> StoreResult<&mut PgConnection> {
+    /// Close the connection instead of returning it (a statement was left
+    /// with rows unread).
+    pub fn discard(&mut self) {
+        if let Some(conn) = &mut self.conn {
+            conn.close_on_drop();
+        }
+    }
+
+    pub async fn conn(&mut self) -> StoreResult<&mut PgConnection> {
         if self.conn.is_none() {
             self.conn = Some(self.db.acquire().await?);
         }
@@ -295,21 +309,17 @@ impl Reads for PgRead<'_> {
             .is_some())
     }
 
-    async fn resources(&mut self, kind: ResourceKind) -> StoreResult<Vec<Record>> {
-        let rows = counted::<Postgres>(LIST_RESOURCES)
-            .bind(kind.tag())
-            .fetch_all(self.conn().await?)
-            .await?;
-        rows.iter()
-            .map(|row| Ok(resource_row(kind, row)?.record))
-            .collect()
-    }
-
-    async fn events_since(&mut self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
-        let rows = counted::<Postgres>(SELECT_EVENTS_SINCE)
+    async fn events_since(
+        &mut self,
+        r: &ResourceRef,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<String>> {
+        let rows = counted::<Postgres>(SELECT_EVENTS_PAGE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(since)
+            .bind(limit)
             .fetch_all(self.conn().await?)
             .await?;
         rows.iter()
@@ -341,43 +351,6 @@ impl Reads for PgRead<'_> {
             .transpose()
     }
 
-    async fn artifacts(
-        &mut self,
-        r: &ResourceRef,
-        kind: Option<&str>,
-    ) -> StoreResult<Vec<ArtifactMeta>> {
-        let query = match kind {
-            Some(kind) => counted::<Postgres>(LIST_ARTIFACTS_OF_KIND)
-                .bind(r.kind.tag())
-                .bind(&r.id)
-                .bind(kind),
-            None => counted::<Postgres>(LIST_ARTIFACTS)
-                .bind(r.kind.tag())
-                .bind(&r.id),
-        };
-        let rows = query.fetch_all(self.conn().await?).await?;
-        rows.iter().map(|row| artifact_row(r, row)).collect()
-    }
-
-    async fn sessions(&mut self, repo: &str) -> StoreResult<Vec<Record>> {
-        let rows = counted::<Postgres>(LIST_SESSIONS)
-            .bind(repo)
-            .fetch_all(self.conn().await?)
-            .await?;
-        rows.iter()
-            .map(|row| Ok(resource_row(ResourceKind::Session, row)?.record))
-            .collect()
-    }
-
-    async fn streams(&mut self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
-        let rows = counted::<Postgres>(LIST_STREAMS)
-            .bind(scope.kind.tag())
-            .bind(&scope.id)
-            .fetch_all(self.conn().await?)
-            .await?;
-        rows.iter().map(stream_row).collect()
-    }
-
     async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
         counted::<Postgres>(SELECT_STREAM)
             .bind(id)
@@ -387,10 +360,16 @@ impl Reads for PgRead<'_> {
             .transpose()
     }
 
-    async fn chunks_since(&mut self, id: &str, since: i64) -> StoreResult<Vec<String>> {
-        let rows = counted::<Postgres>(SELECT_CHUNKS_SINCE)
+    async fn chunks_since(
+        &mut self,
+        id: &str,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<String>> {
+        let rows = counted::<Postgres>(SELECT_CHUNKS_PAGE)
             .bind(id)
             .bind(since)
+            .bind(limit)
             .fetch_all(self.conn().await?)
             .await?;
         rows.iter()

@@ -5,14 +5,19 @@
 //! No row lock is needed: the one writer connection, inside the batch's
 //! `BEGIN IMMEDIATE`, already serialises every write.
 
+use bytes::BytesMut;
 use rusqlite::{Connection, OptionalExtension as _, Row, params};
 use serde_json::{Map, Value};
+
+use super::stream::Out;
 
 use crate::clock::Clock;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{Reads, ResourceRow, Writes};
+use crate::store::rows::write_json;
 use crate::store::{
-    ArtifactMeta, Lease, NewArtifact, Record, StoreError, StoreResult, StreamArtifact, StreamRecord,
+    ArtifactMeta, Lease, Listing, NewArtifact, Record, StoreError, StoreResult, StreamArtifact,
+    StreamRecord,
 };
 
 const RESOURCE_COLUMNS: &str = "id, attrs, created_at, updated_at, last_seq, lease_holder, \
@@ -48,6 +53,13 @@ fn json_object(text: &str, what: &str) -> StoreResult<Map<String, Value>> {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(corrupt(what)),
     }
+}
+
+/// A stored JSON text column (envelopes, chunks), copied as is.
+fn text_row(row: &Row<'_>, buf: &mut BytesMut) -> StoreResult<()> {
+    let text = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+    buf.extend_from_slice(text.as_bytes());
+    Ok(())
 }
 
 /// Rows are read as raw values first: rusqlite's row closures can only fail
@@ -202,14 +214,98 @@ impl Conn<'_> {
         .transpose()
     }
 
-    fn records(&self, kind: ResourceKind, sql: &str, key: &str) -> StoreResult<Vec<Record>> {
+    /// Run `listing`'s statement, writing each row's wire JSON to `out` as
+    /// the statement steps (one statement: one snapshot); an empty answer
+    /// of an unknown owner is `NotFound`.
+    pub(super) fn stream(&self, listing: &Listing, out: &mut Out) -> StoreResult<()> {
+        match listing {
+            Listing::Events { resource, since } => self.each(
+                "SELECT envelope FROM events WHERE kind = ?1 AND resource_id = ?2 AND seq > ?3 \
+                 ORDER BY seq",
+                params![resource.kind.tag(), resource.id, since],
+                out,
+                text_row,
+            )?,
+            Listing::Chunks { id, since } => self.each(
+                "SELECT chunk FROM stream_chunks WHERE stream_id = ?1 AND seq > ?2 ORDER BY seq",
+                params![id, since],
+                out,
+                text_row,
+            )?,
+            Listing::Builds => self.each(
+                &format!(
+                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = 'build' \
+                     ORDER BY created_at, id"
+                ),
+                [],
+                out,
+                |row, buf| {
+                    let record = raw_resource(row)?.parse(ResourceKind::Build)?.record;
+                    write_json(buf, &record.to_json())
+                },
+            )?,
+            Listing::Sessions { repo } => self.each(
+                &format!(
+                    "SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = 'session' AND parent = ?1 \
+                     ORDER BY created_at, created_order"
+                ),
+                params![repo],
+                out,
+                |row, buf| {
+                    let record = raw_resource(row)?.parse(ResourceKind::Session)?.record;
+                    write_json(buf, &record.to_json())
+                },
+            )?,
+            Listing::Artifacts { resource, kind } => self.each(
+                // `?3 IS NULL` lets one statement serve both listings.
+                &format!(
+                    "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE kind = ?1 AND resource_id = ?2 \
+                     AND (?3 IS NULL OR artifact_kind = ?3) ORDER BY artifact_kind, revision"
+                ),
+                params![resource.kind.tag(), resource.id, kind],
+                out,
+                |row, buf| write_json(buf, &raw_artifact(row)?.parse(resource)?.to_json()),
+            )?,
+            Listing::Streams { scope } => self.each(
+                &format!(
+                    "SELECT {STREAM_COLUMNS} FROM streams WHERE scope_kind = ?1 AND scope_id = ?2 \
+                     ORDER BY created_at, created_order"
+                ),
+                params![scope.kind.tag(), scope.id],
+                out,
+                |row, buf| write_json(buf, &raw_stream(row)?.parse()?.to_json()),
+            )?,
+        }
+        if !out.has_rows()
+            && let Some(owner) = listing.owner()
+            && !self.exists_row(&owner)?
+        {
+            return Err(StoreError::NotFound(owner));
+        }
+        Ok(())
+    }
+
+    fn exists_row(&self, r: &ResourceRef) -> StoreResult<bool> {
+        Ok(self
+            .statement("SELECT 1 FROM resources WHERE kind = ?1 AND id = ?2")?
+            .exists(params![r.kind.tag(), r.id])?)
+    }
+
+    /// Step `sql`'s rows into `out`, sending each piece as it fills.
+    fn each(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        out: &mut Out,
+        render: impl Fn(&Row<'_>, &mut BytesMut) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         let mut statement = self.statement(sql)?;
-        let raws = statement
-            .query_map(params![key], raw_resource)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        raws.into_iter()
-            .map(|raw| Ok(raw.parse(kind)?.record))
-            .collect()
+        let mut rows = statement.query(params)?;
+        while let Some(row) = rows.next()? {
+            render(row, out.row())?;
+            out.flush_if_full()?;
+        }
+        Ok(())
     }
 
     fn texts(&self, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<String>> {
@@ -227,25 +323,20 @@ impl Reads for Conn<'_> {
     }
 
     async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool> {
-        Ok(self
-            .statement("SELECT 1 FROM resources WHERE kind = ?1 AND id = ?2")?
-            .exists(params![r.kind.tag(), r.id])?)
+        self.exists_row(r)
     }
 
-    async fn resources(&mut self, kind: ResourceKind) -> StoreResult<Vec<Record>> {
-        self.records(
-            kind,
-            &format!(
-                "SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = ?1 ORDER BY created_at, id"
-            ),
-            kind.tag(),
-        )
-    }
-
-    async fn events_since(&mut self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
+    async fn events_since(
+        &mut self,
+        r: &ResourceRef,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<String>> {
+        // A negative LIMIT is no limit in SQLite.
         self.texts(
-            "SELECT envelope FROM events WHERE kind = ?1 AND resource_id = ?2 AND seq > ?3 ORDER BY seq",
-            params![r.kind.tag(), r.id, since],
+            "SELECT envelope FROM events WHERE kind = ?1 AND resource_id = ?2 AND seq > ?3 \
+             ORDER BY seq LIMIT ?4",
+            params![r.kind.tag(), r.id, since, limit.unwrap_or(-1)],
         )
     }
 
@@ -274,52 +365,19 @@ impl Reads for Conn<'_> {
         raw.map(|raw| raw.parse(r)).transpose()
     }
 
-    async fn artifacts(
-        &mut self,
-        r: &ResourceRef,
-        kind: Option<&str>,
-    ) -> StoreResult<Vec<ArtifactMeta>> {
-        // `?3 IS NULL` lets one statement serve both listings.
-        let mut statement = self.statement(&format!(
-            "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE kind = ?1 AND resource_id = ?2 \
-             AND (?3 IS NULL OR artifact_kind = ?3) ORDER BY artifact_kind, revision"
-        ))?;
-        let raws = statement
-            .query_map(params![r.kind.tag(), r.id, kind], raw_artifact)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        raws.into_iter().map(|raw| raw.parse(r)).collect()
-    }
-
-    async fn sessions(&mut self, repo: &str) -> StoreResult<Vec<Record>> {
-        self.records(
-            ResourceKind::Session,
-            &format!(
-                "SELECT {RESOURCE_COLUMNS} FROM resources WHERE kind = 'session' AND parent = ?1 \
-                 ORDER BY created_at, created_order"
-            ),
-            repo,
-        )
-    }
-
-    async fn streams(&mut self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
-        let mut statement = self.statement(&format!(
-            "SELECT {STREAM_COLUMNS} FROM streams WHERE scope_kind = ?1 AND scope_id = ?2 \
-             ORDER BY created_at, created_order"
-        ))?;
-        let raws = statement
-            .query_map(params![scope.kind.tag(), scope.id], raw_stream)?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        raws.into_iter().map(RawStream::parse).collect()
-    }
-
     async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
         self.stream_row(id)
     }
 
-    async fn chunks_since(&mut self, id: &str, since: i64) -> StoreResult<Vec<String>> {
+    async fn chunks_since(
+        &mut self,
+        id: &str,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Vec<String>> {
         self.texts(
-            "SELECT chunk FROM stream_chunks WHERE stream_id = ?1 AND seq > ?2 ORDER BY seq",
-            params![id, since],
+            "SELECT chunk FROM stream_chunks WHERE stream_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            params![id, since, limit.unwrap_or(-1)],
         )
     }
 

@@ -14,6 +14,7 @@
 mod conn;
 mod migrate;
 mod readers;
+mod stream;
 mod writer;
 
 use std::path::PathBuf;
@@ -35,8 +36,8 @@ use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written, drive};
 use crate::store::retention::Retention;
 use crate::store::{
-    ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats,
-    Record, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
+    ArtifactMeta, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent,
+    PoolStats, Record, Rows, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
 };
 
 /// How long a statement waits for another connection's lock before failing.
@@ -114,6 +115,8 @@ pub struct SqliteStore {
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
     retention: Retention,
+    /// How long a streamed read waits for its client to take a piece.
+    stall: Duration,
     _lock: Option<std::fs::File>,
 }
 
@@ -156,6 +159,7 @@ impl SqliteStore {
             clock,
             notifier,
             retention: options.retention.clone(),
+            stall: options.stall,
             _lock: lock,
         })
     }
@@ -204,7 +208,7 @@ impl SqliteStore {
 
     /// Run a read on a pooled read-only connection (or, in memory, on the
     /// writer's connection, where it commits nothing).
-    async fn read<T: Send + 'static>(
+    async fn read_with<T: Send + 'static>(
         &self,
         op: impl FnOnce(&mut Conn<'_>) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
@@ -231,9 +235,25 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_builds(&self) -> StoreResult<Vec<Record>> {
-        self.read(|c| drive(ops::Reads::resources(c, ResourceKind::Build)))
-            .await
+    async fn read(&self, listing: Listing) -> StoreResult<Rows> {
+        match &self.readers {
+            Some(readers) => {
+                let clock = self.clock.clone();
+                readers
+                    .stream(self.stall, move |conn, out| {
+                        Conn::new(conn, &*clock).stream(&listing, out)
+                    })
+                    .await
+            }
+            None => {
+                self.write(move |c| {
+                    let mut out = stream::Out::gathering();
+                    c.stream(&listing, &mut out)?;
+                    Ok(Written::unchanged(out.into_rows()))
+                })
+                .await
+            }
+        }
     }
 
     async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
@@ -246,7 +266,7 @@ impl Store for SqliteStore {
 
     async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
         let r = r.clone();
-        self.read(move |c| drive(ops::get_record(c, &r))).await
+        self.read_with(move |c| drive(ops::get_record(c, &r))).await
     }
 
     async fn append(
@@ -260,9 +280,14 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn events_since(&self, r: &ResourceRef, since: i64) -> StoreResult<Vec<String>> {
+    async fn events_page(
+        &self,
+        r: &ResourceRef,
+        since: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
         let r = r.clone();
-        self.read(move |c| drive(ops::events_since(c, &r, since)))
+        self.read_with(move |c| drive(ops::events_page(c, &r, since, limit)))
             .await
     }
 
@@ -296,17 +321,7 @@ impl Store for SqliteStore {
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>> {
         let (r, kind) = (r.clone(), kind.to_owned());
-        self.read(move |c| drive(ops::get_artifact(c, &r, &kind, rev)))
-            .await
-    }
-
-    async fn list_artifacts(
-        &self,
-        r: &ResourceRef,
-        kind: Option<&str>,
-    ) -> StoreResult<Vec<ArtifactMeta>> {
-        let (r, kind) = (r.clone(), kind.map(str::to_owned));
-        self.read(move |c| drive(ops::list_artifacts(c, &r, kind.as_deref())))
+        self.read_with(move |c| drive(ops::get_artifact(c, &r, &kind, rev)))
             .await
     }
 
@@ -330,7 +345,8 @@ impl Store for SqliteStore {
 
     async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let resources = resources.to_vec();
-        self.read(move |c| drive(ops::tails(c, &resources))).await
+        self.read_with(move |c| drive(ops::tails(c, &resources)))
+            .await
     }
 
     async fn create_session(
@@ -345,12 +361,6 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_sessions(&self, repo: &str) -> StoreResult<Vec<Record>> {
-        let repo = repo.to_owned();
-        self.read(move |c| drive(ops::list_sessions(c, &repo)))
-            .await
-    }
-
     async fn create_stream(
         &self,
         scope: &ResourceRef,
@@ -362,15 +372,10 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_streams(&self, scope: &ResourceRef) -> StoreResult<Vec<StreamRecord>> {
-        let scope = scope.clone();
-        self.read(move |c| drive(ops::list_streams(c, &scope)))
-            .await
-    }
-
     async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
         let id = id.to_owned();
-        self.read(move |c| drive(ops::Reads::stream(c, &id))).await
+        self.read_with(move |c| drive(ops::Reads::stream(c, &id)))
+            .await
     }
 
     async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
@@ -379,9 +384,14 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn read_chunks(&self, id: &str, since: i64) -> StoreResult<(StreamRecord, Vec<String>)> {
+    async fn chunks_page(
+        &self,
+        id: &str,
+        since: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<(StreamRecord, Vec<String>)> {
         let id = id.to_owned();
-        self.read(move |c| drive(ops::read_chunks(c, &id, since)))
+        self.read_with(move |c| drive(ops::chunks_page(c, &id, since, limit)))
             .await
     }
 
@@ -406,7 +416,7 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        self.read(|c| drive(ops::Reads::ping(c))).await
+        self.read_with(|c| drive(ops::Reads::ping(c))).await
     }
 
     fn pool_stats(&self) -> PoolStats {

@@ -10,7 +10,9 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
 use super::BUSY_TIMEOUT;
-use crate::store::{PoolStats, StoreError, StoreResult};
+use super::stream::Out;
+use crate::store::rows::RowSink;
+use crate::store::{PoolStats, Rows, StoreError, StoreResult};
 
 pub(super) struct Readers {
     path: PathBuf,
@@ -81,6 +83,41 @@ impl Readers {
         })
         .await
         .map_err(|err| StoreError::Corrupt(format!("read task failed: {err}")))?
+    }
+
+    /// A streamed read: `op` steps its statement on a pooled connection in
+    /// a blocking task, sending pieces as they fill; the answer starts when
+    /// the first piece (or the whole answer, or its failure) is ready. The
+    /// task ends its statement and returns the connection as soon as the
+    /// answer ends or the client goes away.
+    pub(super) async fn stream(
+        self: &Arc<Self>,
+        stall: std::time::Duration,
+        op: impl FnOnce(&Connection, &mut Out) -> StoreResult<()> + Send + 'static,
+    ) -> StoreResult<Rows> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Corrupt("reader pool closed".into()))?;
+        let (sink, pending) = RowSink::new(stall);
+        let handle = tokio::runtime::Handle::current();
+        let readers = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut out = Out::streaming(sink, handle);
+            let outcome = match readers.take() {
+                Ok(conn) => {
+                    let outcome = op(&conn, &mut out);
+                    readers.give_back(conn);
+                    outcome
+                }
+                Err(err) => Err(err),
+            };
+            out.finish(outcome);
+        });
+        pending.start().await
     }
 
     pub(super) fn stats(&self, max: u32) -> PoolStats {

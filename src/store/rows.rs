@@ -1,0 +1,403 @@
+//! Streamed reads (issue 22, DESIGN decision 18): a whole-history answer
+//! leaves the database in pieces of about [`PIECE_BYTES`], written by a task
+//! of its own as the response body asks for them, instead of being built
+//! whole in memory. A read's memory is then a few pieces, whatever the size
+//! of the history.
+//!
+//! The producer ([`RowSink`]) runs one statement (one snapshot) and appends
+//! each row's JSON text; full pieces go through a channel of one slot, so it
+//! runs at most one piece ahead of the client. The consumer ([`Rows`]) first
+//! waits for the producer's first message, which decides the status: the
+//! first piece (rows follow, `200`), the end (a complete answer), or a
+//! failure (an unknown resource is found before any byte is sent). A client
+//! that goes away drops the consumer: the producer's next send fails and it
+//! stops, ending its statement. A client that stops reading is given
+//! `stall` to take each piece, then abandoned the same way.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+
+use super::{StoreError, StoreResult};
+use crate::protocol::{ResourceKind, ResourceRef};
+
+/// What a streamed read selects. Each backend runs it as one statement
+/// (one snapshot), rows in the protocol's order, each as its wire JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// Envelopes of `resource` with `seq > since`.
+    Events { resource: ResourceRef, since: i64 },
+    /// Chunks of stream `id` with `seq > since`.
+    Chunks { id: String, since: i64 },
+    /// Every build record (`listBuilds`).
+    Builds,
+    /// A repository's session records, in creation order.
+    Sessions { repo: String },
+    /// A resource's artifact metadata, by kind then revision (one kind or all).
+    Artifacts {
+        resource: ResourceRef,
+        kind: Option<String>,
+    },
+    /// A scope's stream records, in creation order.
+    Streams { scope: ResourceRef },
+}
+
+impl Listing {
+    /// The resource that must exist when the answer has no rows (an empty
+    /// answer of an unknown one is `NotFound`), if any.
+    pub fn owner(&self) -> Option<ResourceRef> {
+        match self {
+            Listing::Events { resource, .. } | Listing::Artifacts { resource, .. } => {
+                Some(resource.clone())
+            }
+            Listing::Sessions { repo } => Some(ResourceRef::new(ResourceKind::Repo, repo)),
+            Listing::Streams { scope } => Some(scope.clone()),
+            // The handler resolved the stream before reading its chunks.
+            Listing::Chunks { .. } | Listing::Builds => None,
+        }
+    }
+}
+
+/// The size a piece is sent at: large enough that per-piece costs vanish
+/// beside copying, small enough that a read's memory stays a few of them.
+pub const PIECE_BYTES: usize = 64 * 1024;
+
+/// What the producer sends.
+enum Message<E> {
+    Piece(Bytes),
+    End(E),
+    /// The whole answer in one piece (nothing was sent before it): a short
+    /// answer can then be sent whole, with its length.
+    Whole(Bytes, E),
+    Failed(StoreError),
+}
+
+/// The producer's side: rows in, pieces out.
+pub(crate) struct RowSink<E> {
+    piece: BytesMut,
+    /// A row was written (the next one needs a comma before it).
+    any: bool,
+    /// A piece went out.
+    sent: bool,
+    tx: mpsc::Sender<Message<E>>,
+    stall: Duration,
+}
+
+/// The consumer went away (or stopped reading for longer than the stall
+/// bound): the producer stops.
+#[derive(Debug)]
+pub(crate) struct Gone;
+
+impl<E> RowSink<E> {
+    /// A sink and its consumer's receiving end; `stall` bounds how long a
+    /// piece waits for the consumer.
+    pub(crate) fn new(stall: Duration) -> (Self, Pending<E>) {
+        let (tx, rx) = mpsc::channel(1);
+        (
+            RowSink {
+                piece: BytesMut::with_capacity(PIECE_BYTES + PIECE_BYTES / 4),
+                any: false,
+                sent: false,
+                tx,
+                stall,
+            },
+            Pending { rx },
+        )
+    }
+
+    /// The buffer to write the next row's JSON text into (the separator is
+    /// already there).
+    pub(crate) fn row(&mut self) -> &mut BytesMut {
+        if self.any {
+            self.piece.extend_from_slice(b",");
+        }
+        self.any = true;
+        &mut self.piece
+    }
+
+    /// Everything written, for a producer that never sent a piece (the
+    /// in-memory database answers whole: its rows are in memory anyway).
+    pub(crate) fn into_complete(self, end: E) -> Rows<E> {
+        Rows {
+            first: (!self.piece.is_empty()).then(|| self.piece.freeze()),
+            rx: None,
+            end: Some(end),
+        }
+    }
+
+    /// Whether any row was written.
+    pub(crate) fn has_rows(&self) -> bool {
+        self.any
+    }
+
+    /// Whether the current piece should be sent before the next row.
+    pub(crate) fn is_full(&self) -> bool {
+        self.piece.len() >= PIECE_BYTES
+    }
+
+    /// Send the current piece, waiting at most the stall bound for room.
+    pub(crate) async fn send_piece(&mut self) -> Result<(), Gone> {
+        if self.piece.is_empty() {
+            return Ok(());
+        }
+        let piece = self.piece.split().freeze();
+        self.piece.reserve(PIECE_BYTES + PIECE_BYTES / 4);
+        self.sent = true;
+        match tokio::time::timeout(self.stall, self.tx.send(Message::Piece(piece))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) | Err(_) => Err(Gone),
+        }
+    }
+
+    /// End the answer: the last piece and then `end`, or the failure. A
+    /// failure after pieces were sent can only cut the body short.
+    pub(crate) async fn finish(mut self, end: StoreResult<E>) {
+        let last = match end {
+            Ok(end) if !self.sent => Message::Whole(self.piece.split().freeze(), end),
+            Ok(end) => {
+                if self.send_piece().await.is_err() {
+                    return;
+                }
+                Message::End(end)
+            }
+            Err(err) => Message::Failed(err),
+        };
+        let _ = tokio::time::timeout(self.stall, self.tx.send(last)).await;
+    }
+}
+
+/// The consumer before the first message.
+pub struct Pending<E> {
+    rx: mpsc::Receiver<Message<E>>,
+}
+
+impl<E> Pending<E> {
+    /// Wait for the producer's first message: the answer has begun, or it
+    /// failed before any byte (an unknown resource, a database error).
+    pub async fn start(mut self) -> StoreResult<Rows<E>> {
+        match self.rx.recv().await {
+            Some(Message::Piece(first)) => Ok(Rows {
+                first: Some(first),
+                rx: Some(self.rx),
+                end: None,
+            }),
+            Some(Message::End(end)) => Ok(Rows {
+                first: None,
+                rx: None,
+                end: Some(end),
+            }),
+            Some(Message::Whole(piece, end)) => Ok(Rows {
+                first: (!piece.is_empty()).then_some(piece),
+                rx: None,
+                end: Some(end),
+            }),
+            Some(Message::Failed(err)) => Err(err),
+            None => Err(StoreError::Aborted(
+                "the read stopped before answering".into(),
+            )),
+        }
+    }
+}
+
+/// A read answer: rows' JSON texts joined by commas, in pieces, then an end
+/// value (`()`, or what a chunk read reports after its chunks).
+pub struct Rows<E = ()> {
+    first: Option<Bytes>,
+    rx: Option<mpsc::Receiver<Message<E>>>,
+    end: Option<E>,
+}
+
+/// One step of an answer.
+pub enum Next<E> {
+    Piece(Bytes),
+    End(E),
+}
+
+impl<E> Rows<E> {
+    /// A complete answer held in memory (`rows` are JSON texts).
+    pub fn complete<S: AsRef<str>>(rows: &[S], end: E) -> Self {
+        let mut joined = Vec::with_capacity(rows.iter().map(|r| r.as_ref().len() + 1).sum());
+        for (i, row) in rows.iter().enumerate() {
+            if i > 0 {
+                joined.push(b',');
+            }
+            joined.extend_from_slice(row.as_ref().as_bytes());
+        }
+        Rows {
+            first: (!joined.is_empty()).then(|| Bytes::from(joined)),
+            rx: None,
+            end: Some(end),
+        }
+    }
+
+    /// Whether pieces are still to come from a producer (the answer did
+    /// not fit its first piece).
+    pub fn is_streamed(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    /// Whether the answer has no rows. Only exact for a complete answer or
+    /// before [`Rows::next`] was called: a streamed answer's first piece is
+    /// never empty.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rx.is_none()
+    }
+
+    /// The next piece, then the end value; `None` after that. An error after
+    /// the first piece means the producer failed mid-way.
+    pub async fn next(&mut self) -> Option<StoreResult<Next<E>>> {
+        if let Some(first) = self.first.take() {
+            return Some(Ok(Next::Piece(first)));
+        }
+        if let Some(end) = self.end.take() {
+            return Some(Ok(Next::End(end)));
+        }
+        let rx = self.rx.as_mut()?;
+        let message = rx.recv().await;
+        match message {
+            Some(Message::Piece(piece)) => Some(Ok(Next::Piece(piece))),
+            Some(Message::End(end)) => {
+                self.rx = None;
+                Some(Ok(Next::End(end)))
+            }
+            Some(Message::Whole(piece, end)) => {
+                // Only ever a first message; taken as a piece and the end.
+                self.rx = None;
+                self.end = Some(end);
+                Some(Ok(Next::Piece(piece)))
+            }
+            Some(Message::Failed(err)) => {
+                self.rx = None;
+                Some(Err(err))
+            }
+            None => {
+                self.rx = None;
+                Some(Err(StoreError::Aborted(
+                    "the read stopped before its end".into(),
+                )))
+            }
+        }
+    }
+
+    /// The whole answer as one JSON array text and the end value (tests,
+    /// and reads that need every row at once).
+    pub async fn collect(mut self) -> StoreResult<(String, E)> {
+        let mut text = Vec::new();
+        loop {
+            match self.next().await {
+                Some(Ok(Next::Piece(piece))) => text.extend_from_slice(&piece),
+                Some(Ok(Next::End(end))) => {
+                    let joined = String::from_utf8(text)
+                        .map_err(|_| StoreError::Corrupt("a stored row is not UTF-8".into()))?;
+                    return Ok((format!("[{joined}]"), end));
+                }
+                Some(Err(err)) => return Err(err),
+                None => return Err(StoreError::Aborted("the read ended twice".into())),
+            }
+        }
+    }
+}
+
+/// A value's JSON text, written straight into a piece (records, metadata).
+pub(crate) fn write_json(piece: &mut BytesMut, value: &serde_json::Value) -> StoreResult<()> {
+    use bytes::BufMut as _;
+    serde_json::to_writer(piece.writer(), value)
+        .map_err(|err| StoreError::Corrupt(format!("serialising a row: {err}")))
+}
+
+/// The default bound a producer waits for its consumer to take a piece.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn pieces_join_into_one_array_with_the_end_value() {
+        let (mut sink, pending) = RowSink::<u8>::new(DEFAULT_STALL);
+        let producer = tokio::spawn(async move {
+            for i in 0..20_000 {
+                sink.row()
+                    .extend_from_slice(format!("{{\"n\":{i}}}").as_bytes());
+                if sink.is_full() {
+                    sink.send_piece().await.unwrap();
+                }
+            }
+            sink.finish(Ok(7)).await;
+        });
+        let rows = pending.start().await.unwrap();
+        let (text, end) = rows.collect().await.unwrap();
+        producer.await.unwrap();
+        let parsed: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed.len(), 20_000);
+        assert_eq!(parsed[19_999]["n"], 19_999);
+        assert_eq!(end, 7);
+    }
+
+    #[tokio::test]
+    async fn a_short_answer_arrives_whole() {
+        let (mut sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        sink.row().extend_from_slice(b"1");
+        sink.row().extend_from_slice(b"2");
+        sink.finish(Ok(())).await;
+        let rows = pending.start().await.unwrap();
+        assert!(!rows.is_streamed() && !rows.is_empty());
+        assert_eq!(rows.collect().await.unwrap().0, "[1,2]");
+    }
+
+    #[tokio::test]
+    async fn an_empty_answer_and_a_failure_are_known_before_any_piece() {
+        let (sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        sink.finish(Ok(())).await;
+        let rows = pending.start().await.unwrap();
+        assert!(rows.is_empty());
+        assert_eq!(rows.collect().await.unwrap().0, "[]");
+
+        let (sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        sink.finish(Err(StoreError::Aborted("no".into()))).await;
+        assert!(pending.start().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_consumer_that_leaves_stops_the_producer() {
+        let (mut sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        let producer = tokio::spawn(async move {
+            let mut sent = 0;
+            loop {
+                sink.row().extend_from_slice(&[b'1'; 1000]);
+                if sink.is_full() {
+                    if sink.send_piece().await.is_err() {
+                        return sent;
+                    }
+                    sent += 1;
+                }
+            }
+        });
+        let mut rows = pending.start().await.unwrap();
+        assert!(matches!(rows.next().await, Some(Ok(Next::Piece(_)))));
+        drop(rows);
+        let sent = producer.await.unwrap();
+        assert!(sent <= 3, "the producer ran {sent} pieces ahead");
+    }
+
+    #[tokio::test]
+    async fn a_consumer_that_stops_reading_is_abandoned_after_the_stall_bound() {
+        let (mut sink, pending) = RowSink::<()>::new(Duration::from_millis(100));
+        let producer = tokio::spawn(async move {
+            loop {
+                sink.row().extend_from_slice(&[b'1'; 1000]);
+                if sink.is_full() && sink.send_piece().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let rows = pending.start().await.unwrap();
+        // Never read again: the producer gives up by itself.
+        tokio::time::timeout(Duration::from_secs(60), producer)
+            .await
+            .expect("the producer gave up")
+            .unwrap();
+        drop(rows);
+    }
+}
