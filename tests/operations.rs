@@ -389,6 +389,7 @@ async fn metrics_describe_themselves_and_the_process() {
     for name in [
         "abstore_http_requests_total",
         "abstore_build_info",
+        "abstore_storage_full_total",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
         "process_open_fds",
