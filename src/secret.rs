@@ -149,7 +149,7 @@ impl Secret {
                     tracing::info!(
                         cause,
                         secrets = self.len(),
-                        "token secrets reloaded: unchanged"
+                        "token secrets unchanged (SIGHUP)"
                     );
                 }
                 Ok(false) => {}
