@@ -118,7 +118,8 @@ impl App {
         };
         let state = AppState::new(parts, shutdown);
         crate::metrics::record_build_info(store_backend(&args.db.database));
-        log_configuration(args, &catalog_source(args), &retention);
+        let max_connections = crate::connections::effective_max_connections(args.max_connections);
+        log_configuration(args, &catalog_source(args), &retention, max_connections);
         Ok(App {
             listener,
             state,
@@ -130,9 +131,7 @@ impl App {
                     idle: Duration::from_secs(args.idle_timeout_seconds),
                 },
                 body_read: Duration::from_secs(args.body_read_timeout_seconds),
-                max_connections: crate::connections::effective_max_connections(
-                    args.max_connections,
-                ),
+                max_connections,
             },
         })
     }
@@ -266,8 +265,14 @@ fn catalog_source(args: &ServeArgs) -> String {
         .map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string())
 }
 
-/// One line with the effective settings, passwords and secrets redacted.
-fn log_configuration(args: &ServeArgs, catalog: &str, retention: &store::retention::Retention) {
+/// One line with the effective settings (a connection cap lowered to the
+/// open-file limit shows the lowered value), passwords and secrets redacted.
+fn log_configuration(
+    args: &ServeArgs,
+    catalog: &str,
+    retention: &store::retention::Retention,
+    max_connections: u32,
+) {
     tracing::info!(
         listen = %args.listen,
         database = %redact(&args.db.database),
@@ -286,7 +291,7 @@ fn log_configuration(args: &ServeArgs, catalog: &str, retention: &store::retenti
         shutdown_grace_seconds = args.shutdown_grace_seconds,
         request_timeout_seconds = args.request_timeout_seconds,
         max_concurrent_requests = args.max_concurrent_requests,
-        max_connections = args.max_connections,
+        max_connections,
         header_read_timeout_seconds = args.header_read_timeout_seconds,
         idle_timeout_seconds = args.idle_timeout_seconds,
         body_read_timeout_seconds = args.body_read_timeout_seconds,

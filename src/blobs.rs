@@ -71,6 +71,23 @@ impl Blobs {
         })
     }
 
+    /// The local directory `location` names (a plain path or `file://`),
+    /// or `None` for `memory://` and object-store URLs. [`Blobs::open`]
+    /// creates it; a caller that must create nothing (a dry run) checks it
+    /// first.
+    pub fn local_dir(location: &str) -> Option<std::path::PathBuf> {
+        if location == "memory://" || location == "memory:" {
+            None
+        } else if location.contains("://") {
+            url::Url::parse(location)
+                .ok()
+                .filter(|url| url.scheme() == "file")
+                .and_then(|url| url.to_file_path().ok())
+        } else {
+            Some(std::path::PathBuf::from(location))
+        }
+    }
+
     /// Store `bytes` under `blob_ref` (idempotent: identical bytes, same key).
     pub async fn put(&self, blob_ref: &str, bytes: Vec<u8>) -> object_store::Result<()> {
         self.store

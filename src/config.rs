@@ -1,6 +1,6 @@
-//! The command line: every `serve` setting is a flag and an `ABSTORE_*`
-//! environment variable, documented by `--help` (docs/configuration.md
-//! lists them too).
+//! The command line: every setting is a flag and an `ABSTORE_*` environment
+//! variable, documented by `--help` (docs/configuration.md lists them too),
+//! except the few flags that choose what one run does ([`FLAG_ONLY`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,6 +16,24 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+
+    /// Log line format on stderr: `text`, or `json` (one JSON object a line,
+    /// for log collectors).
+    #[arg(
+        long,
+        global = true,
+        env = "ABSTORE_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+}
+
+/// `--log-format` / `ABSTORE_LOG_FORMAT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -34,7 +52,7 @@ pub enum Command {
         #[arg(long, env = "ABSTORE_LISTEN", default_value = "127.0.0.1:8787")]
         listen: SocketAddr,
         /// Give up after this many seconds.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, env = "ABSTORE_HEALTHCHECK_TIMEOUT_SECONDS", default_value_t = 5)]
         timeout_seconds: u64,
     },
     /// Event catalog tools.
@@ -51,6 +69,12 @@ pub enum Command {
     Backup(crate::archive::cli::BackupArgs),
     /// List (and with `--apply` delete) blobs no record references.
     Gc(crate::archive::cli::GcArgs),
+    /// Print a shell completion script for `abstore` (e.g.
+    /// `abstore completions bash > /etc/bash_completion.d/abstore`).
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -215,7 +239,8 @@ pub struct ServeArgs {
     pub secret: SecretArgs,
 
     /// Serve without a secret on a non-loopback address (every route
-    /// unauthenticated). Without it the server refuses to start so.
+    /// unauthenticated). Without it, a non-loopback `--listen` with no secret
+    /// refuses to start.
     #[arg(long, env = "ABSTORE_OPEN", value_parser = boolish())]
     pub open: bool,
 
@@ -258,7 +283,7 @@ impl SecretArgs {
 
 /// On/off flags also read from the environment accept the usual spellings
 /// there: `true/false`, `1/0`, `yes/no`, `on/off` (any case).
-fn boolish() -> clap::builder::BoolishValueParser {
+pub(crate) fn boolish() -> clap::builder::BoolishValueParser {
     clap::builder::BoolishValueParser::new()
 }
 
@@ -310,18 +335,59 @@ pub struct MintArgs {
     #[arg(long, value_name = "CLIENT", conflicts_with = "admin")]
     pub via_mcp: Option<String>,
     /// Lifetime: a number with a unit, `ms`, `s`, `m`, `h` or `d` (e.g. `1h`).
-    #[arg(long, default_value = "1h")]
+    #[arg(long, env = "ABSTORE_TOKEN_TTL", default_value = "1h")]
     pub ttl: String,
     /// Count the lifetime from this ISO time instead of now (for test clocks).
     #[arg(long, value_name = "ISO")]
     pub now: Option<String>,
 }
 
+/// Flags deliberately without an `ABSTORE_*` variable: each chooses what one
+/// run does, and a variable left behind in an environment must never turn a
+/// dry run into a write (`--apply`), allow an overwrite (`--force`), or
+/// widen or re-attribute a token (`token mint`'s scope and attribution
+/// flags; `--now` exists for test clocks).
+pub const FLAG_ONLY: &[&str] = &[
+    "apply",
+    "force",
+    "admin",
+    "build",
+    "repo",
+    "session",
+    "deployment",
+    "agent-session",
+    "via-session",
+    "via-mcp",
+    "now",
+];
+
 /// When `err` rejects a value that came from an `ABSTORE_*` variable rather
-/// than the command line, that variable's name and whether it is an on/off
-/// setting: clap's message names only the flag, which the user may never
-/// have typed.
-pub fn blamed_variable(err: &clap::Error) -> Option<(String, bool)> {
+/// than the command line, the error as the user should read it: the
+/// variable named where clap names the flag (which the user may never have
+/// typed), plus the accepted spellings for an on/off setting.
+pub fn env_error(err: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let (variable, on_off) = blamed_variable(err)?;
+    let Some(ContextValue::String(arg)) = err.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = arg.split_whitespace().next().unwrap_or(arg);
+    let mut text = err.render().to_string().replacen(
+        &format!("'{arg}'"),
+        &format!("the environment variable {variable} ({flag})"),
+        1,
+    );
+    if on_off {
+        text.push_str(&format!(
+            "note: {variable} takes true/false, 1/0, yes/no or on/off\n"
+        ));
+    }
+    Some(text)
+}
+
+/// The variable a rejected value came from (see [`env_error`]) and whether
+/// it is an on/off setting.
+fn blamed_variable(err: &clap::Error) -> Option<(String, bool)> {
     use clap::CommandFactory as _;
     use clap::error::ErrorKind;
     use clap::error::{ContextKind, ContextValue};
@@ -364,5 +430,40 @@ mod tests {
     #[test]
     fn command_line_is_well_formed() {
         super::Cli::command().debug_assert();
+    }
+
+    /// README.md and docs/configuration.md promise a variable for every
+    /// flag outside [`super::FLAG_ONLY`]; each variable names one setting.
+    #[test]
+    fn every_flag_has_a_variable_unless_deliberately_flag_only() {
+        let mut command = super::Cli::command();
+        command.build();
+        let mut commands = vec![&command];
+        let mut missing = Vec::new();
+        let mut variables = std::collections::BTreeMap::new();
+        while let Some(command) = commands.pop() {
+            commands.extend(command.get_subcommands());
+            for arg in command.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if matches!(long, "help" | "version") {
+                    continue;
+                }
+                match arg.get_env() {
+                    Some(env) => {
+                        let env = env.to_string_lossy().into_owned();
+                        assert!(env.starts_with("ABSTORE_"), "--{long}: {env}");
+                        let previous = variables.insert(env.clone(), long);
+                        assert!(
+                            previous.is_none_or(|p| p == long),
+                            "{env} serves both --{long} and --{}",
+                            previous.unwrap_or_default()
+                        );
+                    }
+                    None if super::FLAG_ONLY.contains(&long) => {}
+                    None => missing.push(format!("{} --{long}", command.get_name())),
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without a variable: {missing:?}");
     }
 }

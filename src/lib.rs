@@ -13,6 +13,7 @@
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends.
 //! - [`streams`]: UI Message Stream assembly for closing streams.
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
+//! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
 //! - [`metrics`]: Prometheus metrics on their own listener.
 //! - [`notify`]: wake-ups for held reads.
 //! - [`clock`]: the one injectable clock.
@@ -32,6 +33,7 @@ pub mod metrics;
 pub mod notify;
 pub mod protocol;
 pub mod secret;
+pub mod storage_full;
 pub mod store;
 pub mod streams;
 pub mod token_cli;

@@ -7,7 +7,7 @@ use clap::Parser as _;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use abstore::config::{CatalogCommand, Cli, Command, TokenCommand};
+use abstore::config::{CatalogCommand, Cli, Command, LogFormat, TokenCommand};
 
 /// jemalloc, for two measured reasons (docs/benchmarks.md): it returns
 /// freed memory to the system (glibc kept the memory of 10,000 finished held
@@ -22,24 +22,28 @@ fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
-            let _ = err.print();
-            match abstore::config::blamed_variable(&err) {
-                Some((variable, true)) => eprintln!(
-                    "note: the value came from the environment variable {variable}, which takes true/false, 1/0, yes/no or on/off"
-                ),
-                Some((variable, false)) => {
-                    eprintln!("note: the value came from the environment variable {variable}")
+            // A bad value from an `ABSTORE_*` variable is blamed on the
+            // variable, not on a flag the user never typed.
+            match abstore::config::env_error(&err) {
+                Some(text) => {
+                    let _ = write!(std::io::stderr(), "{text}");
                 }
-                None => {}
+                None => {
+                    let _ = err.print();
+                }
             }
             return std::process::ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
         }
     };
-    init_logging();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
+            // `writeln!`, not `eprintln!`: a closed stderr must not panic.
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot start the async runtime: {err}"
+            );
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -47,7 +51,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             // One readable line with its causes, never a backtrace.
-            eprintln!("error: {err:#}");
+            let _ = writeln!(std::io::stderr(), "error: {err:#}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -57,21 +61,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => {
             let shutdown = CancellationToken::new();
-            let app = abstore::app::App::build(&args, shutdown.clone()).await?;
+            // Before anything that can wait or fail: SIGTERM must always stop
+            // the process, however far the start got.
+            tokio::spawn(signal_shutdown(shutdown.clone()));
+            let app = abstore::app::App::build(&args, shutdown).await?;
             let addr = app.local_addr()?;
-            // Harnesses read these exact lines to learn the bound ports; the
-            // metrics line comes first so it is known once the server is.
-            let mut stdout = std::io::stdout();
-            if let Some(metrics) = app.metrics_addr() {
-                writeln!(stdout, "abstore metrics on http://{}/metrics", metrics?)?;
-            }
-            writeln!(stdout, "abstore listening on http://{addr}")?;
-            stdout.flush()?;
+            let metrics = app.metrics_addr().transpose()?;
+            announce(addr, metrics);
             tracing::info!(%addr, database = %abstore::app::redact(&args.db.database), blobs = %abstore::app::redact(&args.blobs), "serving");
             if let Some(secret) = app.secret() {
                 tokio::spawn(secret.clone().watch(SECRET_FILE_POLL));
             }
-            tokio::spawn(signal_shutdown(shutdown));
             app.serve().await
         }
         Command::Migrate(db) => {
@@ -123,6 +123,37 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(args) => abstore::archive::cli::import(args).await,
         Command::Backup(args) => abstore::archive::cli::backup(args).await,
         Command::Gc(args) => abstore::archive::cli::gc(args).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            // Into a buffer first: clap_complete panics on a failed write,
+            // and a closed stdout must be an error line, not a panic.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "abstore", &mut script);
+            let mut stdout = std::io::stdout();
+            stdout
+                .write_all(&script)
+                .and_then(|()| stdout.flush())
+                .context("writing the completion script to stdout")
+        }
+    }
+}
+
+/// Print the lines harnesses read to learn the bound ports (the metrics line
+/// first, so it is known once the server is). Nobody may be reading: stdout
+/// closed (`abstore serve | head -1`) or full is logged and the server goes
+/// on serving, and stopping on a signal.
+fn announce(addr: std::net::SocketAddr, metrics: Option<std::net::SocketAddr>) {
+    let mut stdout = std::io::stdout();
+    let mut lines = String::new();
+    if let Some(metrics) = metrics {
+        lines.push_str(&format!("abstore metrics on http://{metrics}/metrics\n"));
+    }
+    lines.push_str(&format!("abstore listening on http://{addr}\n"));
+    if let Err(err) = stdout
+        .write_all(lines.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        tracing::warn!(error = %err, %addr, "cannot print the listening line on stdout; serving anyway");
     }
 }
 
@@ -130,8 +161,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// once): a mounted secret that changes takes effect within this.
 const SECRET_FILE_POLL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// `RUST_LOG` filters; `ABSTORE_LOG_FORMAT=json` switches to JSON lines.
-fn init_logging() {
+/// `RUST_LOG` filters; `--log-format json` (`ABSTORE_LOG_FORMAT=json`)
+/// switches to JSON lines.
+fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes only for a terminal: a log file or collector gets plain
     // text, and the request path skips the styling work.
@@ -139,10 +171,9 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    if std::env::var("ABSTORE_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().init();
-    } else {
-        builder.init();
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
     }
 }
 

@@ -34,6 +34,11 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         .context("installing the metrics recorder")?;
     INSTALLED.store(true, Relaxed);
     describe();
+    // Present from the start, so that an alert on its rate sees a series
+    // before the first refusal.
+    for storage in crate::storage_full::Storage::ALL {
+        metrics::counter!("abstore_storage_full_total", "storage" => storage.label()).absolute(0);
+    }
     Ok(handle)
 }
 
@@ -86,6 +91,10 @@ fn describe() {
     describe_gauge!(
         "abstore_db_available",
         "0 while PostgreSQL is known to be unreachable (requests answer 503), else 1."
+    );
+    describe_counter!(
+        "abstore_storage_full_total",
+        "Writes refused (503) because the disk under the database or the blob store was full, by storage (database, blobs)."
     );
     describe_gauge!(
         "abstore_listen_connected",

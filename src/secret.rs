@@ -141,6 +141,17 @@ impl Secret {
                         .increment(1);
                     tracing::info!(cause, secrets = self.len(), "token secrets reloaded");
                 }
+                // Asked for by a signal, a reload always says what it found;
+                // the periodic check stays quiet while nothing changes.
+                Ok(false) if cause == "SIGHUP" => {
+                    metrics::counter!("abstore_secret_reloads_total", "result" => "unchanged")
+                        .increment(1);
+                    tracing::info!(
+                        cause,
+                        secrets = self.len(),
+                        "token secrets unchanged (SIGHUP)"
+                    );
+                }
                 Ok(false) => {}
                 Err(err) => {
                     metrics::counter!("abstore_secret_reloads_total", "result" => "error")
@@ -160,10 +171,24 @@ impl Secret {
 }
 
 /// Create `path` holding one fresh random secret (64 hex characters, 32
-/// bytes of entropy), readable by its owner only. Used by
-/// `--create-secret-file` so a container starts authenticated with no setup.
+/// bytes of entropy), readable by its owner only, and its missing parent
+/// directories (owner-only too). Used by `--create-secret-file` so a
+/// container starts authenticated with no setup.
 pub fn create_file(path: &Path) -> anyhow::Result<()> {
     use std::io::Write as _;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let mut dirs = std::fs::DirBuilder::new();
+        dirs.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o700);
+        dirs.create(parent).with_context(|| {
+            format!(
+                "creating the directory {} for --secret-file {}",
+                parent.display(),
+                path.display()
+            )
+        })?;
+    }
     let mut bytes = [0u8; 32];
     rand::fill(&mut bytes);
     let mut options = std::fs::OpenOptions::new();
@@ -301,6 +326,25 @@ mod tests {
         let path = dir.path().join("secret");
         create_file(&path).unwrap();
         assert!(create_file(&path).is_err(), "never overwrites");
+        // Missing parents are created, readable by the owner only.
+        let nested = dir.path().join("run/abstore/secret");
+        create_file(&nested).unwrap();
+        assert_eq!(
+            Secret::resolve(None, Some(&nested), false)
+                .unwrap()
+                .unwrap()
+                .len(),
+            1
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(nested.parent().unwrap())
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o700);
+        }
         let secret = Secret::resolve(None, Some(&path), false).unwrap().unwrap();
         assert_eq!(secret.len(), 1);
         #[cfg(unix)]

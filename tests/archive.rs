@@ -2,9 +2,10 @@
 //! stores seeded over HTTP (the whole conformance suite, for the round
 //! trip), then `abstore export | verify | import | backup | gc`.
 //!
-//! PostgreSQL legs run when `ABSTORE_TEST_POSTGRES_URL` names a server we may
-//! create databases on; S3 legs when `ABSTORE_TEST_S3_URL` is set
-//! (`scripts/s3-test-server`). Unset, they skip loudly (and fail under CI).
+//! The round trip through PostgreSQL and S3 needs `ABSTORE_TEST_POSTGRES_URL`
+//! (a server we may create databases on) and `ABSTORE_TEST_S3_URL`
+//! (`scripts/s3-test-server`); without them it skips loudly (and fails
+//! under CI), and `scripts/test` leaves it out, counted as skipped.
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
 
@@ -72,26 +73,20 @@ async fn pg_count(url: &str, table: &str) -> i64 {
         .unwrap_or(-1)
 }
 
-/// A fresh S3 prefix, or a directory (with a loud banner) without S3.
-fn s3_or_dir(dir: &Path) -> String {
-    match std::env::var("ABSTORE_TEST_S3_URL") {
-        Ok(base) => format!(
-            "{}/archive-{:016x}",
-            base.trim_end_matches('/'),
-            rand::random::<u64>()
-        ),
-        Err(_) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI requires ABSTORE_TEST_S3_URL"
-            );
-            conformance::skip::skipped(
-                "archive S3 leg (a directory stands in)",
-                "run scripts/s3-test-server",
-            );
-            s(dir).to_string()
-        }
-    }
+/// A fresh S3 prefix; `None` (with the skip recorded) without S3.
+fn s3_prefix() -> Option<String> {
+    let Ok(base) = std::env::var("ABSTORE_TEST_S3_URL") else {
+        conformance::skip::skipped(
+            "archive round trip through S3",
+            "run scripts/s3-test-server",
+        );
+        return None;
+    };
+    Some(format!(
+        "{}/archive-{:016x}",
+        base.trim_end_matches('/'),
+        rand::random::<u64>()
+    ))
 }
 
 // ── Comparing what clients see ──────────────────────────────────────────────
@@ -155,8 +150,17 @@ fn assert_same_reads(a: &[(String, u16, String)], b: &[(String, u16, String)]) {
 
 /// SQLite + directory blobs → archive → PostgreSQL + S3 → archive → SQLite:
 /// identical archives (but for the header) and identical answers.
+/// SQLite (directory blobs) → PostgreSQL (S3 blobs) → SQLite: the same
+/// archive at every step, and clients see the same store.
 #[tokio::test(flavor = "multi_thread")]
-async fn round_trip_sqlite_postgres_sqlite() {
+async fn round_trip_sqlite_postgres_s3_sqlite() {
+    let Some(pg) = support::pg_database("archive").await else {
+        return;
+    };
+    let Some(pg_blobs) = s3_prefix() else {
+        support::drop_pg(pg).await;
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let source_db = sqlite_url(&dir.path().join("source.db"));
     let source_blobs = dir.path().join("source-blobs");
@@ -187,11 +191,9 @@ async fn round_trip_sqlite_postgres_sqlite() {
         assert!(kinds.iter().any(|k| k == kind), "the seed has no {kind}");
     }
 
-    // Through PostgreSQL (+ S3), when available.
-    let mut middle = first.clone();
-    let pg = support::pg_database("archive").await;
-    if let Some(pg) = &pg {
-        let blobs = s3_or_dir(&dir.path().join("pg-blobs"));
+    // Through PostgreSQL and S3.
+    let middle = {
+        let blobs = pg_blobs;
         let (ok_, out, err) = import(&first, &pg.url, &blobs, false);
         assert!(ok_, "{err}");
         assert!(out.starts_with("dry run"), "{out}");
@@ -213,8 +215,8 @@ async fn round_trip_sqlite_postgres_sqlite() {
         let source = serve(&source_db, &source_blobs).await;
         let on_pg = serve(&pg.url, &blobs).await;
         assert_same_reads(&reads(&source, &first).await, &reads(&on_pg, &first).await);
-        middle = second;
-    }
+        second
+    };
 
     let dest_db = sqlite_url(&dir.path().join("dest.db"));
     let dest_blobs = dir.path().join("dest-blobs");
@@ -229,9 +231,47 @@ async fn round_trip_sqlite_postgres_sqlite() {
     let source = serve(&source_db, &source_blobs).await;
     let dest = serve(&dest_db, &dest_blobs).await;
     assert_same_reads(&reads(&source, &first).await, &reads(&dest, &first).await);
-    if let Some(pg) = pg {
-        support::drop_pg(pg).await;
+    support::drop_pg(pg).await;
+}
+
+/// An import dry run creates nothing: not the destination's directory, its
+/// database file or its blob directory (a path or a `file://` URL); it
+/// reports every record and blob as new. `--apply` then creates them.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_import_dry_run_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let source_db = sqlite_url(&dir.path().join("source.db"));
+    let source_blobs = s(&dir.path().join("source-blobs")).to_string();
+    {
+        let mut server = serve(&source_db, &source_blobs).await;
+        seed_small(&ctx(&server)).await;
+        server.stop().await.unwrap();
     }
+    let archive = dir.path().join("small.ndjson");
+    export(&source_db, &source_blobs, &archive);
+    let dest = dir.path().join("dest");
+    let dest_db = sqlite_url(&dest.join("abstore.db"));
+    let dest_blobs = s(&dest.join("blobs")).to_string();
+    for blobs in [dest_blobs.clone(), format!("file://{dest_blobs}")] {
+        let (ok_, out, err) = import(&archive, &dest_db, &blobs, false);
+        assert!(ok_, "{err}");
+        assert!(out.starts_with("dry run"), "{out}");
+        assert!(out.contains(" 0 already present; 2 blobs new"), "{out}");
+        assert!(
+            !dest.exists(),
+            "a dry run into {blobs} created {}",
+            dest.display()
+        );
+    }
+    let (ok_, _, err) = import(&archive, &dest_db, &dest_blobs, true);
+    assert!(ok_, "{err}");
+    assert!(dest.join("abstore.db").is_file() && dest.join("blobs").is_dir());
+    let (ok_, out, err) = import(&archive, &dest_db, &dest_blobs, false);
+    assert!(ok_, "{err}");
+    assert!(
+        out.contains(" 0 records new") && out.contains(" 0 blobs new"),
+        "{out}"
+    );
 }
 
 /// Appends and deposits keep running while exports are taken: each archive

@@ -1,5 +1,6 @@
 //! The command line as operators use it: `catalog check`, startup failures
-//! that must be clear one-line errors, and `migrate`.
+//! that must be clear one-line errors, `migrate`, variables and log formats,
+//! a server nobody reads the stdout of, and shell completions.
 
 mod support;
 
@@ -206,6 +207,14 @@ fn every_flag_and_variable_is_documented() {
         &["migrate", "--help"],
         &["healthcheck", "--help"],
         &["token", "mint", "--help"],
+        &["token", "inspect", "--help"],
+        &["catalog", "check", "--help"],
+        &["export", "--help"],
+        &["verify", "--help"],
+        &["import", "--help"],
+        &["backup", "--help"],
+        &["gc", "--help"],
+        &["completions", "--help"],
     ] {
         let (ok, help, stderr) = abstore(command);
         assert!(ok, "{stderr}");
@@ -309,4 +318,225 @@ async fn responses_before_the_body_close_the_connection_explicitly() {
         .unwrap();
     assert_eq!(read.status(), 201);
     assert!(read.headers().get("connection").is_none());
+}
+
+/// `abstore serve | head -1` and friends: stdout closed before the banner.
+/// The server neither stops nor hangs: it serves, says on stderr that it
+/// could not print, and still stops on SIGTERM.
+#[tokio::test]
+async fn a_server_whose_stdout_is_closed_serves_and_stops_on_sigterm() {
+    let port = support::free_port();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // nobody will ever read: the banner write fails
+    let mut child = tokio::process::Command::new(support::bin())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--database", "sqlite::memory:", "--blobs", "memory://"])
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let health = format!("http://127.0.0.1:{port}/health");
+    let serving = async {
+        loop {
+            if let Ok(answer) = reqwest::get(&health).await {
+                return answer.status();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    };
+    // Bounds that only catch a hang, never a slow machine.
+    let status = tokio::time::timeout(std::time::Duration::from_secs(60), serving)
+        .await
+        .expect("the server never answered /health");
+    assert_eq!(status, 200);
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let exited = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server did not stop on SIGTERM")
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .await
+        .unwrap();
+    assert!(
+        stderr.contains("cannot print the listening line on stdout"),
+        "{stderr}"
+    );
+}
+
+/// A bad value from a variable is blamed on the variable on the first line
+/// (the user may never have typed the flag clap would name), and a log
+/// format abstore does not know is refused rather than read as text.
+#[test]
+fn bad_values_from_variables_name_the_variable_first() {
+    let (ok, _, stderr) = support::run_with_env(&["serve"], &[("ABSTORE_LISTEN", "bogus")]);
+    assert!(!ok);
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("'bogus' for the environment variable ABSTORE_LISTEN (--listen)"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = support::run_with_env(
+        &["migrate", "--database", "sqlite::memory:"],
+        &[("ABSTORE_LOG_FORMAT", "yaml")],
+    );
+    assert!(!ok, "ABSTORE_LOG_FORMAT=yaml was accepted");
+    assert!(
+        stderr.contains("'yaml' for the environment variable ABSTORE_LOG_FORMAT"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[possible values: text, json]"), "{stderr}");
+    // The accepted formats: JSON lines, or text.
+    let (ok, _, stderr) = support::run_with_env(
+        &["migrate", "--database", "sqlite::memory:"],
+        &[("ABSTORE_LOG_FORMAT", "json")],
+    );
+    assert!(ok, "{stderr}");
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "migrations applied"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = abstore(&[
+        "migrate",
+        "--database",
+        "sqlite::memory:",
+        "--log-format",
+        "text",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("INFO") && stderr.contains("migrations applied"));
+}
+
+/// `--create-secret-file` creates the file's missing directories (owner-only);
+/// when it cannot, the error names the path.
+#[tokio::test]
+async fn create_secret_file_makes_missing_directories_or_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("run/abstore/secret");
+    let server = support::start_with_args(
+        "sqlite::memory:",
+        "memory://",
+        &[
+            "--secret-file",
+            support::path_text(&secret),
+            "--create-secret-file",
+        ],
+    )
+    .await;
+    assert!(secret.is_file(), "{}", server.stderr());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&secret), 0o600);
+        assert_eq!(mode(secret.parent().unwrap()), 0o700);
+    }
+    drop(server);
+    // A parent that cannot be a directory (a file is in its place).
+    let blocked = dir.path().join("blocked");
+    std::fs::write(&blocked, "").unwrap();
+    let inside = blocked.join("secret");
+    let (ok, _, stderr) = abstore(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        "sqlite::memory:",
+        "--blobs",
+        "memory://",
+        "--secret-file",
+        support::path_text(&inside),
+        "--create-secret-file",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(&format!("--secret-file {}", inside.display())),
+        "{stderr}"
+    );
+}
+
+/// The `configuration` line shows the connection cap in force (lowered to
+/// what the open-file limit allows), and request lines carry a latency in
+/// whole microseconds, not a float's noise.
+#[tokio::test]
+async fn the_configuration_line_shows_the_effective_cap_and_latency_is_rounded() {
+    // 1024 descriptors: 128 are kept for the database and blobs.
+    let script = "ulimit -n 1024 && exec \"$0\" \"$@\"";
+    let server = conformance::Server::start(
+        "sh",
+        &[
+            "-c",
+            script,
+            support::bin(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database",
+            "sqlite::memory:",
+            "--blobs",
+            "memory://",
+        ],
+    )
+    .await
+    .unwrap();
+    let client = support::client();
+    for _ in 0..5 {
+        let answer = client
+            .get(format!("{}/builds", server.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+    }
+    let log = server.stderr();
+    let configuration = log
+        .lines()
+        .find(|l| l.contains(" configuration "))
+        .unwrap_or_else(|| panic!("no configuration line:\n{log}"));
+    assert!(
+        configuration.contains(" max_connections=896 "),
+        "{configuration}"
+    );
+    let latencies: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split(" latency_ms=").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .collect();
+    assert!(!latencies.is_empty(), "no request line:\n{log}");
+    for latency in latencies {
+        let decimals = latency.split('.').nth(1).map_or(0, str::len);
+        assert!(decimals <= 3, "latency_ms={latency}");
+        assert!(latency.parse::<f64>().is_ok(), "latency_ms={latency}");
+    }
+}
+
+/// `abstore completions SHELL` prints a completion script that knows the
+/// subcommands, for every shell clap_complete supports.
+#[test]
+fn completions_for_each_shell_know_the_subcommands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (ok, script, stderr) = abstore(&["completions", shell]);
+        assert!(ok, "{shell}: {stderr}");
+        assert!(script.contains("serve"), "{shell}: no serve in\n{script}");
+        assert!(script.contains("--listen"), "{shell}: no --listen");
+    }
+    let (ok, _, stderr) = abstore(&["completions", "tcsh"]);
+    assert!(!ok);
+    assert!(stderr.contains("possible values"), "{stderr}");
 }

@@ -440,3 +440,61 @@ async fn continuity_body(server: &mut Server) -> Result<(), String> {
     }
     Ok(())
 }
+
+// ── the runner binary ───────────────────────────────────────────────────────
+
+/// `abstore-conformance` against an authenticated server: without
+/// credentials, or with a secret the server does not hold, it stops before
+/// running any check and says what to pass (not `20 passed, 791 failed`);
+/// with the secret it runs and ends with its three counts.
+#[tokio::test]
+async fn the_runner_says_what_credentials_an_authenticated_server_needs() {
+    let secret = random_secret();
+    let server = start_with("sqlite::memory:", "memory://", Some(&secret)).await;
+    // Built beside abstore by any workspace build (`cargo nextest run --workspace`).
+    let runner = Path::new(bin()).with_file_name("abstore-conformance");
+    assert!(
+        runner.is_file(),
+        "{} is missing: build it with `cargo build -p conformance`",
+        runner.display()
+    );
+    let run = |extra: &[&str]| {
+        tokio::process::Command::new(&runner)
+            .args(["--url", server.url()])
+            .args(extra)
+            .env_remove("ABSTORE_CONFORMANCE_SECRET")
+            .env_remove("ABSTORE_CONFORMANCE_TOKEN")
+            .output()
+    };
+    let out = run(&[]).await.unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(!stdout.contains("passed"), "checks ran: {stdout}");
+    for hint in ["401", "--secret", "--token"] {
+        assert!(stderr.contains(hint), "{hint} not named: {stderr}");
+    }
+
+    let wrong = random_secret();
+    let out = run(&["--secret", &wrong]).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refused the run's token"), "{stderr}");
+
+    let out = run(&["--secret", &secret, "--filter", "s11."])
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let counts: Vec<&str> = last.split(", ").collect();
+    assert!(
+        counts.len() == 3
+            && counts[0].ends_with(" passed")
+            && counts[1] == "0 failed"
+            && counts[2].ends_with(" skipped"),
+        "{last}"
+    );
+}

@@ -142,6 +142,17 @@ async fn until_status(url: &str, token: &str, status: u16) {
     panic!("GET /builds never answered {status}");
 }
 
+/// Wait (bounded) until the server's stderr contains `text`.
+async fn until_logged(served: &Served, text: &str) {
+    for _ in 0..200 {
+        if served.stderr().contains(text) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never logged {text:?}:\n{}", served.stderr());
+}
+
 #[tokio::test]
 async fn open_mode_on_a_network_address_is_an_explicit_choice() {
     let (ok, stdout, stderr) = abstore(
@@ -257,6 +268,10 @@ async fn secrets_rotate_without_a_restart() {
     )
     .await;
     assert_eq!(list_builds(&served.url, Some(&old_token)).await, 200);
+
+    // A SIGHUP always says what it found, even when nothing changed.
+    served.hangup();
+    until_logged(&served, "token secrets unchanged (SIGHUP)").await;
 
     // The window: the new secret signs, both verify.
     std::fs::write(&path, format!("{new}\n{old}\n")).unwrap();
@@ -389,6 +404,7 @@ async fn metrics_describe_themselves_and_the_process() {
     for name in [
         "abstore_http_requests_total",
         "abstore_build_info",
+        "abstore_storage_full_total",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
         "process_open_fds",

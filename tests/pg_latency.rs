@@ -137,7 +137,7 @@ async fn fresh_run() -> Option<Run> {
 /// every fresh server (its first reads stalled ~100 ms), where a scheduling
 /// hiccup of a shared machine does not repeat.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ten_ms_poller_sees_every_append_within_40_ms_on_fresh_servers() {
+async fn a_ten_ms_poller_sees_every_append_within_40_ms_on_fresh_postgres_servers() {
     let mut failed = Vec::new();
     for server in 0..SERVERS {
         let mut attempts = Vec::new();
@@ -201,7 +201,7 @@ fn sockets_to(pid: u32, port: u16) -> Vec<i32> {
 }
 
 #[tokio::test]
-async fn every_postgresql_connection_has_tcp_nodelay() {
+async fn every_postgres_connection_has_tcp_nodelay() {
     with_pg("nodelay", |database| async move {
         let port = url::Url::parse(&database).unwrap().port().unwrap_or(5432);
         let server = start(&database, "memory://", None).await;

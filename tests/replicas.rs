@@ -28,7 +28,7 @@ async fn balance(listener: TcpListener, upstreams: Vec<String>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_across_two_replicas() {
+async fn conformance_across_two_replicas_postgres() {
     let Some(db) =
         scratch_pg::for_test("PostgreSQL two-replica conformance", "abstore_replicas").await
     else {

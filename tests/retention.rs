@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -554,12 +554,39 @@ async fn gc_collects_pruned_blobs_postgres() {
     .await;
 }
 
-/// A pruned store round-trips through export and import (into SQLite and,
-/// when configured, PostgreSQL): the archive verifies, the destination
-/// exports the same records, serves the same list and `null` for pruned
-/// revisions, and keeps numbering and pruning from where the source was.
+/// A pruned store round-trips through export and import (into SQLite, and
+/// into PostgreSQL in the `_postgres` test): the archive verifies, the
+/// destination exports the same records, serves the same list and `null` for
+/// pruned revisions, and keeps numbering and pruning from where the source was.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_pruned_store_round_trips_through_export_and_import() {
+async fn a_pruned_store_round_trips_through_export_and_import_sqlite() {
+    let (dir, pruned) = pruned_archive().await;
+    let dest = format!("sqlite://{}", dir.path().join("dest.db").display());
+    let dest_blobs = s(&dir.path().join("dest-blobs")).to_owned();
+    import_pruned(&pruned, dir.path(), dest, dest_blobs, "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pruned_store_round_trips_through_export_and_import_postgres() {
+    support::with_pg("retention_import", |url| async move {
+        let (dir, pruned) = pruned_archive().await;
+        let pg_blobs = s(&dir.path().join("pg-blobs")).to_owned();
+        import_pruned(&pruned, dir.path(), url, pg_blobs, "postgres").await;
+    })
+    .await;
+}
+
+/// What [`pruned_archive`] exported: the archive, the policy file and the
+/// repository whose revisions were pruned.
+struct Pruned {
+    archive: PathBuf,
+    policy: String,
+    repo: String,
+}
+
+/// A SQLite store whose repository kept revisions 4..=6 of `KIND`, exported
+/// and verified.
+async fn pruned_archive() -> (tempfile::TempDir, Pruned) {
     let dir = tempfile::tempdir().unwrap();
     let source = format!("sqlite://{}", dir.path().join("source.db").display());
     let source_blobs = s(&dir.path().join("source-blobs")).to_owned();
@@ -587,42 +614,39 @@ async fn a_pruned_store_round_trips_through_export_and_import() {
         blobs_in_archive, 4,
         "3 kept revisions and the notes:\n{text}"
     );
-
-    let check = |database: String, blobs: String, name: &'static str| {
-        let (archive, policy, dir) = (archive.clone(), policy.clone(), dir.path().to_owned());
-        let repo = repo.clone();
-        async move {
-            let (imported, _, stderr) = support::import(&archive, &database, &blobs, true);
-            assert!(imported, "{name}: import failed:\n{stderr}");
-            let again = dir.join(format!("{name}.ndjson"));
-            export(&database, &blobs, &again);
-            assert_eq!(
-                support::archive_body(&archive),
-                support::archive_body(&again),
-                "{name}: the records differ"
-            );
-            let server = serve(&database, &blobs, &["--retention-policy", &policy]).await;
-            let c = ctx(&server);
-            assert_eq!(revisions(&c, Res::Repo, &repo, KIND).await, range(4, 6));
-            assert_eq!(
-                c.get_artifact(Res::Repo, &repo, &format!("?kind={KIND}&rev=3"))
-                    .await
-                    .unwrap(),
-                Value::Null
-            );
-            assert_eq!(put(&c, Res::Repo, &repo, KIND, b"seven").await, 7);
-            assert_eq!(revisions(&c, Res::Repo, &repo, KIND).await, range(5, 7));
-        }
+    let pruned = Pruned {
+        archive,
+        policy,
+        repo,
     };
-    let dest = format!("sqlite://{}", dir.path().join("dest.db").display());
-    let dest_blobs = s(&dir.path().join("dest-blobs")).to_owned();
-    check(dest, dest_blobs, "sqlite").await;
-    if let Some(pg) = support::pg_database("retention_import").await {
-        let pg_blobs = s(&dir.path().join("pg-blobs")).to_owned();
-        let outcome = tokio::spawn(check(pg.url.clone(), pg_blobs, "postgres")).await;
-        let _ = pg.drop_db().await;
-        if let Err(e) = outcome {
-            std::panic::resume_unwind(e.into_panic());
-        }
-    }
+    (dir, pruned)
+}
+
+/// Import `pruned` into `database` and `blobs` and check what clients see.
+async fn import_pruned(pruned: &Pruned, dir: &Path, database: String, blobs: String, name: &str) {
+    let Pruned {
+        archive,
+        policy,
+        repo,
+    } = pruned;
+    let (imported, _, stderr) = support::import(archive, &database, &blobs, true);
+    assert!(imported, "{name}: import failed:\n{stderr}");
+    let again = dir.join(format!("{name}.ndjson"));
+    export(&database, &blobs, &again);
+    assert_eq!(
+        support::archive_body(archive),
+        support::archive_body(&again),
+        "{name}: the records differ"
+    );
+    let server = serve(&database, &blobs, &["--retention-policy", policy]).await;
+    let c = ctx(&server);
+    assert_eq!(revisions(&c, Res::Repo, repo, KIND).await, range(4, 6));
+    assert_eq!(
+        c.get_artifact(Res::Repo, repo, &format!("?kind={KIND}&rev=3"))
+            .await
+            .unwrap(),
+        Value::Null
+    );
+    assert_eq!(put(&c, Res::Repo, repo, KIND, b"seven").await, 7);
+    assert_eq!(revisions(&c, Res::Repo, repo, KIND).await, range(5, 7));
 }

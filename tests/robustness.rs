@@ -10,12 +10,10 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-
 use abstore::protocol::ident::MAX_ID_BYTES;
 use conformance::fixtures::{build_event, repo_event};
 use serde_json::{Value, json};
-use support::{Raw, Reply, enc, start, with_pg};
+use support::{Raw, Reply, await_readiness, enc, start, with_pg};
 
 async fn send(base: &str, raw: Raw<'_>) -> Reply {
     let what = format!("{} {}", raw.method, support_trunc(&raw.target));
@@ -268,26 +266,6 @@ async fn repeated_identity_headers_must_all_match() {
         .await
         .expect(409, Some("conflict"), "differing first");
     server.stop().await.ok();
-}
-
-async fn readiness(base: &str) -> Reply {
-    Raw::new("GET", "/readyz", None)
-        .send(base)
-        .await
-        .unwrap_or_else(|e| panic!("/readyz: {e}"))
-}
-
-/// Poll `/readyz` until it answers `status` (the probe result stands for 2 s).
-async fn await_readiness(base: &str, status: u16) -> Reply {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = readiness(base).await;
-        if r.status == status || Instant::now() > deadline {
-            assert_eq!(r.status, status, "/readyz: {}", r.text());
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Make `dir` refuse new entries while staying readable, even for root:

@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
+use conformance::runner::check_credentials;
 use conformance::{Ctx, all_checks, authenticate, is_abstore_specific, run_checks};
 
 /// Black-box HTTP conformance checks for Autobuild's Remote BuildStore protocol.
@@ -94,6 +95,10 @@ async fn main() -> ExitCode {
     }
     if let Err(e) = authenticate(&mut ctx, args.secret.as_deref(), args.token.as_deref()).await {
         eprintln!("cannot set up authenticated mode against {}: {e}", ctx.base);
+        return ExitCode::from(2);
+    }
+    if let Err(e) = check_credentials(&ctx).await {
+        eprintln!("error: {e}");
         return ExitCode::from(2);
     }
     let (checks, abstore_only): (Vec<_>, Vec<_>) = all_checks()

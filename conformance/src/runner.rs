@@ -58,13 +58,14 @@ impl Report {
             .collect()
     }
 
-    /// `N passed, N failed[, N skipped]`.
+    /// `N passed, N failed, N skipped`, always all three.
     pub fn summary(&self) -> String {
-        let mut s = format!("{} passed, {} failed", self.passed(), self.failed());
-        if self.skipped() > 0 {
-            s.push_str(&format!(", {} skipped", self.skipped()));
-        }
-        s
+        format!(
+            "{} passed, {} failed, {} skipped",
+            self.passed(),
+            self.failed(),
+            self.skipped()
+        )
     }
 }
 
@@ -132,6 +133,30 @@ pub async fn authenticate(
         ));
     }
     Ok(())
+}
+
+/// Fails with what to do when the server refuses the credentials the run
+/// will send (none, or a token): without this every check would fail on
+/// the same `401`, and a run reports hundreds of failures and no cause.
+pub async fn check_credentials(ctx: &Ctx) -> Result<(), String> {
+    let r = ctx.get("/builds").send().await?;
+    if r.status != 401 {
+        return Ok(());
+    }
+    if ctx.authenticated() {
+        Err(format!(
+            "{} refused the run's token (GET /builds answered 401): check that --secret is the server's \
+             signing secret, or that --token is valid, unexpired and an admin or deployment token",
+            ctx.base
+        ))
+    } else {
+        Err(format!(
+            "{} requires a bearer token (GET /builds answered 401): pass --secret with the server's \
+             signing secret (ABSTORE_CONFORMANCE_SECRET; the suite mints its tokens and runs the \
+             section 7 checks) or --token with an admin or deployment token (ABSTORE_CONFORMANCE_TOKEN)",
+            ctx.base
+        ))
+    }
 }
 
 /// Detects `POST /_test/clock` without moving the clock: reads the server's

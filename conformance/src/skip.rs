@@ -1,42 +1,42 @@
 //! Tests that cannot run say so instead of passing silently.
 //!
-//! A test whose service is absent (PostgreSQL, S3, nginx) calls [`skipped`]
-//! and returns. Under `CI=true` that is a failure, since CI provides every
-//! service. Elsewhere it prints `SKIPPED` on the process's stderr and, when
-//! `scripts/test` set `ABSTORE_TEST_SKIPS` to a directory, records the skip
-//! there, so the run ends with a `skipped: NAME (why)` line for it after
-//! nextest's own summary (which can only count the test as passed).
+//! A test that needs a service (PostgreSQL, S3, nginx, …) says so in its
+//! name (`…_postgres`, `…_s3…`, `…nginx…`; docs/conformance.md lists the
+//! tokens), and `scripts/test` leaves the tests whose service is absent out
+//! of the run with a nextest filter, so nextest's own summary counts them as
+//! skipped and the script names each group and why.
+//!
+//! Inside such a test, [`skipped`] is the guard for every other way of
+//! running it. Under `CI=true` it fails the test, since CI provides every
+//! service. Under `scripts/test` (which sets `ABSTORE_TEST_SKIPS`) it fails
+//! the test too: the script's filter should have left it out, so its name
+//! lacks its service's token, and a test that did not run must never be
+//! counted as passed. Run any other way (`cargo nextest run` directly) it
+//! prints `SKIPPED` on the process's stderr and returns, and the runner
+//! counts the test as passed: run `scripts/test` for an honest count.
 
 use std::io::Write as _;
 
-/// The directory `scripts/test` collects skips in.
+/// The directory `scripts/test` collects `not run` and `known defect`
+/// records in; set only under `scripts/test`.
 pub const SKIPS_DIR_VAR: &str = "ABSTORE_TEST_SKIPS";
 
-/// Record that the check `name` did not run because of `why`; panics in CI.
+/// The check `name` cannot run because of `why`: a failure under `CI=true`
+/// and under `scripts/test`, a loud `SKIPPED` line otherwise.
 pub fn skipped(name: &str, why: &str) {
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "CI=true requires this check to run: {name} ({why})"
     );
+    assert!(
+        std::env::var_os(SKIPS_DIR_VAR).is_none(),
+        "{name} cannot run here ({why}), and scripts/test did not leave it out: a test that \
+         needs a service must carry the service's token in its name (docs/conformance.md, \
+         \"Services\") so that it is counted as skipped, never as passed"
+    );
     // Straight to the process's stderr: `eprintln!` is captured by the test
     // harness, and a skip must be visible even when the test "passes".
     let _ = writeln!(std::io::stderr(), "*** SKIPPED: {name} ({why}) ***");
-    if let Some(dir) = std::env::var_os(SKIPS_DIR_VAR) {
-        // One file per check name: several tests skipping for the same
-        // reason are one line in the summary.
-        let file: String = name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let path = std::path::Path::new(&dir).join(file);
-        if let Err(err) = std::fs::write(&path, format!("{name} ({why})\n")) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "cannot record the skip in {}: {err}",
-                path.display()
-            );
-        }
-    }
 }
 
 /// Record that the check `name` did not run because it needs something only

@@ -13,13 +13,14 @@ pub struct ExportArgs {
     #[arg(long, env = "ABSTORE_BLOBS")]
     pub blobs: String,
     /// The archive file to write.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_EXPORT_OUT")]
     pub out: PathBuf,
-    /// Replace `--out` if it exists.
+    /// Replace `--out` if it exists (a flag only: no variable may allow an
+    /// overwrite).
     #[arg(long)]
     pub force: bool,
     /// No progress lines on stderr.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
     pub quiet: bool,
 }
 
@@ -28,7 +29,7 @@ pub struct VerifyArgs {
     /// The archive file to check.
     pub file: PathBuf,
     /// No progress lines on stderr.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
     pub quiet: bool,
 }
 
@@ -42,11 +43,12 @@ pub struct ImportArgs {
     /// The destination's blob location.
     #[arg(long, env = "ABSTORE_BLOBS")]
     pub blobs: String,
-    /// Write (without it, a dry run reports what would be written).
+    /// Write (without it, a dry run reports what would be written). A flag
+    /// only: no variable may turn a dry run into a write.
     #[arg(long)]
     pub apply: bool,
     /// No progress lines on stderr.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
     pub quiet: bool,
 }
 
@@ -59,16 +61,17 @@ pub struct BackupArgs {
     #[arg(long, env = "ABSTORE_BLOBS")]
     pub blobs: String,
     /// The database copy to write.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_BACKUP_OUT")]
     pub out: PathBuf,
     /// Where to copy the referenced blobs (default: `<out>.blobs`).
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_BACKUP_BLOBS_OUT")]
     pub blobs_out: Option<String>,
-    /// Replace `--out` if it exists.
+    /// Replace `--out` if it exists (a flag only: no variable may allow an
+    /// overwrite).
     #[arg(long)]
     pub force: bool,
     /// No progress lines on stderr.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
     pub quiet: bool,
 }
 
@@ -81,13 +84,14 @@ pub struct GcArgs {
     #[arg(long, env = "ABSTORE_BLOBS")]
     pub blobs: String,
     /// Never collect a blob written less than this many seconds ago.
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, env = "ABSTORE_GC_GRACE_SECONDS", default_value_t = 3600)]
     pub grace_seconds: u64,
-    /// Delete (without it, only list).
+    /// Delete (without it, only list). A flag only: no variable may turn a
+    /// listing into deletions.
     #[arg(long)]
     pub apply: bool,
     /// No progress lines on stderr.
-    #[arg(long)]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
     pub quiet: bool,
 }
 

@@ -4,7 +4,9 @@
 //! no-op, and a conflicting row fails the import naming it.
 //!
 //! Without `--apply` the same transaction runs and is rolled back, and no
-//! blob is written: the report says what an apply would write.
+//! blob is written: the report says what an apply would write. A dry run
+//! creates nothing either: a destination database or local blob directory
+//! that does not exist yet is read as empty, not created.
 
 use std::path::PathBuf;
 
@@ -52,7 +54,14 @@ impl std::fmt::Display for ImportReport {
 
 pub async fn import(options: &ImportOptions) -> anyhow::Result<ImportReport> {
     let db = Db::parse(&options.database)?;
-    let blobs = Blobs::open(&options.blobs).context("opening --blobs")?;
+    // Opening a local directory creates it: a dry run does not open one
+    // that is missing (it holds no blob, so every blob is new).
+    let missing_dir = Blobs::local_dir(&options.blobs).is_some_and(|dir| !dir.exists());
+    let blobs = if options.apply || !missing_dir {
+        Some(Blobs::open(&options.blobs).context("opening --blobs")?)
+    } else {
+        None
+    };
     verify::verify(&options.file, options.quiet).with_context(|| {
         format!(
             "{} is not a valid archive; nothing was imported",
@@ -60,7 +69,7 @@ pub async fn import(options: &ImportOptions) -> anyhow::Result<ImportReport> {
         )
     })?;
     let mut report = ImportReport::default();
-    import_blobs(options, &blobs, &mut report).await?;
+    import_blobs(options, blobs.as_ref(), &mut report).await?;
     let mut destination = open_destination(&db, &options.database, options.apply).await?;
     let written = import_rows(options, destination.as_mut(), &mut report).await;
     match written {
@@ -76,7 +85,7 @@ pub async fn import(options: &ImportOptions) -> anyhow::Result<ImportReport> {
 /// Blobs first: metadata that points at them becomes visible only after.
 async fn import_blobs(
     options: &ImportOptions,
-    blobs: &Blobs,
+    blobs: Option<&Blobs>,
     report: &mut ImportReport,
 ) -> anyhow::Result<()> {
     let mut reader = ArchiveReader::open(&options.file)?;
@@ -92,17 +101,20 @@ async fn import_blobs(
                 reader.line_no
             );
         }
-        let present = blobs
-            .head(&sha256)
-            .await
-            .with_context(|| format!("looking up blob {sha256}"))?
-            .is_some_and(|info| info.size == bytes.len() as u64);
+        let present = match blobs {
+            Some(blobs) => blobs
+                .head(&sha256)
+                .await
+                .with_context(|| format!("looking up blob {sha256}"))?
+                .is_some_and(|info| info.size == bytes.len() as u64),
+            None => false,
+        };
         if present {
             report.present_blobs += 1;
         } else {
             report.new_blobs += 1;
             report.new_blob_bytes += bytes.len() as u64;
-            if options.apply {
+            if let Some(blobs) = blobs.filter(|_| options.apply) {
                 let size = bytes.len() as u64;
                 blobs
                     .put(&sha256, bytes)

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use crate::protocol::ResourceRef;
 use crate::protocol::ident;
 use crate::protocol::wire::SchemaError;
+use crate::storage_full::{self, Storage};
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +41,21 @@ pub enum ApiError {
     /// the client should retry. Carries the dependency's name.
     #[error("{0} unavailable")]
     Unavailable(&'static str),
+    /// 503 internal with `Retry-After: 10`: the disk under the database or
+    /// the blob store is full; nothing of the write was kept, and the same
+    /// write succeeds once space is freed (`crate::storage_full`).
+    #[error("{}", .0.message())]
+    StorageFull(Storage),
 }
+
+/// `Retry-After` of [`ApiError::Unavailable`]: an outage or a restart is
+/// usually over within seconds.
+const RETRY_UNAVAILABLE: &str = "1";
+
+/// `Retry-After` of [`ApiError::StorageFull`]: space comes back when someone
+/// (or some clean-up job) frees it, rarely within a second; retrying every
+/// second would only add load and log lines meanwhile.
+const RETRY_STORAGE_FULL: &str = "10";
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -55,7 +70,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::StorageFull(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -68,16 +83,28 @@ impl ApiError {
             ApiError::Unauthenticated(_) | ApiError::Forbidden(_) => "auth",
             ApiError::NotFound(_) => "not-found",
             ApiError::Conflict(_) => "conflict",
-            ApiError::Internal(_) | ApiError::Unavailable(_) => "internal",
+            ApiError::Internal(_) | ApiError::Unavailable(_) | ApiError::StorageFull(_) => {
+                "internal"
+            }
         }
     }
 
     /// A blob store write failed (read-only, full, deleted, credentials
     /// revoked): nothing was committed, so the client may retry. The detail
     /// may name paths or buckets: logged, never sent.
-    pub fn blob_write_failed(err: impl std::fmt::Display) -> Self {
+    pub fn blob_write_failed(err: object_store::Error) -> Self {
+        if storage_full::in_chain(&err) {
+            return Self::storage_full(Storage::Blobs, &err);
+        }
         tracing::error!(error = %err, "blob write failed");
         ApiError::Unavailable("blob store")
+    }
+
+    /// A write refused because `storage` is full: counted and logged
+    /// (`storage_full::refused`), answered `503`.
+    pub fn storage_full(storage: Storage, detail: &dyn std::fmt::Display) -> Self {
+        storage_full::refused(storage, detail);
+        ApiError::StorageFull(storage)
     }
 
     /// `unknown build "x"` / `unknown repo "x"`.
@@ -107,6 +134,7 @@ impl From<StoreError> for ApiError {
             }
             // Logged once per outage by the store, not per request.
             StoreError::Unavailable => ApiError::Unavailable("database"),
+            StoreError::Full(detail) => Self::storage_full(Storage::Database, &detail),
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -130,10 +158,15 @@ impl IntoResponse for ApiError {
         };
         let body = serde_json::json!({ "error": message, "kind": self.kind() });
         let mut response = super::json_response(self.status(), body.to_string());
-        if matches!(self, ApiError::Unavailable(_)) {
+        let retry_after = match self {
+            ApiError::Unavailable(_) => Some(RETRY_UNAVAILABLE),
+            ApiError::StorageFull(_) => Some(RETRY_STORAGE_FULL),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from_static(seconds),
             );
         }
         response

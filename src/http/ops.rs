@@ -97,7 +97,8 @@ async fn envelop(state: SharedState, route: Route, request: Request) -> Response
     span.in_scope(|| {
         tracing::info!(
             status = status.as_u16(),
-            latency_ms = latency.as_secs_f64() * 1000.0,
+            // Whole microseconds: `0.165`, not `0.16480999999999998`.
+            latency_ms = latency.as_micros() as f64 / 1000.0,
             "request"
         );
     });

@@ -65,6 +65,11 @@ pub enum StoreError {
     /// The database cannot be reached (PostgreSQL outage): `503`, retry soon.
     #[error("database unavailable")]
     Unavailable,
+    /// The disk under the database is full (or its quota exhausted): nothing
+    /// of the write was kept; `503` until space is freed
+    /// ([`crate::storage_full`]). Carries the backend's message, for the log.
+    #[error("database storage full: {0}")]
+    Full(String),
 }
 
 /// What closing a stream did.

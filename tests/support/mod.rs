@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod cluster;
+
 use std::time::Duration;
 
 use serde_json::Value;
@@ -71,7 +73,9 @@ pub async fn start_with_metrics(database: &str) -> (conformance::Server, String)
 }
 
 /// One counter or gauge on a Prometheus `/metrics` page, summed over its
-/// label sets; `None` when the page does not carry it.
+/// label sets, or one series when `name` carries them as rendered
+/// (`abstore_storage_full_total{storage="blobs"}`); `None` when the page
+/// does not carry it.
 pub async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> Option<f64> {
     let text = c
         .get(metrics_url)
@@ -83,7 +87,9 @@ pub async fn metric(c: &reqwest::Client, metrics_url: &str, name: &str) -> Optio
         .expect("the metrics page");
     let values: Vec<f64> = text
         .lines()
-        .filter(|line| line.split(['{', ' ']).next() == Some(name))
+        .filter(|line| {
+            line.split(['{', ' ']).next() == Some(name) || line.split(' ').next() == Some(name)
+        })
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .collect();
     (!values.is_empty()).then(|| values.iter().sum())
@@ -394,6 +400,28 @@ fn dechunk(mut bytes: &[u8]) -> Result<Vec<u8>, String> {
         }
         out.extend_from_slice(&bytes[..size]);
         bytes = &bytes[size + 2..];
+    }
+}
+
+/// `GET /readyz`, read whole.
+pub async fn readiness(base: &str) -> Reply {
+    Raw::new("GET", "/readyz", None)
+        .send(base)
+        .await
+        .unwrap_or_else(|e| panic!("/readyz: {e}"))
+}
+
+/// Poll `/readyz` until it answers `status` (a blob probe's result stands
+/// for 2 s); panics after 20 s.
+pub async fn await_readiness(base: &str, status: u16) -> Reply {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = readiness(base).await;
+        if r.status == status || std::time::Instant::now() > deadline {
+            assert_eq!(r.status, status, "/readyz: {}", r.text());
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

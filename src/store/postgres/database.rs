@@ -71,7 +71,8 @@ impl Database {
 
     /// Record what a store operation's outcome says about the database: a
     /// success marks it up, a connection-level failure marks it down and
-    /// becomes `Unavailable`; other errors pass unchanged.
+    /// becomes `Unavailable`, a full disk (SQLSTATE 53100) becomes `Full`;
+    /// other errors pass unchanged.
     pub fn settle<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
         match result {
             Ok(value) => {
@@ -81,6 +82,11 @@ impl Database {
             Err(StoreError::Backend(err)) if is_outage(&err) => {
                 self.mark_down(&err);
                 Err(StoreError::Unavailable)
+            }
+            // The server answered (it is up), but its disk is full.
+            Err(StoreError::Backend(err)) if crate::storage_full::postgres(&err) => {
+                self.mark_up();
+                Err(StoreError::Full(err.to_string()))
             }
             Err(err) => Err(err),
         }

@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use self::conn::Conn;
 use self::readers::Readers;
-use self::writer::{Done, Job};
+use self::writer::{Done, Failure, Job};
 use crate::clock::Clock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
@@ -173,10 +173,25 @@ impl SqliteStore {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let clock = self.clock.clone();
         let notifier = self.notifier.clone();
-        let job: Job = Box::new(
-            move |conn: &Connection| match op(&mut Conn::new(conn, &*clock)) {
+        let job: Job = Box::new(move |conn: Option<&Connection>| {
+            let Some(conn) = conn else {
+                // Refused unrun: `finish` is told why.
+                return Done {
+                    keep: false,
+                    failed: None,
+                    finish: Box::new(move |refused| {
+                        let why = refused.err().map_or_else(
+                            || StoreError::Commit("the SQLite writer refused the write".into()),
+                            StoreError::from,
+                        );
+                        let _ = answer.send(Err(why));
+                    }),
+                };
+            };
+            match op(&mut Conn::new(conn, &*clock)) {
                 Ok(written) => Done {
                     keep: written.keep,
+                    failed: None,
                     finish: Box::new(move |committed| match committed {
                         Ok(()) => {
                             written.pruned.record();
@@ -185,19 +200,23 @@ impl SqliteStore {
                             }
                             let _ = answer.send(Ok(written.value));
                         }
-                        Err(message) => {
-                            let _ = answer.send(Err(StoreError::Commit(message)));
+                        Err(failure) => {
+                            let _ = answer.send(Err(failure.into()));
                         }
                     }),
                 },
-                Err(err) => Done {
-                    keep: false,
-                    finish: Box::new(move |_| {
-                        let _ = answer.send(Err(err));
-                    }),
-                },
-            },
-        );
+                Err(err) => {
+                    let err = classify(err);
+                    Done {
+                        keep: false,
+                        failed: Some(Failure::of_store(&err)),
+                        finish: Box::new(move |_| {
+                            let _ = answer.send(Err(err));
+                        }),
+                    }
+                }
+            }
+        });
         self.jobs
             .send(job)
             .map_err(|_| StoreError::Commit("the SQLite writer has stopped".into()))?;
@@ -224,6 +243,21 @@ impl SqliteStore {
                     .await
             }
         }
+    }
+}
+
+/// A job's error as the store answers it: a SQLite error that means the
+/// disk is full becomes [`StoreError::Full`]. Called on the writer thread
+/// right after the job failed, so the thread's `errno` is still the failed
+/// call's (`storage_full::sqlite`).
+fn classify(err: StoreError) -> StoreError {
+    match err {
+        StoreError::Sqlite(sqlite)
+            if crate::storage_full::sqlite(&sqlite, &std::io::Error::last_os_error()) =>
+        {
+            StoreError::Full(sqlite.to_string())
+        }
+        other => other,
     }
 }
 
@@ -433,7 +467,129 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{Location, location};
+    use std::sync::Arc;
+
+    use rusqlite::Connection;
+    use serde_json::Map;
+
+    use super::writer::{Done, Failure, Job};
+    use super::{Location, SqliteStore, location};
+    use crate::clock::TestClock;
+    use crate::notify::Notifier;
+    use crate::protocol::{ResourceKind, ResourceRef};
+    use crate::store::{NewEvent, Store, StoreError, StoreOptions};
+
+    /// A job running `f` on the writer's connection inside a batch; the
+    /// receiver gets the batch's result.
+    fn job_running(
+        f: impl FnOnce(&Connection) + Send + 'static,
+    ) -> (Job, tokio::sync::oneshot::Receiver<Result<(), Failure>>) {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |conn: Option<&Connection>| {
+            if let Some(conn) = conn {
+                f(conn);
+            }
+            Done {
+                keep: true,
+                failed: None,
+                finish: Box::new(move |committed| {
+                    let _ = answer.send(committed);
+                }),
+            }
+        });
+        (job, answered)
+    }
+
+    /// Set the writer connection's `max_page_count` to its page count plus
+    /// `room` (SQLite fails a write that needs more with `SQLITE_FULL`,
+    /// exactly as on a full disk).
+    async fn limit_growth(store: &SqliteStore, room: i64) {
+        let (job, answered) = job_running(move |conn| {
+            let pages: i64 = conn
+                .pragma_query_value(None, "page_count", |row| row.get(0))
+                .unwrap();
+            conn.pragma_update(None, "max_page_count", pages + room)
+                .unwrap();
+        });
+        store.jobs.send(job).unwrap();
+        answered.await.unwrap().unwrap();
+    }
+
+    fn event(n: usize) -> NewEvent {
+        NewEvent {
+            actor_json: r#"{"kind":"kernel"}"#.into(),
+            type_json: r#""observation.recorded""#.into(),
+            // Two to three pages each.
+            payload_json: format!(r#"{{"n":{n},"pad":"{}"}}"#, "x".repeat(8000)),
+        }
+    }
+
+    /// One group commit of 40 appends on a database that may grow by only
+    /// a few pages: the first append fits, a later one fails with
+    /// `SQLITE_FULL` and SQLite rolls the whole transaction back. Every
+    /// append of the batch (those run before, the failing one, those
+    /// refused unrun) answers `StoreError::Full`, nothing of them is kept,
+    /// and the writer goes on: once the database may grow, the same appends
+    /// succeed on the same connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_full_database_fails_the_whole_batch_and_the_writer_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("full.db").display());
+        let store = SqliteStore::connect(
+            &url,
+            &StoreOptions::default(),
+            Arc::new(TestClock::new(1_784_116_800_000)),
+            Arc::new(Notifier::new()),
+        )
+        .await
+        .unwrap();
+        let build = ResourceRef::new(ResourceKind::Build, "b");
+        let mut attrs = Map::new();
+        attrs.insert("repo".into(), "acme/widgets".into());
+        store.create_build("b", attrs).await.unwrap();
+        store.append(&build, event(0), None).await.unwrap();
+        limit_growth(&store, 4).await;
+
+        // Hold the writer in a job of its own until every append is
+        // queued, so that they are drained into one batch.
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (hold, held) = job_running(move |_| {
+            let _ = released.recv();
+        });
+        store.jobs.send(hold).unwrap();
+        let mut appends: Vec<_> = (1..=40)
+            .map(|n| store.append(&build, event(n), None))
+            .collect();
+        for append in &mut appends {
+            // The first poll queues the job, then waits for its answer.
+            assert!(futures_util::poll!(append).is_pending());
+        }
+        release.send(()).unwrap();
+        let _ = held.await;
+        for (n, append) in (1..).zip(appends) {
+            match append.await {
+                Err(StoreError::Full(_)) => {}
+                other => panic!("append {n}: not refused as full: {other:?}"),
+            }
+        }
+        assert_eq!(store.events_since(&build, 0).await.unwrap().len(), 1);
+
+        limit_growth(&store, 1_000_000).await;
+        for n in 1..=40 {
+            store.append(&build, event(n), None).await.unwrap();
+        }
+        let stored: Vec<u64> = store
+            .events_since(&build, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|envelope| {
+                let envelope: serde_json::Value = serde_json::from_str(envelope).unwrap();
+                envelope["payload"]["n"].as_u64().unwrap()
+            })
+            .collect();
+        assert_eq!(stored, (0..=40).collect::<Vec<u64>>());
+    }
 
     #[test]
     fn urls_name_memory_or_a_file() {

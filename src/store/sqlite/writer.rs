@@ -7,22 +7,98 @@
 //! once — one fsync for the whole batch — and only then answers every job.
 //! A failed `COMMIT` fails every job of the batch. A job runs to the end
 //! whether or not anyone still waits for its answer (DESIGN decision 14).
+//!
+//! A failure never stops the thread: the transaction is rolled back, every
+//! job it touched (and every job refused unrun) is answered with the
+//! [`Failure`], and the next batch starts afresh. A full disk
+//! (`crate::storage_full`) is therefore refused write by write and heals
+//! by itself: once space is freed, the next `BEGIN … COMMIT` writes the WAL
+//! again.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
 
 use rusqlite::Connection;
+
+use crate::store::StoreError;
 
 /// Jobs per transaction: bounds the latency one batch adds to its first job.
 const MAX_BATCH: usize = 256;
 
 /// A unit of work for the writer: runs against the connection inside its
 /// savepoint and says whether to keep its changes; `finish` is called with
-/// the batch's commit result.
-pub(super) type Job = Box<dyn FnOnce(&Connection) -> Done + Send>;
+/// the batch's commit result. Given no connection, the job is refused
+/// unrun: it does nothing, and `finish` is called with why.
+pub(super) type Job = Box<dyn FnOnce(Option<&Connection>) -> Done + Send>;
 
 pub(super) struct Done {
     pub keep: bool,
-    pub finish: Box<dyn FnOnce(Result<(), String>) + Send>,
+    /// Why the job itself failed, when it did: the cause every other job
+    /// of the batch is answered with if SQLite rolled the whole
+    /// transaction back because of it.
+    pub failed: Option<Failure>,
+    pub finish: Finish,
+}
+
+/// What to call with the batch's result once it is known.
+pub(super) type Finish = Box<dyn FnOnce(Result<(), Failure>) + Send>;
+
+/// Why a write was not kept, as every job of a failed batch is told.
+#[derive(Clone, Debug)]
+pub(super) struct Failure {
+    message: String,
+    /// The disk under the database is full (`storage_full::sqlite`).
+    full: bool,
+}
+
+impl Failure {
+    /// `err` as returned on this thread just now: the thread's `errno` is
+    /// read here, before anything else can overwrite it.
+    pub fn of(err: &rusqlite::Error) -> Failure {
+        let errno = std::io::Error::last_os_error();
+        Failure {
+            message: err.to_string(),
+            full: crate::storage_full::sqlite(err, &errno),
+        }
+    }
+
+    /// A store error a job returned (already classified by the job).
+    pub fn of_store(err: &StoreError) -> Failure {
+        match err {
+            StoreError::Full(detail) => Failure {
+                message: detail.clone(),
+                full: true,
+            },
+            other => Failure::other(&other.to_string()),
+        }
+    }
+
+    fn other(message: &str) -> Failure {
+        Failure {
+            message: message.to_owned(),
+            full: false,
+        }
+    }
+
+    /// Logged where it happened; a full disk only at `DEBUG`: every batch
+    /// fails while it lasts, and each refused write is counted and logged
+    /// (rate-limited) where it is answered (`storage_full::refused`).
+    fn log(&self, what: &str) {
+        if self.full {
+            tracing::debug!(error = %self.message, "{what}: the disk is full");
+        } else {
+            tracing::error!(error = %self.message, "{what}");
+        }
+    }
+}
+
+impl From<Failure> for StoreError {
+    fn from(failure: Failure) -> StoreError {
+        if failure.full {
+            StoreError::Full(failure.message)
+        } else {
+            StoreError::Commit(failure.message)
+        }
+    }
 }
 
 /// Run batches until every sender is gone (the store was dropped).
@@ -39,59 +115,73 @@ pub(super) fn run(conn: Connection, jobs: Receiver<Job>) {
     }
 }
 
+/// Answer `jobs` without running them.
+fn refuse(jobs: impl IntoIterator<Item = Job>, failure: &Failure) {
+    for job in jobs {
+        (job(None).finish)(Err(failure.clone()));
+    }
+}
+
 fn run_batch(conn: &Connection, batch: Vec<Job>) {
     if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
-        let message = err.to_string();
-        tracing::error!(error = %message, "SQLite BEGIN failed");
-        // Outside a transaction nothing may run: dropping the jobs unruns
-        // them, and their callers see the write refused.
-        drop(batch);
+        let failure = Failure::of(&err);
+        failure.log("SQLite BEGIN failed");
+        // Outside a transaction nothing may run: the jobs are refused unrun.
+        refuse(batch, &failure);
         return;
     }
     let mut finished = Vec::with_capacity(batch.len());
-    for job in batch {
-        finished.push(run_job(conn, job));
+    let mut jobs = batch.into_iter();
+    for job in jobs.by_ref() {
+        let (finish, failed) = run_job(conn, job);
+        finished.push(finish);
         // Some errors (disk full, I/O) make SQLite roll the whole
         // transaction back by itself: nothing of this batch is kept, so
-        // every job of it fails and the rest are refused unrun (dropped
-        // with the iterator on return).
+        // every job of it fails with the cause, and the rest are refused
+        // unrun.
         if conn.is_autocommit() {
-            tracing::error!("SQLite rolled the batch's transaction back");
+            let failure =
+                failed.unwrap_or_else(|| Failure::other("the transaction was rolled back"));
+            failure.log("SQLite rolled the batch's transaction back");
             for finish in finished {
-                finish(Err("the transaction was rolled back".into()));
+                finish(Err(failure.clone()));
             }
+            refuse(jobs, &failure);
             return;
         }
     }
     let committed = conn.execute_batch("COMMIT").map_err(|err| {
-        let message = err.to_string();
-        tracing::error!(error = %message, "SQLite group COMMIT failed");
+        let failure = Failure::of(&err);
+        failure.log("SQLite group COMMIT failed");
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
-        message
+        failure
     });
     for finish in finished {
         finish(committed.clone());
     }
 }
 
-/// One job inside its savepoint. A savepoint that cannot be opened or
-/// closed fails the job alone.
-fn run_job(conn: &Connection, job: Job) -> Box<dyn FnOnce(Result<(), String>) + Send> {
+/// One job inside its savepoint; returns its `finish` and, when it failed,
+/// why. A savepoint that cannot be opened or closed fails the job alone.
+fn run_job(conn: &Connection, job: Job) -> (Finish, Option<Failure>) {
     if let Err(err) = conn.execute_batch("SAVEPOINT job") {
-        tracing::error!(error = %err, "SQLite SAVEPOINT failed");
-        drop(job);
-        return Box::new(|_| ());
+        let failure = Failure::of(&err);
+        failure.log("SQLite SAVEPOINT failed");
+        let finish = job(None).finish;
+        let answer = failure.clone();
+        return (Box::new(move |_| finish(Err(answer))), Some(failure));
     }
     // A panicking job fails alone: its answer channel is dropped (the
     // caller sees an error) and its savepoint is rolled back.
-    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(conn))) {
+    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(conn)))) {
         Ok(done) => done,
         Err(_) => {
             tracing::error!("a SQLite write job panicked; rolled back");
             Done {
                 keep: false,
+                failed: None,
                 finish: Box::new(|_| ()),
             }
         }
@@ -102,11 +192,16 @@ fn run_job(conn: &Connection, job: Job) -> Box<dyn FnOnce(Result<(), String>) + 
         conn.execute_batch("ROLLBACK TO job; RELEASE job")
     };
     match closed {
-        Ok(()) => done.finish,
+        Ok(()) => (done.finish, done.failed),
         Err(err) => {
-            let message = err.to_string();
+            let failure = Failure::of(&err);
             let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
-            Box::new(move |_| (done.finish)(Err(message)))
+            let answer = failure.clone();
+            let finish = done.finish;
+            (
+                Box::new(move |_| finish(Err(answer))),
+                Some(done.failed.unwrap_or(failure)),
+            )
         }
     }
 }
