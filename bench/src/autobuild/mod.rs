@@ -140,6 +140,7 @@ pub async fn autobuild(ctx: &Ctx, params: &Params) -> Result<Vec<Table>> {
             "server",
             "server CPU s / modelled s",
             "MB sent",
+            "MB sent / server CPU s",
             "requests (errors)",
             "frames / s / dashboard",
             "frame p50 ms",
@@ -400,6 +401,12 @@ impl Run {
             server.into(),
             format!("{:.3}", self.cpu.as_secs_f64() / self.seconds),
             format!("{:.0}", t.bytes() as f64 / 1e6),
+            // Work per CPU: closed loops saturate a slow server, which then
+            // shows the same CPU per second for less work.
+            format!(
+                "{:.0}",
+                t.bytes() as f64 / 1e6 / self.cpu.as_secs_f64().max(0.01)
+            ),
             format!("{} ({})", t.requests(), t.errors()),
             format!("{frames:.2}"),
             if sorted_frames.is_empty() {
