@@ -1,12 +1,14 @@
 // Launches Autobuild's reference Remote BuildStore server for abstore-load.
 //
-//   bun bench/reference/serve.ts <autobuild-checkout> <store>
+//   bun bench/reference/serve.ts <autobuild-checkout> <store> [<blob-dir>]
 //
 // <store> is `sqlite-memory` (bun:sqlite on ":memory:", the counterpart of
 // abstore's `sqlite::memory:`), `sqlite-file:<path>` (bun:sqlite on a file in
 // WAL mode, the counterpart of abstore's SQLite file) or `memory` (Autobuild's
-// MemoryBuildStore: plain JavaScript maps, no SQL at all). Blobs always stay in
-// memory (MemoryBlobStore), like abstore's `--blobs memory://` in the benchmark.
+// MemoryBuildStore: plain JavaScript maps, no SQL at all). Blobs stay in memory
+// (MemoryBlobStore), like abstore's `--blobs memory://` in the benchmark, unless
+// <blob-dir> is given: then Autobuild's DirBlobStore keeps them in that
+// directory (the SQLite stores only), like abstore's `--blobs file://DIR`.
 //
 // This file contains none of Autobuild's code: it imports the checkout the user
 // supplies at run time and wraps its own `startStoreServer` (Bun.serve over
@@ -16,9 +18,11 @@
 import { Database } from 'bun:sqlite'
 import { join, resolve } from 'node:path'
 
-const [checkoutArg, storeArg] = process.argv.slice(2)
+const [checkoutArg, storeArg, blobDirArg] = process.argv.slice(2)
 if (checkoutArg === undefined || storeArg === undefined) {
-  console.error('usage: bun serve.ts <autobuild-checkout> sqlite-memory|sqlite-file:<path>|memory')
+  console.error(
+    'usage: bun serve.ts <autobuild-checkout> sqlite-memory|sqlite-file:<path>|memory [<blob-dir>]',
+  )
   process.exit(2)
 }
 const checkout = resolve(checkoutArg)
@@ -37,7 +41,11 @@ if (storeArg === 'memory') {
     storeArg === 'sqlite-memory'
       ? new Database(':memory:')
       : new Database(storeArg.slice('sqlite-file:'.length), { create: true })
-  store = new SqliteBuildStore({ database, blobs: new MemoryBlobStore() })
+  const blobs =
+    blobDirArg === undefined
+      ? new MemoryBlobStore()
+      : new (await import(source('store/local/blobs.ts'))).DirBlobStore(resolve(blobDirArg))
+  store = new SqliteBuildStore({ database, blobs })
   // Reported so the run states how durable the reference's commits are
   // (2 = FULL: WAL commits fsync, like abstore's synchronous=FULL).
   const row = database.query('PRAGMA synchronous').get() as Record<string, unknown> | null
@@ -48,7 +56,9 @@ if (storeArg === 'memory') {
 }
 
 const server = startStoreServer({ store })
-console.log(`reference store ${storeArg}, PRAGMA synchronous=${synchronous}`)
+console.log(
+  `reference store ${storeArg}, blobs ${blobDirArg ?? 'memory'}, PRAGMA synchronous=${synchronous}`,
+)
 console.log(`reference listening on ${server.url}`)
 
 const stop = async () => {

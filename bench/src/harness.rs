@@ -281,17 +281,26 @@ impl Server {
 
     /// Resident set size in bytes (VmRSS of /proc/<pid>/status).
     pub fn rss(&self) -> Result<u64> {
+        self.status_kib("VmRSS:").map(|kib| kib * 1024)
+    }
+
+    /// The largest resident set since the process started, in bytes
+    /// (VmHWM of /proc/<pid>/status).
+    pub fn peak_rss(&self) -> Result<u64> {
+        self.status_kib("VmHWM:").map(|kib| kib * 1024)
+    }
+
+    fn status_kib(&self, field: &str) -> Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))?;
         let line = status
             .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .context("no VmRSS")?;
-        let kib: u64 = line
+            .find(|l| l.starts_with(field))
+            .with_context(|| format!("no {field}"))?;
+        Ok(line
             .split_whitespace()
             .nth(1)
-            .context("malformed VmRSS")?
-            .parse()?;
-        Ok(kib * 1024)
+            .with_context(|| format!("malformed {field}"))?
+            .parse()?)
     }
 
     /// Threads of the process (for the notes).
@@ -377,6 +386,22 @@ pub fn client() -> reqwest::Client {
 }
 
 pub fn client_with_timeout(timeout: Duration) -> reqwest::Client {
+    client_builder(timeout)
+        .pool_max_idle_per_host(usize::MAX)
+        .build()
+        .expect("an HTTP client")
+}
+
+/// A client that opens a new connection for every request, like a
+/// command-line process that makes one request and exits.
+pub fn one_shot_client(timeout: Duration) -> reqwest::Client {
+    client_builder(timeout)
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("an HTTP client")
+}
+
+fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
     let mut headers = HeaderMap::new();
     headers.insert("x-autobuild-version", HeaderValue::from_static("0.8.0"));
     headers.insert(
@@ -385,11 +410,8 @@ pub fn client_with_timeout(timeout: Duration) -> reqwest::Client {
     );
     reqwest::Client::builder()
         .default_headers(headers)
-        .pool_max_idle_per_host(usize::MAX)
         .tcp_nodelay(true)
         .timeout(timeout)
-        .build()
-        .expect("an HTTP client")
 }
 
 /// POST a JSON body; fail unless the status is `expect`. Returns the response body.

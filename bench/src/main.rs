@@ -7,6 +7,7 @@
 //! Autobuild's reference server, side by side. See docs/benchmarks.md. Never
 //! part of the test suite.
 
+mod autobuild;
 mod harness;
 mod memory;
 mod raw;
@@ -70,6 +71,70 @@ struct Cli {
     /// Also write the result tables (markdown) to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+
+    #[command(flatten)]
+    replay: ReplayArgs,
+}
+
+/// The `autobuild` scenario's model (docs/benchmarks.md, "Autobuild's
+/// workload, replayed").
+#[derive(clap::Args)]
+#[command(next_help_heading = "autobuild replay")]
+struct ReplayArgs {
+    /// Store ages to replay: day, week, month, or JOURNAL:BUILDS[:EVENTS]
+    /// (events per repository journal, builds per repository, events per build).
+    #[arg(long, value_delimiter = ',', default_value = "day,week")]
+    age: Vec<autobuild::Age>,
+
+    /// Repositories (each with the age's history, its dashboards, dispatchers and runners).
+    #[arg(long, default_value_t = 1)]
+    repos: usize,
+
+    /// Active builds per repository, each with a build runner.
+    #[arg(long, default_value_t = 2)]
+    runners: u64,
+
+    /// Open dashboards (`ab dispatch` frontends) per repository.
+    #[arg(long, default_value_t = 2)]
+    dashboards: usize,
+
+    /// Dispatchers (kernels ticking every 10 s) per repository.
+    #[arg(long, default_value_t = 1)]
+    dispatchers: usize,
+
+    /// Modelled (and wall-clock) seconds of each replay.
+    #[arg(long, default_value_t = 60.0)]
+    modelled_seconds: f64,
+
+    /// Mean length of an agent session (seconds).
+    #[arg(long, default_value_t = 20.0)]
+    session_seconds: f64,
+
+    /// Mean seconds between an agent's observations within a session.
+    #[arg(long, default_value_t = 2.0)]
+    observation_every: f64,
+
+    /// Mean size of a session transcript deposit (KiB).
+    #[arg(long, default_value_t = 1024)]
+    transcript_kib: usize,
+}
+
+impl ReplayArgs {
+    fn params(&self) -> autobuild::Params {
+        autobuild::Params {
+            ages: self.age.clone(),
+            repos: self.repos.max(1),
+            runners: self.runners,
+            dashboards: self.dashboards,
+            dispatchers: self.dispatchers,
+            seconds: self.modelled_seconds,
+            pace: autobuild::Pace {
+                session: std::time::Duration::from_secs_f64(self.session_seconds),
+                observation_every: std::time::Duration::from_secs_f64(self.observation_every),
+                transcript_bytes: self.transcript_kib * 1024,
+            },
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -84,6 +149,8 @@ enum Scenario {
     Streams,
     /// Per-route latency from fresh servers on (not part of `all`).
     Tail,
+    /// The replay of Autobuild's use of its store (not part of `all`).
+    Autobuild,
     All,
 }
 
@@ -175,21 +242,24 @@ async fn main() -> Result<()> {
     let mut failure = None;
     for scenario in scenarios {
         let result = match scenario {
-            Scenario::Append => throughput::append(&ctx).await,
-            Scenario::Read => throughput::read(&ctx).await,
-            Scenario::Deposit => throughput::deposit(&ctx).await,
-            Scenario::Put => throughput::put(&ctx).await,
-            Scenario::Health => throughput::health(&ctx).await,
-            Scenario::Wake => wake::wake(&ctx).await,
-            Scenario::Memory => memory::memory(&ctx).await,
-            Scenario::Streams => streams::streams(&ctx).await,
-            Scenario::Tail => tail::tail(&ctx).await,
+            Scenario::Append => throughput::append(&ctx).await.map(|t| vec![t]),
+            Scenario::Read => throughput::read(&ctx).await.map(|t| vec![t]),
+            Scenario::Deposit => throughput::deposit(&ctx).await.map(|t| vec![t]),
+            Scenario::Put => throughput::put(&ctx).await.map(|t| vec![t]),
+            Scenario::Health => throughput::health(&ctx).await.map(|t| vec![t]),
+            Scenario::Wake => wake::wake(&ctx).await.map(|t| vec![t]),
+            Scenario::Memory => memory::memory(&ctx).await.map(|t| vec![t]),
+            Scenario::Streams => streams::streams(&ctx).await.map(|t| vec![t]),
+            Scenario::Tail => tail::tail(&ctx).await.map(|t| vec![t]),
+            Scenario::Autobuild => autobuild::autobuild(&ctx, &cli.replay.params()).await,
             Scenario::All => unreachable!(),
         };
         match result {
-            Ok(table) => {
-                println!("{}", table.render());
-                tables.push(table);
+            Ok(done) => {
+                for table in done {
+                    println!("{}", table.render());
+                    tables.push(table);
+                }
             }
             Err(err) => {
                 eprintln!("scenario failed: {err:#}");
@@ -197,15 +267,17 @@ async fn main() -> Result<()> {
             }
         }
     }
+    let phases = match cli.scenario {
+        Scenario::Autobuild => format!("replays of {} modelled s", cli.replay.modelled_seconds),
+        _ => format!("{} s phases after {} s warm-up", ctx.seconds, ctx.warmup),
+    };
     let summary = format!(
-        "run: {:.0} s on {} CPUs; load average before {load_before}, after {}; {} s phases after {} s warm-up; server CPU from /proc/<pid>/stat at {} ticks/s; {reference_line}\n",
+        "run: {:.0} s on {} CPUs; load average before {load_before}, after {}; {phases}; server CPU from /proc/<pid>/stat at {} ticks/s; {reference_line}\n",
         started.elapsed().as_secs_f64(),
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
         harness::loadavg(),
-        ctx.seconds,
-        ctx.warmup,
         ctx.clk_tck,
     );
     println!("{summary}");

@@ -76,9 +76,11 @@ impl Reference {
         }
     }
 
-    async fn start(&self, ctx: &Ctx, store: &str, name: &str) -> Result<Server> {
+    /// Start the reference with the launcher's arguments after the
+    /// checkout: the store, and optionally a blob directory.
+    pub async fn start(&self, ctx: &Ctx, args: &[String], name: &str) -> Result<Server> {
         let mut cmd = Command::new(&self.bun);
-        cmd.arg(&self.launcher).arg(&self.checkout).arg(store);
+        cmd.arg(&self.launcher).arg(&self.checkout).args(args);
         Server::spawn(ctx, cmd, name, "reference listening on ").await
     }
 }
@@ -113,7 +115,7 @@ where
         (Some(reference), Some(store)) => {
             eprintln!("{name}: reference on {store}");
             let server = reference
-                .start(ctx, &store, &format!("{label}-reference"))
+                .start(ctx, &[store], &format!("{label}-reference"))
                 .await?;
             let measured = body(&server).await;
             server.stop().await?;
