@@ -346,7 +346,6 @@ async fn compressed_reads(database: &str) {
         .await
         .unwrap();
     assert!(res.headers().get("content-encoding").is_none());
-
 }
 
 /// A real client decodes a compressed whole read by itself: Node's fetch
