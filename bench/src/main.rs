@@ -149,6 +149,8 @@ enum Scenario {
     Streams,
     /// Per-route latency from fresh servers on (not part of `all`).
     Tail,
+    /// Whole-journal reads: CPU per MB, compression, memory (not part of `all`).
+    Whole,
     /// The replay of Autobuild's use of its store (not part of `all`).
     Autobuild,
     All,
@@ -251,6 +253,7 @@ async fn main() -> Result<()> {
             Scenario::Memory => memory::memory(&ctx).await.map(|t| vec![t]),
             Scenario::Streams => streams::streams(&ctx).await.map(|t| vec![t]),
             Scenario::Tail => tail::tail(&ctx).await.map(|t| vec![t]),
+            Scenario::Whole => autobuild::whole(&ctx).await,
             Scenario::Autobuild => autobuild::autobuild(&ctx, &cli.replay.params()).await,
             Scenario::All => unreachable!(),
         };

@@ -38,7 +38,7 @@ pub struct Proc {
     pub rec: Recorder,
 }
 
-fn enc(repo: &str) -> String {
+pub(super) fn enc(repo: &str) -> String {
     repo.replace('%', "%25").replace('/', "%2F")
 }
 

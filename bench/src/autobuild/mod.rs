@@ -13,6 +13,7 @@ mod history;
 mod reference_seed;
 mod stats;
 mod text;
+mod whole;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,6 +29,7 @@ pub use clients::Pace;
 use clients::Proc;
 use history::{History, Size};
 use stats::{Op, Recorder, Totals};
+pub use whole::whole;
 
 /// A store age: history per repository.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -572,14 +572,14 @@ mod tests {
                 other => panic!("append {n}: not refused as full: {other:?}"),
             }
         }
-        assert_eq!(store.events_since(&build, 0).await.unwrap().len(), 1);
+        assert_eq!(store.events_page(&build, 0, 1000).await.unwrap().len(), 1);
 
         limit_growth(&store, 1_000_000).await;
         for n in 1..=40 {
             store.append(&build, event(n), None).await.unwrap();
         }
         let stored: Vec<u64> = store
-            .events_since(&build, 0)
+            .events_page(&build, 0, 1000)
             .await
             .unwrap()
             .iter()
