@@ -73,7 +73,7 @@ mod tests {
 
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
     /// from a database the sqlx-based server migrated).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 3] = [
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 4] = [
         (
             1,
             "initial",
@@ -88,6 +88,11 @@ mod tests {
             3,
             "sessions",
             "2A97F08AB73D81BAD4CB787132A9010E853F3E5DA48F0F60572BD1DF8F2E5332FFF84DD34A1B74A9A8DB3466B438895C",
+        ),
+        (
+            4,
+            "builds by creation",
+            "D17419F0CB30680F8940DF911F129E096994346DF4841E08D0820D3AFE3531C364BD6895F7A8D892EDD8A3E6B60B470E",
         ),
     ];
 
