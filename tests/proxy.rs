@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use conformance::{Ctx, Server, all_checks, run_checks};
 
+mod support;
+
 fn nginx_binary() -> Option<String> {
     ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
         .iter()
@@ -280,6 +282,7 @@ async fn conformance_through_nginx() {
     let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
     eprintln!("conformance [through nginx]: {}", report.summary());
     let mut failures = report.failures();
+    compressed_through(&url).await;
 
     if let Some(certs) = &certs {
         // The runner over https: the system's roots alone refuse the private
@@ -325,4 +328,58 @@ async fn conformance_through_nginx() {
         failures.join("\n"),
         std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
     );
+}
+
+/// Compressed answers cross the documented proxy as the server sent them:
+/// the encoding the client asked for, `Vary`, and the same answer decoded.
+async fn compressed_through(url: &str) {
+    let c = support::client();
+    let res = c
+        .post(format!("{url}/builds"))
+        .json(&serde_json::json!({"slug": "zipped", "repo": "acme/w"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    for n in 0..200 {
+        let event = serde_json::json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
+            "payload": {"id": format!("obs-{n}"), "kind": "followup",
+                        "summary": format!("through the proxy, observation {n}")}});
+        let res = c
+            .post(format!("{url}/builds/zipped/events"))
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 201);
+    }
+    let events = format!("{url}/builds/zipped/events?since=0");
+    let identity = c.get(&events).send().await.unwrap().bytes().await.unwrap();
+    for encoding in ["zstd", "gzip"] {
+        let res = c
+            .get(&events)
+            .header("accept-encoding", encoding)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        assert_eq!(
+            res.headers()
+                .get("content-encoding")
+                .map(|v| v.to_str().unwrap()),
+            Some(encoding),
+            "through nginx"
+        );
+        let vary = res
+            .headers()
+            .get("vary")
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase());
+        assert!(vary.is_some_and(|v| v.contains("accept-encoding")));
+        let body = res.bytes().await.unwrap();
+        assert!(body.len() < identity.len() / 2, "{encoding} through nginx");
+        assert!(
+            support::decode(encoding, &body) == identity,
+            "{encoding} through nginx: not the same answer"
+        );
+    }
 }

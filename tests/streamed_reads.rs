@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 mod support;
 
-use support::{PROTOCOL, VERSION, client, start_with_args, with_pg};
+use support::{PROTOCOL, VERSION, client, decode, start_with_args, with_pg};
 
 /// Events in the long history: about 6 MB of envelopes, many pieces, and
 /// more than the kernel's socket buffers hold (4 MB), so that a client that
@@ -219,8 +219,7 @@ async fn streamed_reads(database: &str) {
 
 #[tokio::test]
 async fn whole_reads_stream_on_a_sqlite_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    let (_dir, database) = sqlite_file();
     streamed_reads(&database).await;
 }
 
@@ -232,31 +231,19 @@ async fn whole_reads_stream_on_postgres() {
     .await;
 }
 
+/// A SQLite file database URL in a new temporary directory (kept while
+/// the directory is).
+fn sqlite_file() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    (dir, database)
+}
+
 /// A client that decodes nothing itself: the raw bytes and headers.
 fn raw_client() -> reqwest::Client {
     // Without reqwest's decompression features (not enabled here), nothing
     // is decoded or asked for behind the test's back.
     client()
-}
-
-fn decode(encoding: &str, body: &[u8]) -> Vec<u8> {
-    use std::io::Read as _;
-    let mut out = Vec::new();
-    match encoding {
-        "zstd" => out = zstd::decode_all(body).unwrap(),
-        "br" => {
-            brotli::Decompressor::new(body, 4096)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        "gzip" => {
-            flate2::read::GzDecoder::new(body)
-                .read_to_end(&mut out)
-                .unwrap();
-        }
-        other => panic!("unexpected content-encoding {other}"),
-    }
-    out
 }
 
 async fn compressed_reads(database: &str) {
@@ -360,8 +347,7 @@ async fn fetch_decodes(runtime: &str) {
         );
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    let (_dir, database) = sqlite_file();
     let server = start_with_args(&database, "memory://", &[]).await;
     let base = server.url().to_owned();
     long_history(&base).await;
@@ -408,8 +394,7 @@ fn javascript_runtime(name: &str) -> Option<std::path::PathBuf> {
 
 #[tokio::test]
 async fn whole_reads_compress_on_a_sqlite_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    let (_dir, database) = sqlite_file();
     compressed_reads(&database).await;
 }
 

@@ -476,3 +476,24 @@ where
         std::panic::resume_unwind(e.into_panic());
     }
 }
+
+/// Decode a `Content-Encoding` the server may choose (zstd, br, gzip).
+pub fn decode(encoding: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    match encoding {
+        "zstd" => out = zstd::decode_all(body).expect("a zstd body"),
+        "br" => {
+            brotli::Decompressor::new(body, 4096)
+                .read_to_end(&mut out)
+                .expect("a brotli body");
+        }
+        "gzip" => {
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .expect("a gzip body");
+        }
+        other => panic!("unexpected content-encoding {other}"),
+    }
+    out
+}

@@ -63,16 +63,20 @@ impl Readers {
             .push(conn);
     }
 
+    /// A turn: at most the pool size of reads hold a connection at once.
+    async fn permit(&self) -> StoreResult<tokio::sync::OwnedSemaphorePermit> {
+        self.permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Corrupt("reader pool closed".into()))
+    }
+
     pub(super) async fn run<T: Send + 'static>(
         self: &Arc<Self>,
         op: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Corrupt("reader pool closed".into()))?;
+        let permit = self.permit().await?;
         let readers = self.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -95,12 +99,7 @@ impl Readers {
         stall: std::time::Duration,
         op: impl FnOnce(&Connection, &mut Out) -> StoreResult<()> + Send + 'static,
     ) -> StoreResult<Rows> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Corrupt("reader pool closed".into()))?;
+        let permit = self.permit().await?;
         let (sink, pending) = RowSink::new(stall);
         let handle = tokio::runtime::Handle::current();
         let readers = self.clone();
