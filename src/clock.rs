@@ -1,4 +1,4 @@
-//! The one clock every store-assigned time comes from (DESIGN decision 3).
+//! The one clock every store-assigned time comes from (docs/decisions.md, 3).
 //!
 //! Production reads the system clock; `--test-clock` freezes a settable
 //! clock so harnesses control lease expiry and timestamps exactly.

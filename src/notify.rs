@@ -1,4 +1,4 @@
-//! Wake-ups for held reads (DESIGN decision 7), keyed by resource.
+//! Wake-ups for held reads (docs/decisions.md, 7), keyed by resource.
 //!
 //! Three sources call [`Notifier::notify`]: appends in this process (right
 //! after commit), the PostgreSQL LISTEN connection (appends by any replica),

@@ -1,4 +1,4 @@
-//! Held reads (spec section 3, DESIGN decision 7) through the real binary:
+//! Held reads (spec section 3; docs/decisions.md, 7) through the real binary:
 //! a read held on one process is woken by an append through another process
 //! on the same PostgreSQL database; shutdown answers held reads at once; the
 //! held-read cap answers early; `--max-wait-seconds` clamps.

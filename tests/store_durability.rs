@@ -1,7 +1,7 @@
 //! The store's guarantees through the real binary: a request abandoned by
-//! its client never leaves the store half-changed nor breaks it (DESIGN
-//! decision 14), on `sqlite::memory:`, a SQLite file and PostgreSQL; and one
-//! process per SQLite file.
+//! its client never leaves the store half-changed nor breaks it
+//! (docs/decisions.md, 14), on `sqlite::memory:`, a SQLite file and
+//! PostgreSQL; and one process per SQLite file.
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
 

@@ -359,7 +359,7 @@ impl Ctx {
             .await
     }
 
-    // ── test clock (DESIGN decision 11) ─────────────────────────────────────
+    // ── test clock (docs/decisions.md, 11) ──────────────────────────────────
 
     /// The server's current time, read from the `createdAt` of a fresh
     /// repository record.

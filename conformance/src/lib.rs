@@ -5,7 +5,7 @@
 //! spawned `abstore`, a container or any other server of the protocol. Checks
 //! are independent: each creates its own uniquely named builds and repositories,
 //! so all of them can share one long-lived server and run concurrently. Checks
-//! that move the server's test clock (`POST /_test/clock`, DESIGN decision 11)
+//! that move the server's test clock (`POST /_test/clock`; docs/decisions.md, 11)
 //! are flagged, run one at a time after the others, only ever move the clock
 //! forward, and are skipped when the server has no test clock.
 //!

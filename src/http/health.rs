@@ -1,5 +1,5 @@
 //! `GET /health` (spec section 11) and, only with `--test-clock`, the
-//! harness clock route `POST /_test/clock` (DESIGN decision 11).
+//! harness clock route `POST /_test/clock` (docs/decisions.md, 11).
 
 use axum::Router;
 use axum::body::Body;

@@ -1,4 +1,4 @@
-//! The one held-read loop (DESIGN decision 7), shared by event reads and
+//! The one held-read loop (docs/decisions.md, 7), shared by event reads and
 //! stream chunk reads: fetch; if nothing is ready, subscribe, fetch again
 //! (so a write between the two fetches is never missed), then wait for a
 //! wake, the deadline or shutdown. A held read never polls the database on

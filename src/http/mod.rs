@@ -42,7 +42,7 @@ use crate::store::Store;
 /// The protocol version this server speaks (spec section 1).
 pub const PROTOCOL_VERSION: &str = "2";
 
-/// Configured bounds (DESIGN decision 10); each is a flag.
+/// Configured bounds (docs/decisions.md, 10); each is a flag.
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Largest decoded artifact, per artifact (413 above).

@@ -249,7 +249,7 @@ fn prepare_artifact(state: &SharedState, value: &Value, what: &str) -> ApiResult
     })
 }
 
-/// Write blobs before any metadata (DESIGN decision 5).
+/// Write blobs before any metadata (docs/decisions.md, 5).
 pub(super) async fn write_blobs(
     state: &SharedState,
     prepared: Vec<Prepared>,
@@ -321,7 +321,7 @@ pub async fn deposit(
     .await?;
     existing(&state, &r).await?;
     let artifacts = write_blobs(&state, prepared).await?;
-    // Owned: the store may run it after this handler is gone (DESIGN 14).
+    // Owned: the store may run it after this handler is gone (docs/decisions.md, 14).
     let (event_state, kind) = (state.clone(), r.kind);
     let make_event = move |metas: &[crate::store::ArtifactMeta]| {
         let assigned: Vec<Assigned<'_>> = metas

@@ -68,7 +68,7 @@ async fn create_session(
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
     let payload = Value::Object(attrs.clone());
-    // Owned: the store may run it after this handler is gone (DESIGN 14).
+    // Owned: the store may run it after this handler is gone (docs/decisions.md, 14).
     let event_state = state.clone();
     let make_event = move || {
         let validated = event_state

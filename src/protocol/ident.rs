@@ -1,4 +1,4 @@
-//! Identifier hygiene (DESIGN decision 17): every id, artifact kind, lease
+//! Identifier hygiene (docs/decisions.md, 17): every id, artifact kind, lease
 //! holder and stream label the store keeps in a text column of its own is at
 //! most [`MAX_ID_BYTES`] bytes of UTF-8 and contains no NUL, on every backend.
 //!

@@ -2,7 +2,7 @@
 //! rejection names the field and what it must be.
 //!
 //! Like Autobuild's wire schemas, unknown top-level keys are ignored and never
-//! stored (DESIGN decision 12); nested shapes the spec fixes (ticket) are
+//! stored (docs/decisions.md, 12); nested shapes the spec fixes (ticket) are
 //! strict. An event write's `actor` and `payload` are left to the catalog.
 
 use serde_json::{Map, Value};

@@ -1,7 +1,7 @@
 //! Persistence: the `Store` trait (the BuildStore operations in domain
 //! types) and its two backends, SQLite and PostgreSQL.
 //!
-//! Invariants every backend keeps (DESIGN decisions 1–4):
+//! Invariants every backend keeps (docs/decisions.md, 1–4):
 //! - each operation is one transaction; a failed one consumes no sequence
 //!   and no revision;
 //! - counters live on rows (`resources.last_seq`, `artifact_heads`), bumped
@@ -106,7 +106,7 @@ pub struct NewArtifact {
 /// Builds a session's `session.created` event inside the creating
 /// transaction; an error leaves no record. Owned (`'static`) because the
 /// operation runs on the SQLite writer thread or in its own task, outliving
-/// the request if need be (DESIGN decision 14).
+/// the request if need be (docs/decisions.md, 14).
 pub type MakeFirstEvent = Box<dyn Fn() -> StoreResult<NewEvent> + Send + Sync>;
 
 /// Builds a deposit's event from the metadata assigned inside the

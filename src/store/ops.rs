@@ -1,4 +1,4 @@
-//! The store operations, written once (DESIGN decision 16) against two small
+//! The store operations, written once (docs/decisions.md, 16) against two small
 //! interfaces of domain primitives: [`Reads`] (queries outside any write
 //! transaction) and [`Writes`] (the primitives of one write transaction).
 //!

@@ -1,4 +1,4 @@
-//! Streamed reads (issue 22, DESIGN decision 18): a whole-history answer
+//! Streamed reads (issue 22; docs/decisions.md, 18): a whole-history answer
 //! leaves the database in pieces of about [`PIECE_BYTES`], written by a task
 //! of its own as the response body asks for them, instead of being built
 //! whole in memory. A read's memory is then a few pieces, whatever the size

@@ -1,4 +1,4 @@
-//! Checks that need the server's test clock (DESIGN decision 11): exact record,
+//! Checks that need the server's test clock (docs/decisions.md, 11): exact record,
 //! event and artifact times, `updatedAt` bookkeeping, lease expiry arithmetic
 //! and strict expiry (section 10). They run one at a time, after all other
 //! checks, and only move the clock forward from the server's current time.

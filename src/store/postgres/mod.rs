@@ -1,7 +1,7 @@
 //! The production backend: PostgreSQL as the single source of truth for any
 //! number of replicas. The operations are the shared ones ([`ops`]) over
 //! [`prims`]; each write runs in its own task so that a request dropped
-//! mid-way never cancels a transaction halfway (DESIGN decision 14).
+//! mid-way never cancels a transaction halfway (docs/decisions.md, 14).
 
 mod database;
 mod prims;

@@ -1,4 +1,4 @@
-//! The writer thread (DESIGN decision 13): one OS thread owns the write
+//! The writer thread (docs/decisions.md, 13): one OS thread owns the write
 //! connection and commits queued jobs in groups.
 //!
 //! It blocks for the first job, drains whatever else is already queued (up
@@ -6,7 +6,7 @@
 //! own `SAVEPOINT` (a failed or no-op job rolls back only itself), commits
 //! once — one fsync for the whole batch — and only then answers every job.
 //! A failed `COMMIT` fails every job of the batch. A job runs to the end
-//! whether or not anyone still waits for its answer (DESIGN decision 14).
+//! whether or not anyone still waits for its answer (docs/decisions.md, 14).
 //!
 //! A failure never stops the thread: the transaction is rolled back, every
 //! job it touched (and every job refused unrun) is answered with the
