@@ -10,7 +10,7 @@
 //!   creates `abstore_conf_<random>` and drops it afterwards. Unset: fails under
 //!   `CI=true`, otherwise prints a loud banner and returns.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 
@@ -19,12 +19,7 @@ use conformance::util::{b64, random_hex};
 use conformance::{Ctx, Outcome, Res, Server, all_checks, authenticate, run_checks};
 use serde_json::{Value, json};
 
-const CLOCK: &str = "2026-07-15T12:00:00.000Z";
-const VERSION: &str = "0.8.0";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_abstore")
-}
+use crate::support::{CLOCK, VERSION, bin};
 
 /// A fresh 48-character signing secret.
 fn random_secret() -> String {

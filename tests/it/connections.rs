@@ -6,8 +6,6 @@
 //! Bounds are set to a second or two and each check allows many times that:
 //! what is asserted is which bound closed the connection, never how fast.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::time::{Duration, Instant};
 
 use conformance::Server;

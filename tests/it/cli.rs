@@ -2,7 +2,7 @@
 //! that must be clear one-line errors, `migrate`, variables and log formats,
 //! a server nobody reads the stdout of, and shell completions.
 
-mod support;
+use crate::support;
 
 use support::run as abstore;
 

@@ -5,9 +5,7 @@
 //! policy stops the start; readers never see a half-pruned state; `gc`
 //! collects the pruned blobs; a pruned store survives export and import.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
-mod support;
+use crate::support::{self, VERSION, free_port};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,12 +17,10 @@ use conformance::{Ctx, Res, Server};
 use serde_json::{Value, json};
 use support::{export, path_text as s};
 
-const VERSION: &str = "0.8.0";
-
 /// The policy the tests serve with: the dispatcher's effective config keeps
 /// 3 revisions, every `runner-*` kind 2, `streams*` (not `stream:`) 2.
 const POLICY: &str = r#"{
-  "$comment": "tests/retention.rs",
+  "$comment": "tests/it/retention.rs",
   "rules": [
     {"kind": "dispatcher-effective-config", "keep": 3},
     {"kind": "runner-*", "keep": 2},
@@ -80,16 +76,6 @@ async fn deposit(c: &Ctx, res: Res, id: &str, artifacts: &[(&str, &[u8])]) -> Va
 
 fn range(from: i64, to_inclusive: i64) -> Vec<i64> {
     (from..=to_inclusive).collect()
-}
-
-/// A free port for `--metrics-listen` (the server prints only the protocol
-/// port's address to the test harness).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 // ── pruning ─────────────────────────────────────────────────────────────────

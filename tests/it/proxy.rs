@@ -6,28 +6,18 @@
 //! under `CI=true`, and `scripts/test` leaves it out (counted as skipped:
 //! its name says `nginx`).
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::process::Stdio;
 use std::time::Duration;
 
 use conformance::{Ctx, Server, all_checks, run_checks};
 
-mod support;
+use crate::support::{self, free_port};
 
 fn nginx_binary() -> Option<String> {
     ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
         .iter()
         .find(|p| std::path::Path::new(p).exists())
         .map(|p| p.to_string())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The documented configuration, on loopback, with its files in `dir`; with

@@ -11,13 +11,11 @@
 //! Without the server binaries the test skips loudly (a failure under
 //! `CI=true`; `.ci/run` installs Debian's `postgresql` package).
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod support;
+use crate::support;
 
 use support::cluster::{Cluster, pg_bin_dir};
 

@@ -15,7 +15,7 @@
 //! (SIGKILL keeps the OS page cache: this checks the server's own
 //! atomicity and ordering, not power-loss durability.)
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -12,7 +12,7 @@
 //! `ABSTORE_FUZZ_REQUESTS` (default 2,000 per mode and backend) runs longer;
 //! `ABSTORE_FUZZ_SEED` replays another seed.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -14,14 +14,12 @@
 //! other tests' load cannot eat that margin, and a server that misses is
 //! replaced by one more fresh server once (the defect misses on every one).
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod support;
+use crate::support;
 
 use support::{client, start, with_pg};
 

@@ -2,8 +2,6 @@
 //! from `/usr/lib/postgresql/*/bin`; as the `postgres` user when run as
 //! root), for tests that stop the server or change its storage.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::path::{Path, PathBuf};
 
 /// The directory holding `initdb` and `pg_ctl`, if a server is installed.

@@ -6,8 +6,6 @@
 //! No assertion depends on tight timing: each checks what came back, and
 //! that it came back long before the bound it would otherwise have waited.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -16,7 +14,7 @@ use conformance::scratch_pg::{self, ScratchDb};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-mod support;
+use crate::support;
 
 use support::client;
 

@@ -8,7 +8,7 @@
 //! - repeated identity headers must all match (409 otherwise);
 //! - `/readyz` notices a blob directory that can no longer be written.
 
-mod support;
+use crate::support;
 
 use abstore::protocol::ident::MAX_ID_BYTES;
 use conformance::fixtures::{build_event, repo_event};

@@ -10,11 +10,9 @@
 //! each write's `NOTIFY` falls inside its own count; no held read makes the
 //! sweep query.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use serde_json::{Value, json};
 
-mod support;
+use crate::support;
 
 struct Client {
     http: reqwest::Client,

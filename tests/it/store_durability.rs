@@ -3,8 +3,6 @@
 //! (docs/decisions.md, 14), on `sqlite::memory:`, a SQLite file and
 //! PostgreSQL; and one process per SQLite file.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +11,7 @@ use conformance::Server;
 use conformance::scratch_pg;
 use serde_json::{Value, json};
 
-mod support;
+use crate::support;
 
 use support::client;
 

@@ -7,9 +7,7 @@
 //! (`scripts/s3-test-server`); without them it skips loudly (and fails
 //! under CI), and `scripts/test` leaves it out, counted as skipped.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
@@ -23,8 +21,7 @@ use support::{
     path_text as s, run as abstore, run_ok as ok,
 };
 
-const CLOCK: &str = "2026-07-15T12:00:00.000Z";
-const VERSION: &str = "0.8.0";
+use crate::support::{CLOCK, VERSION};
 
 fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())

@@ -3,8 +3,6 @@
 //! headers, invalid UTF-8 bodies, which `reqwest` would normalise or refuse),
 //! the checks every response must pass, and PostgreSQL scratch databases.
 
-#![allow(dead_code)] // each test binary uses its own part
-
 pub mod cluster;
 
 use std::time::Duration;

@@ -3,8 +3,6 @@
 //! with SIGHUP, a failed start that leaves no data behind, boolean variables,
 //! and the metrics scrape.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::process::Stdio;
 use std::time::Duration;
 

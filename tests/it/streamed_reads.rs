@@ -5,14 +5,12 @@
 //! connection back (the servers run with one connection, and a 2 s acquire
 //! bound on PostgreSQL, so a connection kept would fail the next request).
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-mod support;
+use crate::support;
 
 use support::{PROTOCOL, VERSION, client, decode, start_with_args, with_pg};
 

@@ -16,7 +16,7 @@
 //! elsewhere these tests skip loudly (`conformance::skip`), and with
 //! `CI=true` they must run.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -633,7 +633,7 @@ async fn a_full_disk_under_the_sqlite_file() {
 /// tables are put on the small disk (a tablespace on the tmpfs, the
 /// database's default), on a cluster of the test's own. Its catalog and WAL
 /// stay on the cluster's disk: a full WAL disk stops PostgreSQL, which is
-/// an outage (`tests/pg_outage.rs`), not this.
+/// an outage (`tests/it/pg_outage.rs`), not this.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_disk_under_postgresql() {
     let Some(bin) = pg_bin_dir() else {

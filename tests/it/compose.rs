@@ -8,8 +8,6 @@
 //! dependencies agree with the services they name. `scripts/test` also runs
 //! `docker compose config` on the file where Compose is installed.
 
-#![allow(clippy::unwrap_used)] // test setup: a failure should panic with its location
-
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -1,0 +1,35 @@
+//! abstore's integration tests: one test binary, a module per area, each
+//! driving the real `abstore` binary (or its library) over HTTP, files and
+//! PostgreSQL. One binary links the server, reqwest and the conformance crate
+//! once, where twenty binaries linked them twenty times.
+//!
+//! A test that needs a service says so by a token in its name (`postgres`,
+//! `s3`, `nginx`, `node`, `bun`, `autobuild_reference`) or by its module
+//! (`pg_outage`, `storage_full`); scripts/test leaves out what the machine
+//! cannot run and counts it as skipped (docs/conformance.md, "Services").
+
+// Test set-up: a failure should panic where it happened.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+mod archive;
+mod cli;
+mod compose;
+mod conformance_suite;
+mod connections;
+mod crash;
+mod fuzz;
+mod held_reads;
+mod operations;
+mod pg_latency;
+mod pg_outage;
+mod pg_round_trips;
+mod proxy;
+mod replicas;
+mod retention;
+mod robustness;
+mod s3;
+mod storage_full;
+mod store_durability;
+mod streamed_reads;
