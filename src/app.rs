@@ -10,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blobs::Blobs;
 use crate::clock::{Clock, SystemClock, TestClock};
-use crate::config::ServeArgs;
+use crate::config::ServeConfig;
 use crate::http::{AppState, Limits, SharedState, StateParts, router};
 use crate::notify::Notifier;
 use crate::protocol::time::parse_iso;
+use crate::store::url::redact;
 use crate::store::{self, StoreOptions};
 
 pub struct App {
@@ -30,7 +31,7 @@ impl App {
     /// does not compile, a retention policy that does not load, or open mode
     /// on a non-loopback address. The server stops when `shutdown` is
     /// cancelled.
-    pub async fn build(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<App> {
+    pub async fn build(args: &ServeConfig, shutdown: CancellationToken) -> anyhow::Result<App> {
         // Settings that need no I/O are checked first, and the ports are
         // bound before storage is touched: a start that fails (port in use)
         // creates no data directory and runs no migration.
@@ -89,9 +90,12 @@ impl App {
             ),
             stall: Duration::from_secs(args.read_stall_timeout_seconds),
         };
-        let store = store::open(&args.db.database, &options, clock.clone(), notifier.clone())
+        let store = args
+            .db
+            .database
+            .open(&options, clock.clone(), notifier.clone())
             .await
-            .with_context(|| format!("opening the database ({})", redact(&args.db.database)))?;
+            .with_context(|| format!("opening the database ({})", args.db.database))?;
         let blobs = Blobs::open(&args.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
         let parts = StateParts {
@@ -117,7 +121,7 @@ impl App {
             db_pool_size: args.db.db_pool_size as usize,
         };
         let state = AppState::new(parts, shutdown);
-        crate::metrics::record_build_info(store_backend(&args.db.database));
+        crate::metrics::record_build_info(args.db.database.backend());
         let max_connections = crate::connections::effective_max_connections(args.max_connections);
         log_configuration(args, &catalog_source(args), &retention, max_connections);
         Ok(App {
@@ -217,7 +221,7 @@ async fn sweep(state: SharedState, every: Duration) {
 
 /// The secrets, creating the file first when `--create-secret-file` asks;
 /// without any, open mode, which a non-loopback address must opt into.
-fn resolve_secret(args: &ServeArgs) -> anyhow::Result<Option<crate::secret::Secret>> {
+fn resolve_secret(args: &ServeConfig) -> anyhow::Result<Option<crate::secret::Secret>> {
     if args.create_secret_file
         && let Some(path) = &args.secret.secret_file
         && !path.exists()
@@ -250,16 +254,7 @@ fn resolve_secret(args: &ServeArgs) -> anyhow::Result<Option<crate::secret::Secr
     Ok(secret)
 }
 
-/// The storage backend's name for the build-info metric.
-fn store_backend(database: &str) -> &'static str {
-    if database.starts_with("postgres") {
-        "postgres"
-    } else {
-        "sqlite"
-    }
-}
-
-fn catalog_source(args: &ServeArgs) -> String {
+fn catalog_source(args: &ServeConfig) -> String {
     args.catalog
         .as_ref()
         .map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string())
@@ -268,14 +263,14 @@ fn catalog_source(args: &ServeArgs) -> String {
 /// One line with the effective settings (a connection cap lowered to the
 /// open-file limit shows the lowered value), passwords and secrets redacted.
 fn log_configuration(
-    args: &ServeArgs,
+    args: &ServeConfig,
     catalog: &str,
     retention: &store::retention::Retention,
     max_connections: u32,
 ) {
     tracing::info!(
         listen = %args.listen,
-        database = %redact(&args.db.database),
+        database = %args.db.database,
         db_pool_size = args.db.db_pool_size,
         db_min_connections = args.db.db_min_connections.min(args.db.db_pool_size),
         db_acquire_timeout_ms = args.db.db_acquire_timeout_ms,
@@ -306,27 +301,4 @@ fn log_configuration(
         migrate = !args.no_migrate,
         "configuration"
     );
-}
-
-/// A URL with any password replaced, for logs and error messages.
-pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("REDACTED"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h/db"),
-            "postgres://u:REDACTED@h/db"
-        );
-        assert_eq!(super::redact("sqlite://./x.db"), "sqlite://./x.db");
-    }
 }

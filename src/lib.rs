@@ -4,13 +4,17 @@
 //! # Layout
 //! - [`auth`]: bearer tokens, scopes, the authorization matrix, event attribution.
 //! - [`secret`]: the token signing secret.
-//! - [`config`]: the command line and `ABSTORE_*` settings.
+//! - [`cli`]: the command line (every flag and `ABSTORE_*` variable) and the
+//!   thin runner of each command; the only module that knows clap, and none
+//!   below it imports it.
+//! - [`config`]: the server's settings, as the command line gives them.
 //! - [`app`]: builds the server from its settings and serves it.
 //! - [`connections`]: accepting and serving connections under their bounds.
 //! - [`http`]: routes, identity check, request parsing, the error shape.
 //! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders,
 //!   the identifier bound).
-//! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends.
+//! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends;
+//!   `DatabaseUrl`, the one parser of `--database`, opens and migrates them.
 //! - [`streams`]: UI Message Stream assembly for closing streams.
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
 //! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
@@ -24,6 +28,7 @@ pub mod app;
 pub mod archive;
 pub mod auth;
 pub mod blobs;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod connections;
@@ -36,4 +41,3 @@ pub mod secret;
 pub mod storage_full;
 pub mod store;
 pub mod streams;
-pub mod token_cli;

@@ -12,9 +12,10 @@ use super::format;
 use super::output::AtomicOutput;
 use super::progress::Progress;
 use crate::blobs::{Blobs, blob_ref};
+use crate::store::DatabaseUrl;
 
 pub struct BackupOptions {
-    pub database: String,
+    pub database: DatabaseUrl,
     pub blobs: String,
     pub out: PathBuf,
     /// Where the blobs go; `<out>.blobs` when not given.
@@ -32,7 +33,7 @@ pub struct BackupReport {
 }
 
 pub async fn backup(options: &BackupOptions) -> anyhow::Result<BackupReport> {
-    let Db::Sqlite(path) = Db::parse(&options.database)? else {
+    let Db::Sqlite(path) = Db::of(&options.database)? else {
         bail!(
             "backup copies the embedded SQLite store; back PostgreSQL up with pg_dump \
              (docs/operations.md) or use `abstore export`"

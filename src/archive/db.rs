@@ -10,45 +10,33 @@ use anyhow::{Context as _, bail};
 use rusqlite::OpenFlags;
 use rusqlite::types::ValueRef;
 use sqlx::Row as _;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgConnectOptions, PgRow};
 
 use super::format::{Table, Ty, Val};
+use crate::store::DatabaseUrl;
+use crate::store::url::{Location, SqliteLocation};
 
 /// How long a SQLite statement waits for the serving process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A `--database` URL, as the archive tools accept it.
-#[derive(Clone, Debug)]
+/// What the archive tools read and write: a SQLite file or a PostgreSQL
+/// server, as the one [`DatabaseUrl`] parser decoded it.
+#[derive(Clone)]
 pub enum Db {
     Sqlite(PathBuf),
-    Postgres(String),
+    Postgres(Box<PgConnectOptions>),
 }
 
 impl Db {
-    pub fn parse(url: &str) -> anyhow::Result<Db> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Ok(Db::Postgres(url.to_string()));
-        }
-        let Some(rest) = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-        else {
-            bail!("unsupported --database URL (expected sqlite://PATH or postgres://…)");
-        };
-        let path = rest.split('?').next().unwrap_or_default();
-        if path.is_empty() || path.contains(":memory:") || url.contains("mode=memory") {
-            bail!(
+    /// The store `url` names; an in-memory database has nothing to export
+    /// to or import into from another process.
+    pub fn of(url: &DatabaseUrl) -> anyhow::Result<Db> {
+        match url.location() {
+            Location::Sqlite(SqliteLocation::File(path)) => Ok(Db::Sqlite(path.clone())),
+            Location::Sqlite(SqliteLocation::Memory) => bail!(
                 "an in-memory SQLite database lives only inside one process; name a file (sqlite://PATH)"
-            );
-        }
-        Ok(Db::Sqlite(PathBuf::from(path)))
-    }
-
-    /// The header's `source` member.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Db::Sqlite(_) => "sqlite",
-            Db::Postgres(_) => "postgres",
+            ),
+            Location::Postgres(connect) => Ok(Db::Postgres(connect.clone())),
         }
     }
 }
@@ -74,23 +62,6 @@ pub fn open_sqlite_write(path: &Path) -> anyhow::Result<rusqlite::Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "foreign_keys", true)?;
     Ok(conn)
-}
-
-/// Creates the schema on a destination (or brings it up to date). The one
-/// place the archive tools run migrations: through the store's own opener,
-/// exactly as `abstore migrate` does.
-pub async fn migrate(url: &str) -> anyhow::Result<()> {
-    let options = crate::store::StoreOptions {
-        pool_size: 1,
-        retention: crate::store::retention::Retention::disabled(),
-        ..Default::default()
-    };
-    let clock = std::sync::Arc::new(crate::clock::SystemClock);
-    let notifier = std::sync::Arc::new(crate::notify::Notifier::new());
-    crate::store::open(url, &options, clock, notifier)
-        .await
-        .with_context(|| format!("migrating {}", crate::app::redact(url)))?;
-    Ok(())
 }
 
 /// A SQLite row as archive values, type-checked against the schema.
@@ -172,23 +143,4 @@ pub fn sqlite_placeholder(i: usize) -> String {
 
 pub fn pg_placeholder(i: usize) -> String {
     format!("${i}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_urls() {
-        assert!(
-            matches!(Db::parse("sqlite://./data/a.db?mode=rwc"), Ok(Db::Sqlite(p)) if p == Path::new("./data/a.db"))
-        );
-        assert!(
-            matches!(Db::parse("sqlite:///abs/a.db"), Ok(Db::Sqlite(p)) if p == Path::new("/abs/a.db"))
-        );
-        assert!(matches!(Db::parse("postgres://u@h/d"), Ok(Db::Postgres(_))));
-        let err = Db::parse("sqlite::memory:").unwrap_err().to_string();
-        assert!(err.contains("in-memory"), "{err}");
-        assert!(Db::parse("mysql://x").is_err());
-    }
 }

@@ -17,9 +17,10 @@ use super::format::{self, Counts, TABLES, Val};
 use super::output::AtomicOutput;
 use super::progress::Progress;
 use crate::blobs::{Blobs, blob_ref};
+use crate::store::DatabaseUrl;
 
 pub struct ExportOptions {
-    pub database: String,
+    pub database: DatabaseUrl,
     pub blobs: String,
     pub out: PathBuf,
     pub force: bool,
@@ -36,15 +37,22 @@ enum Item {
 const CHANNEL_ROWS: usize = 256;
 
 pub async fn export(options: &ExportOptions) -> anyhow::Result<Counts> {
-    let db = Db::parse(&options.database)?;
+    let db = Db::of(&options.database)?;
     let blobs = Blobs::open(&options.blobs).context("opening --blobs")?;
     let output = AtomicOutput::new(&options.out, options.force)?;
     let (tx, rx) = mpsc::channel(CHANNEL_ROWS);
     let reader = match db.clone() {
         Db::Sqlite(path) => tokio::task::spawn_blocking(move || read_sqlite(&path, &tx)),
-        Db::Postgres(url) => tokio::spawn(async move { read_postgres(&url, &tx).await }),
+        Db::Postgres(connect) => tokio::spawn(async move { read_postgres(&connect, &tx).await }),
     };
-    let written = write_archive(output.tmp_path(), db.kind(), rx, &blobs, options.quiet).await;
+    let written = write_archive(
+        output.tmp_path(),
+        options.database.backend(),
+        rx,
+        &blobs,
+        options.quiet,
+    )
+    .await;
     let read = reader
         .await
         .map_err(|err| anyhow!("the snapshot reader failed: {err}"))?;
@@ -146,8 +154,11 @@ fn read_sqlite(path: &std::path::Path, tx: &mpsc::Sender<Item>) -> anyhow::Resul
 }
 
 /// The snapshot from PostgreSQL: one REPEATABLE READ, READ ONLY transaction.
-async fn read_postgres(url: &str, tx: &mpsc::Sender<Item>) -> anyhow::Result<()> {
-    let mut conn = sqlx::PgConnection::connect(url).await?;
+async fn read_postgres(
+    connect: &sqlx::postgres::PgConnectOptions,
+    tx: &mpsc::Sender<Item>,
+) -> anyhow::Result<()> {
+    let mut conn = sqlx::PgConnection::connect_with(connect).await?;
     let mut snapshot = conn
         .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .await?;

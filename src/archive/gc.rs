@@ -21,9 +21,10 @@ use super::export::now_ms;
 use super::format;
 use super::progress::Progress;
 use crate::blobs::{BlobInfo, Blobs};
+use crate::store::DatabaseUrl;
 
 pub struct GcOptions {
-    pub database: String,
+    pub database: DatabaseUrl,
     pub blobs: String,
     pub grace: Duration,
     pub apply: bool,
@@ -59,7 +60,7 @@ impl std::fmt::Display for GcReport {
 }
 
 pub async fn gc(options: &GcOptions) -> anyhow::Result<GcReport> {
-    let db = Db::parse(&options.database)?;
+    let db = Db::of(&options.database)?;
     let blobs = Blobs::open(&options.blobs).context("opening --blobs")?;
     let grace_ms = i64::try_from(options.grace.as_millis()).unwrap_or(i64::MAX);
     let cutoff = now_ms().saturating_sub(grace_ms);
@@ -119,8 +120,8 @@ async fn referenced_blobs(db: &Db) -> anyhow::Result<HashSet<String>> {
                 .collect::<Result<HashSet<_>, _>>()?;
             Ok(refs)
         }
-        Db::Postgres(url) => {
-            let mut conn = sqlx::PgConnection::connect(url).await?;
+        Db::Postgres(connect) => {
+            let mut conn = sqlx::PgConnection::connect_with(connect).await?;
             let sql = format::referenced_blobs_sql(true);
             let refs = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
                 .fetch(&mut conn)
@@ -140,8 +141,8 @@ async fn is_referenced(db: &Db, address: &str) -> anyhow::Result<bool> {
             let conn = db::open_sqlite_read(path)?;
             Ok(conn.query_row(IS_REFERENCED, [address], |row| row.get(0))?)
         }
-        Db::Postgres(url) => {
-            let mut conn = sqlx::PgConnection::connect(url).await?;
+        Db::Postgres(connect) => {
+            let mut conn = sqlx::PgConnection::connect_with(connect).await?;
             Ok(sqlx::query_scalar(IS_REFERENCED)
                 .bind(address)
                 .fetch_one(&mut conn)

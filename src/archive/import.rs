@@ -20,10 +20,11 @@ use super::progress::Progress;
 use super::reader::{ArchiveReader, Record};
 use super::verify;
 use crate::blobs::{Blobs, blob_ref};
+use crate::store::DatabaseUrl;
 
 pub struct ImportOptions {
     pub file: PathBuf,
-    pub database: String,
+    pub database: DatabaseUrl,
     pub blobs: String,
     pub apply: bool,
     pub quiet: bool,
@@ -53,7 +54,7 @@ impl std::fmt::Display for ImportReport {
 }
 
 pub async fn import(options: &ImportOptions) -> anyhow::Result<ImportReport> {
-    let db = Db::parse(&options.database)?;
+    let db = Db::of(&options.database)?;
     // Opening a local directory creates it: a dry run does not open one
     // that is missing (it holds no blob, so every blob is new).
     let missing_dir = Blobs::local_dir(&options.blobs).is_some_and(|dir| !dir.exists());
@@ -186,9 +187,13 @@ trait Destination {
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()>;
 }
 
-async fn open_destination(db: &Db, url: &str, apply: bool) -> anyhow::Result<Box<dyn Destination>> {
+async fn open_destination(
+    db: &Db,
+    url: &DatabaseUrl,
+    apply: bool,
+) -> anyhow::Result<Box<dyn Destination>> {
     if apply {
-        db::migrate(url).await?;
+        url.migrate().await?;
     }
     match db {
         Db::Sqlite(path) => {
@@ -199,8 +204,8 @@ async fn open_destination(db: &Db, url: &str, apply: bool) -> anyhow::Result<Box
             conn.execute_batch("BEGIN IMMEDIATE")?;
             Ok(Box::new(SqliteDestination { conn }))
         }
-        Db::Postgres(url) => {
-            let mut conn = sqlx::PgConnection::connect(url).await?;
+        Db::Postgres(connect) => {
+            let mut conn = sqlx::PgConnection::connect_with(connect).await?;
             let migrated: bool = sqlx::query_scalar("SELECT to_regclass('resources') IS NOT NULL")
                 .fetch_one(&mut conn)
                 .await?;

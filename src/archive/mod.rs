@@ -1,17 +1,17 @@
 //! Moving whole stores: portable archives (`export`, `verify`, `import`),
 //! online SQLite backups (`backup`) and blob garbage collection (`gc`).
-//! docs/operations.md describes the commands and the archive format.
+//! docs/operations.md describes the commands and the archive format; their
+//! flags live with the rest of the command line (`src/cli/archive.rs`).
 //!
 //! - [`format`]: the archive's records, their order and canonical form.
 //! - [`reader`]: strict line framing and record parsing.
 //! - [`export`], [`verify`], [`import`], [`backup`], [`gc`]: one command each.
-//! - [`db`]: direct schema access (rusqlite / sqlx) and the one migration call.
+//! - [`db`]: direct schema access (rusqlite / sqlx) to the store a
+//!   [`DatabaseUrl`](crate::store::DatabaseUrl) names.
 //! - [`output`]: write-to-temporary, fsync, rename.
 //! - [`progress`]: progress lines on stderr.
-//! - [`cli`]: the commands' flags.
 
 pub mod backup;
-pub mod cli;
 pub mod db;
 pub mod export;
 pub mod format;

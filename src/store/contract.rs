@@ -34,6 +34,18 @@ fn options() -> StoreOptions {
     }
 }
 
+/// The store `url` names, parsed and opened as the server does.
+async fn open(
+    url: &str,
+    options: &StoreOptions,
+    clock: Arc<dyn crate::clock::Clock>,
+    notifier: Arc<Notifier>,
+) -> anyhow::Result<Arc<dyn Store>> {
+    super::DatabaseUrl::parse(url)?
+        .open(options, clock, notifier)
+        .await
+}
+
 struct Harness {
     store: Arc<dyn Store>,
     clock: Arc<TestClock>,
@@ -44,7 +56,7 @@ struct Harness {
 impl Harness {
     async fn sqlite_memory() -> Harness {
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open(
+        let store = open(
             "sqlite::memory:",
             &options(),
             clock.clone(),
@@ -67,7 +79,7 @@ impl Harness {
             dir.path().join("nested/abstore.db").display()
         );
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open(&url, &options(), clock.clone(), Arc::new(Notifier::new()))
+        let store = open(&url, &options(), clock.clone(), Arc::new(Notifier::new()))
             .await
             .expect("open sqlite file");
         Harness {
@@ -85,7 +97,7 @@ impl Harness {
             .await?;
         let url = db.url.clone();
         let clock = Arc::new(TestClock::new(T0));
-        let store = super::open(
+        let store = open(
             url.as_str(),
             &options(),
             clock.clone(),
@@ -1163,7 +1175,7 @@ async fn postgres_notify_wakes_another_replica() {
     };
     let url = h.pg_database.clone().expect("postgres harness").url;
     let other_notifier = Arc::new(Notifier::new());
-    let _other = super::open(
+    let _other = open(
         &url,
         &StoreOptions::default(),
         h.clock.clone(),

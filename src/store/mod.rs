@@ -18,6 +18,7 @@ mod records;
 pub mod retention;
 pub mod rows;
 pub mod sqlite;
+pub mod url;
 
 #[cfg(test)]
 mod contract;
@@ -29,6 +30,7 @@ use serde_json::{Map, Value};
 
 pub use records::{ArtifactMeta, Lease, Record, STREAM_FORMAT, StreamArtifact, StreamRecord};
 pub use rows::{Listing, Rows};
+pub use url::DatabaseUrl;
 
 use crate::protocol::ResourceRef;
 
@@ -250,24 +252,21 @@ pub(crate) fn counted<DB: sqlx::Database>(
     sqlx::query(sql)
 }
 
-/// Open the backend a `--database` URL names, applying migrations unless
-/// `migrate` is false.
-pub async fn open(
-    url: &str,
+/// Open the backend a parsed `--database` URL names, applying migrations
+/// unless `migrate` is false ([`DatabaseUrl::open`] is the way in).
+async fn open(
+    location: &url::Location,
     options: &StoreOptions,
     clock: Arc<dyn crate::clock::Clock>,
     notifier: Arc<crate::notify::Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(
-            postgres::PgStore::connect(url, options, clock, notifier).await?,
-        ))
-    } else if url.starts_with("sqlite:") {
-        Ok(Arc::new(
-            sqlite::SqliteStore::connect(url, options, clock, notifier).await?,
-        ))
-    } else {
-        anyhow::bail!("unsupported --database URL (expected sqlite:… or postgres://…)")
+    match location {
+        url::Location::Postgres(connect) => Ok(Arc::new(
+            postgres::PgStore::connect(connect, options, clock, notifier).await?,
+        )),
+        url::Location::Sqlite(location) => Ok(Arc::new(
+            sqlite::SqliteStore::connect(location, options, clock, notifier).await?,
+        )),
     }
 }
 

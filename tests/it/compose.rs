@@ -214,7 +214,7 @@ fn service_of<'a>(file: &'a Compose, name: &str, from: &str) -> &'a Service {
 fn abstore_is_given_only_settings_it_has() {
     let file = compose();
     let abstore = service(&file, "abstore");
-    let mut command = abstore::config::Cli::command();
+    let mut command = abstore::cli::Cli::command();
     command.build();
     let serve = command.find_subcommand("serve").unwrap().clone();
     // The variables as the flags they stand for, parsed by abstore's own
@@ -254,7 +254,7 @@ fn abstore_is_given_only_settings_it_has() {
         }
     }
     assert!(argv.len() > 6, "abstore's settings are missing: {argv:?}");
-    abstore::config::Cli::try_parse_from(&argv)
+    abstore::cli::Cli::try_parse_from(&argv)
         .unwrap_or_else(|e| panic!("abstore's settings {argv:?}: {e}"));
     // The secret file lies on a volume, so it survives a recreated container.
     let secret = env(abstore, "ABSTORE_SECRET_FILE");

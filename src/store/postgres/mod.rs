@@ -7,7 +7,6 @@ mod database;
 mod prims;
 mod stream;
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,12 +62,12 @@ pub struct PgStore {
 
 impl PgStore {
     pub async fn connect(
-        url: &str,
+        connect: &PgConnectOptions,
         options: &StoreOptions,
         clock: Arc<dyn Clock>,
         notifier: Arc<Notifier>,
     ) -> anyhow::Result<Self> {
-        let connect = PgConnectOptions::from_str(url)?.application_name("abstore");
+        let connect = connect.clone().application_name("abstore");
         // One direct connection first: a pool only reports "timed out" after
         // retrying, where this names the cause (refused, auth, no database).
         use sqlx::Connection as _;

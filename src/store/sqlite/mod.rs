@@ -35,6 +35,7 @@ use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written, drive};
 use crate::store::retention::Retention;
+use crate::store::url::SqliteLocation as Location;
 use crate::store::{
     ArtifactMeta, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent,
     PoolStats, Record, Rows, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
@@ -42,29 +43,6 @@ use crate::store::{
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where a `sqlite:` URL points.
-#[derive(Debug, PartialEq, Eq)]
-enum Location {
-    Memory,
-    File(PathBuf),
-}
-
-/// `sqlite::memory:`, `sqlite:PATH`, `sqlite://PATH`, each optionally with a
-/// `?query` (only `mode=memory` is understood; other options are ignored).
-fn location(url: &str) -> anyhow::Result<Location> {
-    let rest = url
-        .strip_prefix("sqlite:")
-        .context("a SQLite URL starts with sqlite:")?;
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path == ":memory:" || query.split('&').any(|option| option == "mode=memory") {
-        return Ok(Location::Memory);
-    }
-    anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file");
-    let decoded = percent_encoding::percent_decode_str(path).decode_utf8()?;
-    Ok(Location::File(PathBuf::from(decoded.as_ref())))
-}
 
 /// The write connection's settings (readers set their own).
 fn configure(conn: &Connection, in_memory: bool) -> rusqlite::Result<()> {
@@ -122,13 +100,12 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     pub async fn connect(
-        url: &str,
+        location: &Location,
         options: &StoreOptions,
         clock: Arc<dyn Clock>,
         notifier: Arc<Notifier>,
     ) -> anyhow::Result<Self> {
-        let location = location(url)?;
-        let (mut conn, lock, readers) = match &location {
+        let (mut conn, lock, readers) = match location {
             Location::Memory => (Connection::open_in_memory()?, None, None),
             Location::File(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -144,7 +121,7 @@ impl SqliteStore {
                 )
             }
         };
-        configure(&conn, location == Location::Memory)?;
+        configure(&conn, *location == Location::Memory)?;
         if options.migrate {
             migrate::run(&mut conn)?;
         }
@@ -473,7 +450,7 @@ mod tests {
     use serde_json::Map;
 
     use super::writer::{Done, Failure, Job};
-    use super::{Location, SqliteStore, location};
+    use super::{Location, SqliteStore};
     use crate::clock::TestClock;
     use crate::notify::Notifier;
     use crate::protocol::{ResourceKind, ResourceRef};
@@ -534,9 +511,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_full_database_fails_the_whole_batch_and_the_writer_goes_on() {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("full.db").display());
         let store = SqliteStore::connect(
-            &url,
+            &Location::File(dir.path().join("full.db")),
             &StoreOptions::default(),
             Arc::new(TestClock::new(1_784_116_800_000)),
             Arc::new(Notifier::new()),
@@ -589,27 +565,5 @@ mod tests {
             })
             .collect();
         assert_eq!(stored, (0..=40).collect::<Vec<u64>>());
-    }
-
-    #[test]
-    fn urls_name_memory_or_a_file() {
-        assert_eq!(location("sqlite::memory:").unwrap(), Location::Memory);
-        assert_eq!(
-            location("sqlite:file:x?mode=memory&cache=shared").unwrap(),
-            Location::Memory
-        );
-        assert_eq!(
-            location("sqlite:///tmp/a b.db").unwrap(),
-            Location::File("/tmp/a b.db".into())
-        );
-        assert_eq!(
-            location("sqlite://./data/abstore.db?mode=rwc").unwrap(),
-            Location::File("./data/abstore.db".into())
-        );
-        assert_eq!(
-            location("sqlite:rel.db").unwrap(),
-            Location::File("rel.db".into())
-        );
-        assert!(location("sqlite://").is_err());
     }
 }

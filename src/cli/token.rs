@@ -4,11 +4,76 @@
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use clap::{Args, Subcommand};
 
+use super::SecretArgs;
 use crate::auth::{self, Scope, ScopeKind, Via};
 use crate::clock::{Clock as _, SystemClock};
-use crate::config::{MintArgs, SecretArgs};
 use crate::protocol::time::{format_iso, parse_iso};
+
+/// `abstore token …`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Print a signed token for one scope.
+    Mint(MintArgs),
+    /// Print a token's scope and expiry; with a secret, whether it verifies.
+    Inspect {
+        token: String,
+        #[command(flatten)]
+        secret: SecretArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "build", "repo", "session", "deployment"])))]
+pub struct MintArgs {
+    #[command(flatten)]
+    pub secret: SecretArgs,
+    /// Admin: every resource (legacy `build: "*"` scope).
+    #[arg(long)]
+    pub admin: bool,
+    /// Exactly this build.
+    #[arg(long, value_name = "SLUG")]
+    pub build: Option<String>,
+    /// Exactly this repository (and its session collection).
+    #[arg(long, value_name = "ID")]
+    pub repo: Option<String>,
+    /// Exactly this operator session.
+    #[arg(long, value_name = "OS_ID")]
+    pub session: Option<String>,
+    /// A deployment scope: raw store routes, like admin.
+    #[arg(long)]
+    pub deployment: bool,
+    /// Agent session the token's event writes must be attributed to (`*` = any actor).
+    #[arg(
+        long,
+        value_name = "S",
+        default_value = "*",
+        conflicts_with = "deployment"
+    )]
+    pub agent_session: String,
+    /// Stamp `via: {kind: session, id}` onto human actors of writes.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["via_mcp", "admin"])]
+    pub via_session: Option<String>,
+    /// Stamp `via: {kind: mcp, client}` onto human actors of writes.
+    #[arg(long, value_name = "CLIENT", conflicts_with = "admin")]
+    pub via_mcp: Option<String>,
+    /// Lifetime: a number with a unit, `ms`, `s`, `m`, `h` or `d` (e.g. `1h`).
+    #[arg(long, env = "ABSTORE_TOKEN_TTL", default_value = "1h")]
+    pub ttl: String,
+    /// Count the lifetime from this ISO time instead of now (for test clocks).
+    #[arg(long, value_name = "ISO")]
+    pub now: Option<String>,
+}
+
+/// `abstore token mint|inspect`: the token or its description on stdout.
+pub fn run(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Mint(args) => println!("{}", mint(&args)?),
+        TokenCommand::Inspect { token, secret } => print!("{}", inspect(&token, &secret)?),
+    }
+    Ok(())
+}
 
 /// Build the scope `args` describe and sign it.
 pub fn mint(args: &MintArgs) -> anyhow::Result<String> {

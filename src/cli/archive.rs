@@ -1,8 +1,11 @@
-//! Flags of the archive commands, and running them from `main`.
+//! `abstore export | verify | import | backup | gc`: the archive commands'
+//! flags, and their runners printing each command's report line.
 
 use std::path::PathBuf;
 
 use clap::Args;
+
+use crate::store::DatabaseUrl;
 
 #[derive(Debug, Args, Clone)]
 pub struct ExportArgs {
@@ -20,7 +23,7 @@ pub struct ExportArgs {
     #[arg(long)]
     pub force: bool,
     /// No progress lines on stderr.
-    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = super::boolish())]
     pub quiet: bool,
 }
 
@@ -29,7 +32,7 @@ pub struct VerifyArgs {
     /// The archive file to check.
     pub file: PathBuf,
     /// No progress lines on stderr.
-    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = super::boolish())]
     pub quiet: bool,
 }
 
@@ -48,7 +51,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub apply: bool,
     /// No progress lines on stderr.
-    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = super::boolish())]
     pub quiet: bool,
 }
 
@@ -71,7 +74,7 @@ pub struct BackupArgs {
     #[arg(long)]
     pub force: bool,
     /// No progress lines on stderr.
-    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = super::boolish())]
     pub quiet: bool,
 }
 
@@ -91,26 +94,26 @@ pub struct GcArgs {
     #[arg(long)]
     pub apply: bool,
     /// No progress lines on stderr.
-    #[arg(long, env = "ABSTORE_QUIET", value_parser = crate::config::boolish())]
+    #[arg(long, env = "ABSTORE_QUIET", value_parser = super::boolish())]
     pub quiet: bool,
 }
 
 pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
-    let options = super::export::ExportOptions {
-        database: args.database,
+    let options = crate::archive::export::ExportOptions {
+        database: DatabaseUrl::parse(&args.database)?,
         blobs: args.blobs,
         out: args.out,
         force: args.force,
         quiet: args.quiet,
     };
-    let counts = super::export::export(&options).await?;
+    let counts = crate::archive::export::export(&options).await?;
     println!("exported {}: {counts}", options.out.display());
     Ok(())
 }
 
 /// One verdict line; the error (and exit code 1) comes from `main`.
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
-    let summary = super::verify::verify(&args.file, args.quiet)
+    let summary = crate::archive::verify::verify(&args.file, args.quiet)
         .map_err(|err| err.context(format!("{}: INVALID", args.file.display())))?;
     println!(
         "{}: OK: {} archive of {}: {}; sha256 {}",
@@ -124,14 +127,14 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 }
 
 pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let options = super::import::ImportOptions {
+    let options = crate::archive::import::ImportOptions {
         file: args.file,
-        database: args.database,
+        database: DatabaseUrl::parse(&args.database)?,
         blobs: args.blobs,
         apply: args.apply,
         quiet: args.quiet,
     };
-    let report = super::import::import(&options).await?;
+    let report = crate::archive::import::import(&options).await?;
     if options.apply {
         println!("imported {}: {report}", options.file.display());
     } else {
@@ -144,15 +147,15 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
 }
 
 pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
-    let options = super::backup::BackupOptions {
-        database: args.database,
+    let options = crate::archive::backup::BackupOptions {
+        database: DatabaseUrl::parse(&args.database)?,
         blobs: args.blobs,
         out: args.out,
         blobs_out: args.blobs_out,
         force: args.force,
         quiet: args.quiet,
     };
-    let report = super::backup::backup(&options).await?;
+    let report = crate::archive::backup::backup(&options).await?;
     println!(
         "backed up to {} with {} blobs in {} ({} copied, {} bytes)",
         options.out.display(),
@@ -165,14 +168,14 @@ pub async fn backup(args: BackupArgs) -> anyhow::Result<()> {
 }
 
 pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
-    let options = super::gc::GcOptions {
-        database: args.database,
+    let options = crate::archive::gc::GcOptions {
+        database: DatabaseUrl::parse(&args.database)?,
         blobs: args.blobs,
         grace: std::time::Duration::from_secs(args.grace_seconds),
         apply: args.apply,
         quiet: args.quiet,
     };
-    let report = super::gc::gc(&options).await?;
+    let report = crate::archive::gc::gc(&options).await?;
     for blob in &report.unreferenced {
         println!(
             "unreferenced {} {} bytes written {}",

@@ -1,0 +1,374 @@
+//! `abstore serve` and `abstore migrate`: the server's flags, turned into
+//! its settings ([`ServeConfig`]), and the two runners.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::boolish;
+use crate::config::{DatabaseConfig, SecretConfig, ServeConfig};
+use crate::store::DatabaseUrl;
+
+#[derive(Debug, Args, Clone)]
+pub struct DatabaseArgs {
+    /// Database URL: `sqlite://PATH`, `sqlite::memory:` or `postgres://…`.
+    #[arg(
+        long,
+        env = "ABSTORE_DATABASE",
+        default_value = "sqlite://./abstore-data/abstore.db"
+    )]
+    pub database: String,
+
+    /// Maximum database connections (PostgreSQL pool; SQLite readers).
+    #[arg(long, env = "ABSTORE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub db_pool_size: u32,
+
+    /// PostgreSQL connections opened at start and kept open (at most
+    /// `--db-pool-size`): requests up to this many at once never wait for a
+    /// new connection. Set it to `--db-pool-size` for a fixed-size pool.
+    #[arg(long, env = "ABSTORE_DB_MIN_CONNECTIONS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub db_min_connections: u32,
+
+    /// How long a request waits for a pooled PostgreSQL connection before
+    /// it fails (`503`), in milliseconds.
+    #[arg(long, env = "ABSTORE_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub db_acquire_timeout_ms: u64,
+
+    /// The same bound while PostgreSQL is known to be unreachable (after a
+    /// failed connect), so requests answer `503` at once during an outage.
+    #[arg(long, env = "ABSTORE_DB_UNAVAILABLE_ACQUIRE_TIMEOUT_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    pub db_unavailable_acquire_timeout_ms: u64,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "ABSTORE_LISTEN", default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+
+    /// Blob location: a directory, `file:///abs/dir`, `memory://`, or an object-store URL.
+    #[arg(long, env = "ABSTORE_BLOBS", default_value = "./abstore-data/blobs")]
+    pub blobs: String,
+
+    /// Do not apply migrations at start (run `abstore migrate` separately).
+    #[arg(long, env = "ABSTORE_NO_MIGRATE", value_parser = boolish())]
+    pub no_migrate: bool,
+
+    /// The Autobuild package version clients must send.
+    #[arg(long, env = "ABSTORE_AUTOBUILD_VERSION", default_value = "0.8.0")]
+    pub autobuild_version: String,
+
+    /// Largest decoded artifact in bytes; larger ones are 413.
+    #[arg(long, env = "ABSTORE_MAX_ARTIFACT_BYTES", default_value_t = 1_048_576)]
+    pub max_artifact_bytes: usize,
+
+    /// Largest request body in bytes, any route; larger ones are 413.
+    #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576)]
+    pub max_body_bytes: usize,
+
+    /// Largest serialised stream batch (`parts`) in bytes; larger ones are 413.
+    #[arg(
+        long,
+        env = "ABSTORE_MAX_STREAM_BATCH_BYTES",
+        default_value_t = 1_048_576
+    )]
+    pub max_stream_batch_bytes: usize,
+
+    /// Ceiling for held reads (`wait=`), in seconds; larger waits are clamped.
+    #[arg(long, env = "ABSTORE_MAX_WAIT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=30))]
+    pub max_wait_seconds: u64,
+
+    /// Serve Prometheus metrics at `GET /metrics` on this separate address
+    /// (off when unset; keep it private).
+    #[arg(long, env = "ABSTORE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Longest a request may run before it is answered `500 internal`; must
+    /// exceed the held-read ceiling by at least 5 s so no held read is cut short.
+    #[arg(long, env = "ABSTORE_REQUEST_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub request_timeout_seconds: u64,
+
+    /// Requests served at once (held reads included); more wait for a turn.
+    #[arg(long, env = "ABSTORE_MAX_CONCURRENT_REQUESTS", default_value_t = 16_384, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_concurrent_requests: u64,
+
+    /// After SIGTERM/SIGINT, how long in-flight requests may take to finish
+    /// before the process exits anyway (held reads answer at once).
+    #[arg(long, env = "ABSTORE_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]
+    pub shutdown_grace_seconds: u64,
+
+    /// Connections open at once (held reads each keep one); over it a new
+    /// connection is answered `503` and closed. Lowered to what the open-file
+    /// limit allows.
+    #[arg(long, env = "ABSTORE_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Longest a client may take to send a request head, from its first byte;
+    /// then the connection is closed.
+    #[arg(long, env = "ABSTORE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_seconds: u64,
+
+    /// Longest a connection may stay open with no request in progress and no
+    /// bytes arriving (idle keep-alive, or never sending anything).
+    #[arg(long, env = "ABSTORE_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_seconds: u64,
+
+    /// Longest a request body may go without data before the request is
+    /// answered `400 validation`.
+    #[arg(long, env = "ABSTORE_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_read_timeout_seconds: u64,
+
+    /// Longest a streamed answer (a whole history, written as the database
+    /// produces it) waits for its client to take the next piece; then the
+    /// read is abandoned and the connection closed.
+    #[arg(long, env = "ABSTORE_READ_STALL_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub read_stall_timeout_seconds: u64,
+
+    /// Compress answers of at least this many bytes (zstd, brotli or gzip,
+    /// as the client's `Accept-Encoding` allows).
+    #[arg(long, env = "ABSTORE_COMPRESS_MIN_BYTES", default_value_t = 1024)]
+    pub compress_min_bytes: u16,
+
+    /// Never compress answers, whatever the client accepts.
+    #[arg(long, env = "ABSTORE_NO_COMPRESSION", value_parser = boolish())]
+    pub no_compression: bool,
+
+    /// Held reads allowed at once in this process; beyond it reads answer immediately.
+    #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
+    pub max_held_reads: usize,
+
+    /// Replace the embedded event catalogs with `build.json`, `repository.json`
+    /// and `session.json` from this directory.
+    #[arg(long, env = "ABSTORE_CATALOG")]
+    pub catalog: Option<PathBuf>,
+
+    /// Artifact retention: a JSON policy file replacing the embedded one
+    /// (which keeps the latest 100 revisions of the dispatcher and
+    /// build-runner configuration kinds), or `none` to prune nothing.
+    #[arg(long, env = "ABSTORE_RETENTION_POLICY", value_name = "FILE|none")]
+    pub retention_policy: Option<PathBuf>,
+
+    /// At most this many artifact revisions pruned by one put or deposit
+    /// (a larger backlog drains over later writes).
+    #[arg(long, env = "ABSTORE_RETENTION_PRUNE_LIMIT", default_value_t = crate::store::retention::DEFAULT_PRUNE_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub retention_prune_limit: u32,
+
+    #[command(flatten)]
+    pub secret: SecretArgs,
+
+    /// Serve without a secret on a non-loopback address (every route
+    /// unauthenticated). Without it, a non-loopback `--listen` with no secret
+    /// refuses to start.
+    #[arg(long, env = "ABSTORE_OPEN", value_parser = boolish())]
+    pub open: bool,
+
+    /// When `--secret-file` does not exist, create it (mode 0600) holding a
+    /// fresh random secret, and log the command that mints an admin token.
+    #[arg(long, env = "ABSTORE_CREATE_SECRET_FILE", value_parser = boolish(), requires = "secret_file")]
+    pub create_secret_file: bool,
+
+    /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
+    #[arg(long, env = "ABSTORE_TEST_CLOCK")]
+    pub test_clock: Option<String>,
+}
+
+/// Where the token signing secret comes from; none means open mode.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SecretArgs {
+    /// Token signing secret (enables authenticated mode). Prefer the file or the variable.
+    #[arg(long, env = "ABSTORE_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+
+    /// Read the token signing secrets from this file, one per line: the first
+    /// signs, every one verifies. SIGHUP or a change of the file reloads it.
+    #[arg(long, env = "ABSTORE_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+
+    /// Accept a secret shorter than 32 bytes (tests only).
+    #[arg(long, env = "ABSTORE_ALLOW_WEAK_SECRET", value_parser = boolish())]
+    pub allow_weak_secret: bool,
+}
+
+impl ServeArgs {
+    /// The settings these flags give, with the database URL parsed.
+    pub fn into_config(self) -> anyhow::Result<ServeConfig> {
+        // Destructured, so a flag added here and not carried over is a
+        // compile error.
+        let ServeArgs {
+            listen,
+            db,
+            blobs,
+            no_migrate,
+            autobuild_version,
+            max_artifact_bytes,
+            max_body_bytes,
+            max_stream_batch_bytes,
+            max_wait_seconds,
+            metrics_listen,
+            request_timeout_seconds,
+            max_concurrent_requests,
+            shutdown_grace_seconds,
+            max_connections,
+            header_read_timeout_seconds,
+            idle_timeout_seconds,
+            body_read_timeout_seconds,
+            read_stall_timeout_seconds,
+            compress_min_bytes,
+            no_compression,
+            max_held_reads,
+            catalog,
+            retention_policy,
+            retention_prune_limit,
+            secret,
+            open,
+            create_secret_file,
+            test_clock,
+        } = self;
+        Ok(ServeConfig {
+            listen,
+            db: db.into_config()?,
+            blobs,
+            no_migrate,
+            autobuild_version,
+            max_artifact_bytes,
+            max_body_bytes,
+            max_stream_batch_bytes,
+            max_wait_seconds,
+            metrics_listen,
+            request_timeout_seconds,
+            max_concurrent_requests,
+            shutdown_grace_seconds,
+            max_connections,
+            header_read_timeout_seconds,
+            idle_timeout_seconds,
+            body_read_timeout_seconds,
+            read_stall_timeout_seconds,
+            compress_min_bytes,
+            no_compression,
+            max_held_reads,
+            catalog,
+            retention_policy,
+            retention_prune_limit,
+            secret: secret.into(),
+            open,
+            create_secret_file,
+            test_clock,
+        })
+    }
+}
+
+impl DatabaseArgs {
+    pub fn into_config(self) -> anyhow::Result<DatabaseConfig> {
+        let DatabaseArgs {
+            database,
+            db_pool_size,
+            db_min_connections,
+            db_acquire_timeout_ms,
+            db_unavailable_acquire_timeout_ms,
+        } = self;
+        Ok(DatabaseConfig {
+            database: DatabaseUrl::parse(&database)?,
+            db_pool_size,
+            db_min_connections,
+            db_acquire_timeout_ms,
+            db_unavailable_acquire_timeout_ms,
+        })
+    }
+}
+
+impl From<SecretArgs> for SecretConfig {
+    fn from(args: SecretArgs) -> SecretConfig {
+        let SecretArgs {
+            secret,
+            secret_file,
+            allow_weak_secret,
+        } = args;
+        SecretConfig {
+            secret,
+            secret_file,
+            allow_weak_secret,
+        }
+    }
+}
+
+impl SecretArgs {
+    pub fn resolve(&self) -> anyhow::Result<Option<crate::secret::Secret>> {
+        SecretConfig::from(self.clone()).resolve()
+    }
+}
+
+/// `abstore serve`: build, announce the ports, serve until SIGINT/SIGTERM.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    // Before anything that can wait or fail: SIGTERM must always stop
+    // the process, however far the start got.
+    tokio::spawn(signal_shutdown(shutdown.clone()));
+    let config = args.into_config()?;
+    let app = crate::app::App::build(&config, shutdown).await?;
+    let addr = app.local_addr()?;
+    let metrics = app.metrics_addr().transpose()?;
+    announce(addr, metrics);
+    tracing::info!(%addr, database = %config.db.database, blobs = %crate::store::url::redact(&config.blobs), "serving");
+    if let Some(secret) = app.secret() {
+        tokio::spawn(secret.clone().watch(SECRET_FILE_POLL));
+    }
+    app.serve().await
+}
+
+/// `abstore migrate`.
+pub async fn migrate(db: DatabaseArgs) -> anyhow::Result<()> {
+    DatabaseUrl::parse(&db.database)?.migrate().await?;
+    tracing::info!("migrations applied");
+    Ok(())
+}
+
+/// Print the lines harnesses read to learn the bound ports (the metrics line
+/// first, so it is known once the server is). Nobody may be reading: stdout
+/// closed (`abstore serve | head -1`) or full is logged and the server goes
+/// on serving, and stopping on a signal.
+fn announce(addr: SocketAddr, metrics: Option<SocketAddr>) {
+    let mut stdout = std::io::stdout();
+    let mut lines = String::new();
+    if let Some(metrics) = metrics {
+        lines.push_str(&format!("abstore metrics on http://{metrics}/metrics\n"));
+    }
+    lines.push_str(&format!("abstore listening on http://{addr}\n"));
+    if let Err(err) = stdout
+        .write_all(lines.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        tracing::warn!(error = %err, %addr, "cannot print the listening line on stdout; serving anyway");
+    }
+}
+
+/// How often a `--secret-file` is re-read for changes (`SIGHUP` reloads at
+/// once): a mounted secret that changes takes effect within this.
+const SECRET_FILE_POLL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Cancel `token` on SIGINT or SIGTERM.
+async fn signal_shutdown(token: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
+    token.cancel();
+}

@@ -1,0 +1,231 @@
+//! `--database`: the one parser of a database URL. `serve`, `migrate` and
+//! every archive command take a [`DatabaseUrl`], so the same text names the
+//! same file (or server) for all of them, and the store is opened and
+//! migrated in one place.
+//!
+//! - `sqlite:PATH` or `sqlite://PATH`: a file. `PATH` is percent-decoded
+//!   (`%20` is a space, `%25` a `%`); what follows `?` are options, of which
+//!   only `mode=memory` is understood.
+//! - `sqlite::memory:` (or `mode=memory`): a database inside this process.
+//! - `postgres://…` or `postgresql://…`: a PostgreSQL server, as libpq
+//!   reads the URL.
+
+use std::path::PathBuf;
+use std::str::FromStr as _;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use sqlx::postgres::PgConnectOptions;
+
+use super::{Store, StoreOptions};
+use crate::clock::Clock;
+use crate::notify::Notifier;
+
+/// A parsed `--database` URL. `Display` and `Debug` show it with any
+/// password replaced.
+#[derive(Clone)]
+pub struct DatabaseUrl {
+    /// The text as given, for messages (redacted when shown).
+    text: String,
+    location: Location,
+}
+
+/// What a [`DatabaseUrl`] names.
+#[derive(Clone)]
+pub enum Location {
+    Sqlite(SqliteLocation),
+    /// Boxed: the options are ten times the size of a path.
+    Postgres(Box<PgConnectOptions>),
+}
+
+/// Where a SQLite database lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SqliteLocation {
+    /// Inside this process only (one per connection).
+    Memory,
+    /// A file, its path decoded.
+    File(PathBuf),
+}
+
+impl DatabaseUrl {
+    pub fn parse(text: &str) -> anyhow::Result<DatabaseUrl> {
+        let location = if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Location::Postgres(Box::new(
+                PgConnectOptions::from_str(text)
+                    .with_context(|| format!("--database {}", redact(text)))?,
+            ))
+        } else if let Some(rest) = text.strip_prefix("sqlite:") {
+            Location::Sqlite(sqlite_location(rest).with_context(|| format!("--database {text}"))?)
+        } else {
+            anyhow::bail!(
+                "unsupported --database URL {} (expected sqlite:… or postgres://…)",
+                redact(text)
+            )
+        };
+        Ok(DatabaseUrl {
+            text: text.to_owned(),
+            location,
+        })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// `sqlite` or `postgres`: the build-info metric's label and an
+    /// archive's `source`.
+    pub fn backend(&self) -> &'static str {
+        match self.location {
+            Location::Sqlite(_) => "sqlite",
+            Location::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Open the store, applying migrations when `options.migrate`.
+    pub async fn open(
+        &self,
+        options: &StoreOptions,
+        clock: Arc<dyn Clock>,
+        notifier: Arc<Notifier>,
+    ) -> anyhow::Result<Arc<dyn Store>> {
+        super::open(&self.location, options, clock, notifier).await
+    }
+
+    /// Create the schema or bring it up to date, then close: `abstore
+    /// migrate`, and the archive tools before they write (`import --apply`),
+    /// through the store's own opener.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let options = StoreOptions {
+            pool_size: 1,
+            migrate: true,
+            retention: super::retention::Retention::disabled(),
+            ..StoreOptions::default()
+        };
+        let clock = Arc::new(crate::clock::SystemClock);
+        self.open(&options, clock, Arc::new(Notifier::new()))
+            .await
+            .with_context(|| format!("migrating {self}"))?;
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for DatabaseUrl {
+    type Err = anyhow::Error;
+
+    fn from_str(text: &str) -> anyhow::Result<DatabaseUrl> {
+        DatabaseUrl::parse(text)
+    }
+}
+
+impl std::fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact(&self.text))
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DatabaseUrl({self})")
+    }
+}
+
+/// The part after `sqlite:`.
+fn sqlite_location(rest: &str) -> anyhow::Result<SqliteLocation> {
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path == ":memory:" || query.split('&').any(|option| option == "mode=memory") {
+        return Ok(SqliteLocation::Memory);
+    }
+    anyhow::ensure!(!path.is_empty(), "the SQLite URL names no file");
+    let decoded = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .context("the SQLite path is not UTF-8 once percent-decoded")?;
+    Ok(SqliteLocation::File(PathBuf::from(decoded.as_ref())))
+}
+
+/// Any URL (a database, a blob location) with its password replaced, for
+/// logs and error messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("REDACTED"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn sqlite(text: &str) -> SqliteLocation {
+        match DatabaseUrl::parse(text).unwrap().location {
+            Location::Sqlite(location) => location,
+            Location::Postgres(_) => panic!("{text} parsed as PostgreSQL"),
+        }
+    }
+
+    #[test]
+    fn sqlite_urls_name_memory_or_a_decoded_file() {
+        assert_eq!(sqlite("sqlite::memory:"), SqliteLocation::Memory);
+        assert_eq!(
+            sqlite("sqlite:file:x?mode=memory&cache=shared"),
+            SqliteLocation::Memory
+        );
+        assert_eq!(
+            sqlite("sqlite:///tmp/a b.db"),
+            SqliteLocation::File("/tmp/a b.db".into())
+        );
+        // The issue-23 case: a percent-escaped space is a space, for every
+        // command alike; `%25` is a literal `%`.
+        assert_eq!(
+            sqlite("sqlite:///srv/my%20store/100%25.db"),
+            SqliteLocation::File("/srv/my store/100%.db".into())
+        );
+        assert_eq!(
+            sqlite("sqlite://./data/abstore.db?mode=rwc"),
+            SqliteLocation::File("./data/abstore.db".into())
+        );
+        assert_eq!(
+            sqlite("sqlite:rel.db"),
+            SqliteLocation::File("rel.db".into())
+        );
+        let err = DatabaseUrl::parse("sqlite://").unwrap_err();
+        assert!(format!("{err:#}").contains("names no file"), "{err:#}");
+        assert!(DatabaseUrl::parse("sqlite:///x%FF.db").is_err());
+    }
+
+    #[test]
+    fn postgres_urls_and_others() {
+        for text in ["postgres://u@h/d", "postgresql://u@h:5433/d"] {
+            let url = DatabaseUrl::parse(text).unwrap();
+            assert!(matches!(url.location(), Location::Postgres(_)));
+            assert_eq!(url.backend(), "postgres");
+        }
+        let err = DatabaseUrl::parse("mysql://u:pw@db/x")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unsupported --database URL"), "{err}");
+        assert!(!err.contains("pw"), "{err}");
+        assert_eq!(
+            DatabaseUrl::parse("sqlite://./a.db").unwrap().backend(),
+            "sqlite"
+        );
+        assert!(matches!(
+            DatabaseUrl::parse("sqlite:///abs/a.db").unwrap().location(),
+            Location::Sqlite(SqliteLocation::File(p)) if p == Path::new("/abs/a.db")
+        ));
+    }
+
+    #[test]
+    fn shown_without_passwords() {
+        let url = DatabaseUrl::parse("postgres://u:secret@h/db").unwrap();
+        assert_eq!(url.to_string(), "postgres://u:REDACTED@h/db");
+        assert!(!format!("{url:?}").contains("secret"));
+        assert_eq!(redact("sqlite://./x.db"), "sqlite://./x.db");
+        assert_eq!(redact("s3://k:s@bucket/p"), "s3://k:REDACTED@bucket/p");
+    }
+}
