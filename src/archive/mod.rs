@@ -21,3 +21,6 @@ pub mod output;
 pub mod progress;
 pub mod reader;
 pub mod verify;
+
+#[cfg(test)]
+mod schema_tests;
