@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use crate::blobs::Blobs;
 use crate::clock::{Clock, SystemClock, TestClock};
 use crate::config::ServeConfig;
-use crate::http::{AppState, Limits, SharedState, StateParts, router};
-use crate::notify::Notifier;
+use crate::held::{HeldReads, Notifier};
+use crate::http::{Access, AppState, Limits, SharedState, router};
 use crate::protocol::time::parse_iso;
 use crate::store::url::redact;
 use crate::store::{self, StoreOptions};
@@ -98,29 +98,36 @@ impl App {
             .with_context(|| format!("opening the database ({})", args.db.database))?;
         let blobs = Blobs::open(&args.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
-        let parts = StateParts {
+        let held = HeldReads::new(
+            store.clone(),
+            notifier,
+            args.max_held_reads,
+            args.db.db_pool_size as usize,
+            shutdown.clone(),
+        );
+        let state = Arc::new(AppState {
             store,
-            clock,
-            secret,
             blobs,
             catalogs,
-            notifier,
-            test_clock,
+            access: Access {
+                autobuild_version: args.autobuild_version.clone(),
+                secret,
+                clock,
+            },
             limits: Limits {
                 max_artifact_bytes: args.max_artifact_bytes,
                 max_body_bytes: args.max_body_bytes,
                 max_stream_batch_bytes: args.max_stream_batch_bytes,
                 max_wait: Duration::from_secs(args.max_wait_seconds),
-                max_held_reads: args.max_held_reads,
                 request_timeout: Duration::from_secs(args.request_timeout_seconds),
                 max_concurrent_requests: usize::try_from(args.max_concurrent_requests)
                     .unwrap_or(usize::MAX),
                 compress_min_bytes: (!args.no_compression).then_some(args.compress_min_bytes),
             },
-            autobuild_version: args.autobuild_version.clone(),
-            db_pool_size: args.db.db_pool_size as usize,
-        };
-        let state = AppState::new(parts, shutdown);
+            held: Arc::new(held),
+            test_clock,
+            shutdown,
+        });
         crate::metrics::record_build_info(args.db.database.backend());
         let max_connections = crate::connections::effective_max_connections(args.max_connections);
         log_configuration(args, &catalog_source(args), &retention, max_connections);
@@ -142,7 +149,7 @@ impl App {
 
     /// The token secrets in force (`None` in open mode), for the reload task.
     pub fn secret(&self) -> Option<&crate::secret::Secret> {
-        self.state.secret()
+        self.state.access.secret.as_ref()
     }
 
     pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
@@ -160,15 +167,15 @@ impl App {
     /// held reads answer at once and in-flight requests finish.
     pub async fn serve(self) -> anyhow::Result<()> {
         let state = self.state.clone();
-        let shutdown = state.shutdown().clone();
+        let shutdown = state.shutdown.clone();
         if let Some(metrics) = self.metrics {
             let sampled = state.clone();
             metrics.spawn(shutdown.clone(), move || crate::metrics::Gauges {
-                held_reads: sampled.held_reads_in_flight(),
-                pool: sampled.store().pool_stats(),
+                held_reads: sampled.held.in_flight(),
+                pool: sampled.store.pool_stats(),
             });
         }
-        tokio::spawn(sweep(state.clone(), SWEEP_INTERVAL));
+        tokio::spawn(state.held.clone().sweep());
         let app = router(self.state);
         let server =
             crate::connections::serve(self.listener, app, self.connections, shutdown.clone());
@@ -180,42 +187,6 @@ impl App {
             }
         }
         Ok(())
-    }
-}
-
-/// How often the sweep checks awaited resources: the spec's bound on
-/// database polling for held reads (section 10) is once a second.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The per-process held-read sweep: one query for the tails of every awaited
-/// resource, waking those with news. It covers appends whose notification
-/// was lost (LISTEN down) and writers that send none.
-async fn sweep(state: SharedState, every: Duration) {
-    /// Resources per query, bounding statement size with many held reads.
-    const BATCH: usize = 1000;
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = state.shutdown().cancelled() => return,
-        }
-        let awaited: Vec<_> = state
-            .notifier()
-            .awaited()
-            .into_iter()
-            .map(|(r, _)| r)
-            .collect();
-        for batch in awaited.chunks(BATCH) {
-            match state.store().tails(batch).await {
-                Ok(tails) => {
-                    state.notifier().wake_past(&tails);
-                }
-                // The store logs an outage once, when it starts.
-                Err(store::StoreError::Unavailable) => {}
-                Err(err) => tracing::warn!(error = %err, "held-read sweep failed"),
-            }
-        }
     }
 }
 

@@ -19,7 +19,7 @@
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
 //! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
 //! - [`metrics`]: Prometheus metrics on their own listener.
-//! - [`notify`]: wake-ups for held reads.
+//! - [`held`]: held reads (`wait=`): wake-ups, the hold loop, shared queries, the cap, the sweep.
 //! - [`clock`]: the one injectable clock.
 //! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
@@ -33,9 +33,9 @@ pub mod clock;
 pub mod config;
 pub mod connections;
 pub mod healthcheck;
+pub mod held;
 pub mod http;
 pub mod metrics;
-pub mod notify;
 pub mod protocol;
 pub mod secret;
 pub mod storage_full;

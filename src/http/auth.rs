@@ -51,7 +51,7 @@ async fn authorize(state: &SharedState, scope: &Scope, path: &ResourcePath) -> A
 /// its scope covers the addressed resource; the scope then rides along in
 /// the request's extensions. Open mode: nothing to check.
 pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> {
-    let Some(secret) = &state.secret else {
+    let Some(secret) = &state.access.secret else {
         return Ok(());
     };
     let template = request
@@ -68,7 +68,7 @@ pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> 
     let Ok(token) = auth::bearer(header) else {
         return Err(ApiError::Unauthenticated("missing bearer token".into()));
     };
-    let Ok(scope) = secret.verify(token, state.clock.now_ms()) else {
+    let Ok(scope) = secret.verify(token, state.access.clock.now_ms()) else {
         return Err(ApiError::Unauthenticated("invalid or expired token".into()));
     };
     authorize(state, &scope, &path?).await?;

@@ -36,7 +36,7 @@ async fn health(State(state): State<SharedState>) -> Response {
         StatusCode::OK,
         &Health {
             ok: true,
-            autobuild_version: &state.autobuild_version,
+            autobuild_version: &state.access.autobuild_version,
             protocol_version: PROTOCOL_VERSION,
         },
     )

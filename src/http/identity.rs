@@ -33,7 +33,7 @@ pub fn check(state: &AppState, request: &Request) -> ApiResult<()> {
     };
     if versions_agree
         && protocols_agree
-        && is(version, &state.autobuild_version)
+        && is(version, &state.access.autobuild_version)
         && is(protocol, PROTOCOL_VERSION)
     {
         return Ok(());
@@ -47,7 +47,7 @@ pub fn check(state: &AppState, request: &Request) -> ApiResult<()> {
         "autobuild version mismatch: client package {} protocol {}, server package \"{}\" protocol \"{}\"",
         shown(version, versions_agree),
         shown(protocol, protocols_agree),
-        state.autobuild_version,
+        state.access.autobuild_version,
         PROTOCOL_VERSION,
     )))
 }

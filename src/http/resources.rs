@@ -7,7 +7,7 @@
 //! middleware): resource id (400 on bad encoding) → body (400/413) → event
 //! attribution (403) → catalog (422) → store (404 when the resource is
 //! absent). A failure before the store on a resource that does not exist
-//! answers 404, as if the lookup had come first ([`after_lookup`]), without
+//! answers 404, as if the lookup had come first ([`lookup_on_failure`]), without
 //! costing a lookup on success.
 
 use std::time::Duration;
@@ -25,6 +25,7 @@ use super::path::ResourcePath;
 use super::rows::{fixed_tail, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
+use crate::held::PROBE_ROWS;
 use crate::protocol::base64::{self, DecodeError};
 use crate::protocol::numbers::{js_integer, wait_seconds};
 use crate::protocol::placeholders::{self, Assigned};
@@ -34,9 +35,9 @@ use crate::store::{Listing, NewArtifact, NewEvent, StoreError};
 
 /// The spec's order: a resource's lookup precedes its body. `work` (body,
 /// query or attribution checks) runs first and costs no lookup when it
-/// succeeds; when it fails, the answer is `404` if the resource does not
-/// exist, else `work`'s own failure.
-pub(super) async fn after_lookup<T>(
+/// succeeds; only when it fails is the resource looked up, and the answer
+/// is `404` if it does not exist, else `work`'s own failure.
+pub(super) async fn lookup_on_failure<T>(
     state: &SharedState,
     resource: &ResourceRef,
     work: impl Future<Output = ApiResult<T>>,
@@ -88,7 +89,7 @@ pub async fn append_event(
     body: Body,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let event = after_lookup(&state, &r, async {
+    let event = lookup_on_failure(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let mut write = wire::event_write(&body, "the request body")?;
         attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
@@ -116,7 +117,7 @@ pub async fn append_conditional(
     body: Body,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let (expected, event) = after_lookup(&state, &r, async {
+    let (expected, event) = lookup_on_failure(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         let expected = wire::nonnegative_int(obj, "expectedSeq")?;
@@ -144,7 +145,7 @@ pub async fn read_events(
     uri: Uri,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let (since, wait) = after_lookup(&state, &r, async {
+    let (since, wait) = lookup_on_failure(&state, &r, async {
         read_params(&uri, state.limits.max_wait)
     })
     .await?;
@@ -155,16 +156,7 @@ pub async fn read_events(
     if !wait.is_zero() {
         // Held: wait on a probe of the first rows, which is the whole answer
         // whenever it is short (a woken tail read: one new event).
-        let page = super::hold::hold(
-            &state,
-            &state.event_flights,
-            &r,
-            since,
-            wait,
-            || state.store.events_page(&r, since, PROBE_ROWS),
-            |events: &Vec<String>| !events.is_empty(),
-        )
-        .await?;
+        let page = state.held.events(&r, since, wait).await?;
         if (page.len() as i64) < PROBE_ROWS {
             return Ok(json_response(
                 StatusCode::OK,
@@ -177,10 +169,6 @@ pub async fn read_events(
     let rows = state.store.read(listing).await?;
     Ok(rows_response(rows, "[", fixed_tail("]")).await?)
 }
-
-/// Rows a held read's probe asks for: an answer shorter than this is served
-/// from the probe itself; a longer one is streamed.
-pub(super) const PROBE_ROWS: i64 = 256;
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
 pub(super) fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
@@ -274,7 +262,7 @@ pub async fn put_artifact(
     body: Body,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let prepared = after_lookup(&state, &r, async {
+    let prepared = lookup_on_failure(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         prepare_artifact(&state, &body, "the artifact")
     })
@@ -299,7 +287,7 @@ pub async fn deposit(
     body: Body,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let (prepared, write) = after_lookup(&state, &r, async {
+    let (prepared, write) = lookup_on_failure(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         let items = match obj.get("artifacts") {
@@ -361,7 +349,7 @@ pub async fn get_artifact(
     uri: Uri,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let (kind, rev) = after_lookup(&state, &r, async {
+    let (kind, rev) = lookup_on_failure(&state, &r, async {
         let kind = query_param(&uri, "kind")
             .filter(|k| !k.is_empty())
             .ok_or_else(|| ApiError::BadRequest("query parameter \"kind\" is required".into()))?;
@@ -393,7 +381,7 @@ pub async fn list_artifacts(
     let r = path.resource()?;
     let kind = query_param(&uri, "kind").filter(|k| !k.is_empty());
     if let Some(kind) = &kind {
-        after_lookup(&state, &r, async { kind_param(kind) }).await?;
+        lookup_on_failure(&state, &r, async { kind_param(kind) }).await?;
     }
     let rows = state
         .store
@@ -413,7 +401,7 @@ pub async fn claim_lease(
     body: Body,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
-    let (holder, ttl) = after_lookup(&state, &r, async {
+    let (holder, ttl) = lookup_on_failure(&state, &r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         Ok((
@@ -427,7 +415,7 @@ pub async fn claim_lease(
 }
 
 async fn holder_body(state: &SharedState, r: &ResourceRef, body: Body) -> ApiResult<String> {
-    after_lookup(state, r, async {
+    lookup_on_failure(state, r, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         Ok(wire::identifier(obj, "holder")?.to_owned())

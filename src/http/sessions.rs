@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::extract::json_body;
 use super::path::ResourcePath;
-use super::resources::{after_lookup, family_routes};
+use super::resources::{family_routes, lookup_on_failure};
 use super::{ApiResult, SharedState};
 use crate::protocol::{ResourceKind, ident, wire};
 use crate::store::{Listing, NewEvent, StoreError};
@@ -41,7 +41,7 @@ async fn create_session(
     body: Body,
 ) -> ApiResult<Response> {
     let repo = path.resource()?;
-    let attrs = after_lookup(&state, &repo, async {
+    let attrs = lookup_on_failure(&state, &repo, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         let body_repo = wire::nonempty_str(obj, "repo")?;

@@ -17,9 +17,10 @@ use serde_json::{Map, Value, json};
 
 use super::extract::json_body;
 use super::path::{ResourcePath, unknown_stream};
-use super::resources::{PROBE_ROWS, after_lookup, read_params};
+use super::resources::{lookup_on_failure, read_params};
 use super::rows::{Tail, fixed_tail, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
+use crate::held::PROBE_ROWS;
 use crate::protocol::{ResourceKind, ResourceRef, wire};
 use crate::store::{CloseOutcome, Listing, NewArtifact, StoreError, StreamRecord};
 use bytes::Bytes;
@@ -80,7 +81,7 @@ async fn create_stream(
     body: Body,
 ) -> ApiResult<Response> {
     let scope = path.resource()?;
-    let label = after_lookup(&state, &scope, async {
+    let label = lookup_on_failure(&state, &scope, async {
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let obj = wire::object(&body, "the request body")?;
         Ok(wire::identifier(obj, "label")?.to_owned())
@@ -180,20 +181,10 @@ async fn read_chunks(
 ) -> ApiResult<Response> {
     let stream = resolve(&state, &path).await?;
     let (since, wait) = read_params(&uri, state.limits.max_wait)?;
-    let r = stream_ref(&stream.id);
     if !wait.is_zero() {
         // Held: wait on a probe of the first chunks, which is the whole
         // answer whenever it is short.
-        let (stream, chunks) = super::hold::hold(
-            &state,
-            &state.chunk_flights,
-            &r,
-            since,
-            wait,
-            || state.store.chunks_page(&stream.id, since, Some(PROBE_ROWS)),
-            |(stream, chunks): &(StreamRecord, Vec<String>)| !chunks.is_empty() || stream.closed,
-        )
-        .await?;
+        let (stream, chunks) = state.held.chunks(&stream.id, since, wait).await?;
         if (chunks.len() as i64) < PROBE_ROWS {
             return Ok(json_response(
                 StatusCode::OK,

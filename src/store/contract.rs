@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::retention::{Retention, RetentionPolicy};
 use super::{Listing, NewArtifact, NewEvent, Store, StoreError, StoreOptions};
 use crate::clock::TestClock;
-use crate::notify::Notifier;
+use crate::held::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 
 const T0: i64 = 1_784_116_800_000; // 2026-07-15T12:00:00.000Z
@@ -1189,7 +1189,7 @@ async fn postgres_notify_wakes_another_replica() {
     let subscription = other_notifier.subscribe(&b, 0);
     let woken = tokio::time::timeout(std::time::Duration::from_secs(20), async {
         loop {
-            let notified = subscription.notify().notified();
+            let notified = subscription.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             h.store.append(&b, event(1), None).await.unwrap();

@@ -258,7 +258,7 @@ async fn open(
     location: &url::Location,
     options: &StoreOptions,
     clock: Arc<dyn crate::clock::Clock>,
-    notifier: Arc<crate::notify::Notifier>,
+    notifier: Arc<crate::held::Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
     match location {
         url::Location::Postgres(connect) => Ok(Arc::new(

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use self::database::Database;
 use self::prims::{PgRead, PgTx};
 use crate::clock::Clock;
-use crate::notify::Notifier;
+use crate::held::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written};
 use crate::store::retention::Retention;

@@ -31,7 +31,7 @@ use self::conn::Conn;
 use self::readers::Readers;
 use self::writer::{Done, Failure, Job};
 use crate::clock::Clock;
-use crate::notify::Notifier;
+use crate::held::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{self, Written, drive};
 use crate::store::retention::Retention;
@@ -452,7 +452,7 @@ mod tests {
     use super::writer::{Done, Failure, Job};
     use super::{Location, SqliteStore};
     use crate::clock::TestClock;
-    use crate::notify::Notifier;
+    use crate::held::Notifier;
     use crate::protocol::{ResourceKind, ResourceRef};
     use crate::store::{NewEvent, Store, StoreError, StoreOptions};
 

@@ -11,7 +11,7 @@
 //! share one query (a per-reader tick, as before, let almost none share: each
 //! woken reader subscribed after the previous one's flight had started).
 //!
-//! [`Notifier::epoch`]: crate::notify::Notifier::epoch
+//! [`Notifier::epoch`]: super::notifier::Notifier::epoch
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,7 +29,7 @@ struct Flight<T> {
     result: Arc<OnceCell<Shared<T>>>,
 }
 
-pub struct Flights<T> {
+pub(super) struct Flights<T> {
     flights: Mutex<HashMap<(ResourceRef, i64), Flight<T>>>,
 }
 
@@ -42,17 +42,17 @@ impl<T: Clone> Default for Flights<T> {
 }
 
 impl<T: Clone> Flights<T> {
-    /// The result of `fetch` for `(resource, since)`, shared with every
+    /// The result of `query` for `(resource, since)`, shared with every
     /// caller whose `subscribed` epoch (read after subscribing) is not past
     /// the epoch the flight started at. A new flight starts at the caller's
     /// own `subscribed` epoch: its query runs after that read, so it is at
     /// least that fresh.
-    pub async fn fetch<F, Fut>(
+    pub(super) async fn share<F, Fut>(
         &self,
         resource: &ResourceRef,
         since: i64,
         subscribed: u64,
-        fetch: F,
+        query: F,
     ) -> Result<T, StoreError>
     where
         F: FnOnce() -> Fut,
@@ -77,7 +77,7 @@ impl<T: Clone> Flights<T> {
             }
         };
         let shared = cell
-            .get_or_init(|| async { fetch().await.map_err(Arc::new) })
+            .get_or_init(|| async { query().await.map_err(Arc::new) })
             .await
             .clone();
         {
@@ -124,7 +124,7 @@ mod tests {
                 (flights.clone(), r.clone(), calls.clone(), gate_rx.clone());
             readers.push(tokio::spawn(async move {
                 flights
-                    .fetch(&r, 0, subscribed, || async move {
+                    .share(&r, 0, subscribed, || async move {
                         let _ = gate.wait_for(|open| *open).await;
                         Ok(calls.fetch_add(1, Ordering::SeqCst))
                     })
@@ -146,7 +146,7 @@ mod tests {
         let r = ResourceRef::new(ResourceKind::Build, "b");
         let (release, hold) = tokio::sync::oneshot::channel::<()>();
         let early = 3;
-        let first = flights.fetch(&r, 0, early, || async move {
+        let first = flights.share(&r, 0, early, || async move {
             let _ = hold.await;
             Ok(1)
         });
@@ -156,7 +156,7 @@ mod tests {
         let late = early + 1;
         assert_eq!(
             flights
-                .fetch(&r, 0, late, || async { Ok(2) })
+                .share(&r, 0, late, || async { Ok(2) })
                 .await
                 .unwrap(),
             2

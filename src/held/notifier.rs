@@ -1,17 +1,19 @@
-//! Wake-ups for held reads (docs/decisions.md, 7), keyed by resource.
+//! Wake-ups for held reads, keyed by resource: the one part of held reads
+//! that writers see. Writers call [`Notifier::notify`] and nothing else: the
+//! store backends after each commit, and the PostgreSQL LISTEN connection for
+//! appends by any replica. The waiter side (subscribing, the epoch, the
+//! sweep's view) is for the rest of `held/`.
 //!
-//! Three sources call [`Notifier::notify`]: appends in this process (right
-//! after commit), the PostgreSQL LISTEN connection (appends by any replica),
-//! and the per-process sweep, which reads the tails of every awaited
-//! resource in one query and wakes those past their waiters' `since`. A held
-//! read subscribes *before* its second query, so no append is missed between
-//! query and wait, and no held read ever polls the database on its own.
+//! A held read subscribes *before* its second query, so no append is missed
+//! between query and wait, and no held read ever polls the database on its
+//! own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 use crate::protocol::ResourceRef;
 
@@ -28,12 +30,12 @@ pub struct Notifier {
     waiters: Mutex<HashMap<ResourceRef, Entry>>,
     /// Advanced by every wake-up, before it wakes anyone (and so after the
     /// write it announces committed): how held reads tell whether a shared
-    /// query is fresh enough for them (src/http/flights.rs).
+    /// query is fresh enough for them (flights.rs).
     epoch: AtomicU64,
 }
 
 /// A waiter's registration; dropping it unregisters.
-pub struct Subscription<'a> {
+pub(crate) struct Subscription<'a> {
     notifier: &'a Notifier,
     resource: ResourceRef,
     since: i64,
@@ -47,7 +49,7 @@ impl Notifier {
 
     /// The current wake-up epoch; a held read reads it right after
     /// subscribing.
-    pub fn epoch(&self) -> u64 {
+    pub(super) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
 
@@ -55,7 +57,7 @@ impl Notifier {
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Wake every held read currently waiting on `resource`.
+    /// A write to `resource` committed: wake every held read waiting on it.
     pub fn notify(&self, resource: &ResourceRef) {
         self.advance();
         let notify = self.lock().get(resource).map(|entry| entry.notify.clone());
@@ -64,8 +66,8 @@ impl Notifier {
         }
     }
 
-    /// Register a waiter for events of `resource` past `since`.
-    pub fn subscribe(&self, resource: &ResourceRef, since: i64) -> Subscription<'_> {
+    /// Register a waiter for rows of `resource` past `since`.
+    pub(crate) fn subscribe(&self, resource: &ResourceRef, since: i64) -> Subscription<'_> {
         let mut map = self.lock();
         let entry = map.entry(resource.clone()).or_default();
         *entry.sinces.entry(since).or_default() += 1;
@@ -78,7 +80,7 @@ impl Notifier {
     }
 
     /// Every awaited resource with the smallest `since` among its waiters.
-    pub fn awaited(&self) -> Vec<(ResourceRef, i64)> {
+    pub(super) fn awaited(&self) -> Vec<(ResourceRef, i64)> {
         self.lock()
             .iter()
             .filter_map(|(resource, entry)| {
@@ -92,7 +94,7 @@ impl Notifier {
     }
 
     /// Wake the resources whose tail (`last_seq`) has passed a waiter's `since`.
-    pub fn wake_past(&self, tails: &[(ResourceRef, i64)]) -> usize {
+    pub(super) fn wake_past(&self, tails: &[(ResourceRef, i64)]) -> usize {
         let mut woken = 0;
         for (resource, tail) in tails {
             let notify = self
@@ -118,8 +120,10 @@ impl Notifier {
 }
 
 impl Subscription<'_> {
-    pub fn notify(&self) -> &Notify {
-        &self.notify
+    /// The next wake-up of this resource: enable it before the query that
+    /// decides whether to wait, so a wake in between is kept.
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
     }
 }
 
@@ -154,7 +158,7 @@ mod tests {
         let notifier = Notifier::new();
         {
             let sub = notifier.subscribe(&r("b"), 3);
-            let notified = sub.notify().notified();
+            let notified = sub.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             notifier.notify(&r("b"));
@@ -169,7 +173,7 @@ mod tests {
         let notifier = Arc::new(Notifier::new());
         let sub = notifier.subscribe(&r("b"), 0);
         let seen = notifier.epoch();
-        let notified = sub.notify().notified();
+        let notified = sub.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         notifier.notify(&r("b"));
@@ -192,7 +196,7 @@ mod tests {
         let _high = notifier.subscribe(&r("a"), 9);
         let other = notifier.subscribe(&r("b"), 5);
         {
-            let (a, b) = (low.notify().notified(), other.notify().notified());
+            let (a, b) = (low.notified(), other.notified());
             tokio::pin!(a, b);
             a.as_mut().enable();
             b.as_mut().enable();

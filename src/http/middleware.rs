@@ -1,4 +1,4 @@
-//! Operator plumbing around every route, as ONE layer so a request pays for
+//! The middleware around every route, as ONE layer so a request pays for
 //! one boxed future instead of one (plus a cloned inner service) per
 //! concern. In order, outermost first: the request id (kept from the
 //! request or generated), a span carrying the id, method and matched route,
@@ -15,6 +15,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse as _, Response};
@@ -26,36 +28,63 @@ use tracing::Instrument as _;
 
 use super::{ApiError, SharedState, auth, identity, request_id};
 
-/// Wrap every route of `router` (and its fallback) in [`Envelope`]. Per
+/// Wrap every route of `router` (and its fallback) in [`Middleware`]. Per
 /// route, not around the router, so the matched route is known when the
-/// span opens.
+/// span opens; every route shares one set of [`Gates`].
 pub fn layer(router: Router, state: SharedState) -> Router {
-    router.layer(Envelope { state })
+    let gates = Arc::new(Gates::new(state.limits.max_concurrent_requests));
+    router.layer(MiddlewareLayer { state, gates })
 }
 
-#[derive(Clone)]
-struct Envelope {
-    state: SharedState,
+/// The process's gates in front of the handlers.
+struct Gates {
+    /// Permits for `Limits::max_concurrent_requests`.
+    requests: tokio::sync::Semaphore,
+    /// Slots for lingering drains of refused requests' bodies.
+    drains: tokio::sync::Semaphore,
 }
 
-impl tower::Layer<Route> for Envelope {
-    type Service = Enveloped;
-
-    fn layer(&self, route: Route) -> Enveloped {
-        Enveloped {
-            route,
-            state: self.state.clone(),
+impl Gates {
+    fn new(max_concurrent_requests: usize) -> Gates {
+        /// Lingering drains at once; each holds one frame (at most hyper's
+        /// read buffer) at a time.
+        const DRAINS: usize = 64;
+        Gates {
+            requests: tokio::sync::Semaphore::new(
+                max_concurrent_requests.min(tokio::sync::Semaphore::MAX_PERMITS),
+            ),
+            drains: tokio::sync::Semaphore::new(DRAINS),
         }
     }
 }
 
 #[derive(Clone)]
-struct Enveloped {
-    route: Route,
+struct MiddlewareLayer {
     state: SharedState,
+    gates: Arc<Gates>,
 }
 
-impl tower::Service<Request> for Enveloped {
+impl tower::Layer<Route> for MiddlewareLayer {
+    type Service = Middleware;
+
+    fn layer(&self, route: Route) -> Middleware {
+        Middleware {
+            route,
+            state: self.state.clone(),
+            gates: self.gates.clone(),
+        }
+    }
+}
+
+/// One route behind the middleware.
+#[derive(Clone)]
+struct Middleware {
+    route: Route,
+    state: SharedState,
+    gates: Arc<Gates>,
+}
+
+impl tower::Service<Request> for Middleware {
     type Response = Response;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -66,52 +95,60 @@ impl tower::Service<Request> for Enveloped {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let (state, route) = (self.state.clone(), self.route.clone());
-        Box::pin(async move { Ok(envelop(state, route, request).await) })
+        let this = self.clone();
+        Box::pin(async move { Ok(this.handle(request).await) })
     }
 }
 
-async fn envelop(state: SharedState, route: Route, request: Request) -> Response {
-    let started = Instant::now();
-    let id = request_id::of(&request);
-    let method = request.method().clone();
-    // The matched route, never the raw path: ids stay out of logs' and
-    // metrics' route labels.
-    let matched = request.extensions().get::<MatchedPath>().cloned();
-    let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id.to_str().unwrap_or("-"),
-        method = %method,
-        route = %route_label
-    );
-    let served = AssertUnwindSafe(drain_unread(&state, route, request))
-        .catch_unwind()
-        .instrument(span.clone())
-        .await;
-    let mut response = served.unwrap_or_else(|_panic| {
-        span.in_scope(|| ApiError::Internal("handler panicked".into()).into_response())
-    });
-    let latency = started.elapsed();
-    let status = response.status();
-    span.in_scope(|| {
-        tracing::info!(
-            status = status.as_u16(),
-            // Whole microseconds: `0.165`, not `0.16480999999999998`.
-            latency_ms = latency.as_micros() as f64 / 1000.0,
-            "request"
+impl Middleware {
+    /// Everything around the route, outermost first (see the module doc).
+    async fn handle(self, request: Request) -> Response {
+        let Middleware {
+            route,
+            state,
+            gates,
+        } = self;
+        let started = Instant::now();
+        let id = request_id::of(&request);
+        let method = request.method().clone();
+        // The matched route, never the raw path: ids stay out of logs' and
+        // metrics' route labels.
+        let matched = request.extensions().get::<MatchedPath>().cloned();
+        let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
+        let span = tracing::info_span!(
+            "request",
+            request_id = %id.to_str().unwrap_or("-"),
+            method = %method,
+            route = %route_label
         );
-    });
-    crate::metrics::record_request(route_label, &method, status, latency);
-    response.headers_mut().insert(request_id::X_REQUEST_ID, id);
-    response
+        let served = AssertUnwindSafe(drain_unread(&state, &gates, route, request))
+            .catch_unwind()
+            .instrument(span.clone())
+            .await;
+        let mut response = served.unwrap_or_else(|_panic| {
+            span.in_scope(|| ApiError::Internal("handler panicked".into()).into_response())
+        });
+        let latency = started.elapsed();
+        let status = response.status();
+        span.in_scope(|| {
+            tracing::info!(
+                status = status.as_u16(),
+                // Whole microseconds: `0.165`, not `0.16480999999999998`.
+                latency_ms = latency.as_micros() as f64 / 1000.0,
+                "request"
+            );
+        });
+        crate::metrics::record_request(route_label, &method, status, latency);
+        response.headers_mut().insert(request_id::X_REQUEST_ID, id);
+        response
+    }
 }
 
 /// The global bounds every request is under: a permit from the concurrency
 /// limit (waiting for one when all are taken) and the request timeout, which
 /// startup guarantees is longer than any held read.
-async fn bounded(state: &SharedState, route: Route, request: Request) -> Response {
-    let Ok(_permit) = state.in_flight.acquire().await else {
+async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Request) -> Response {
+    let Ok(_permit) = gates.requests.acquire().await else {
         return ApiError::Internal("the concurrency limiter is closed".into()).into_response();
     };
     let limit = state.limits.request_timeout;
@@ -149,9 +186,14 @@ async fn checked(state: &SharedState, route: Route, mut request: Request) -> Res
 ///
 /// The drain reads and drops frames, never collects them: memory stays at
 /// one frame per drain. It is bounded per request (the body limit and
-/// [`LINGER`]) and across the process ([`Drains`]): with every drain slot
-/// taken, the connection closes without lingering.
-async fn drain_unread(state: &SharedState, route: Route, request: Request) -> Response {
+/// [`LINGER`]) and across the process ([`Gates::drains`]): with every drain
+/// slot taken, the connection closes without lingering.
+async fn drain_unread(
+    state: &SharedState,
+    gates: &Gates,
+    route: Route,
+    request: Request,
+) -> Response {
     use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
     let headers = request.headers();
     let has_body = headers.contains_key(TRANSFER_ENCODING)
@@ -161,7 +203,7 @@ async fn drain_unread(state: &SharedState, route: Route, request: Request) -> Re
             .and_then(|v| v.parse::<u64>().ok())
             .is_some_and(|n| n > 0);
     if !has_body {
-        return bounded(state, route, request).await;
+        return bounded(state, gates, route, request).await;
     }
     let unread = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (parts, body) = request.into_parts();
@@ -170,13 +212,13 @@ async fn drain_unread(state: &SharedState, route: Route, request: Request) -> Re
         finished: false,
         unread: unread.clone(),
     });
-    let mut response = bounded(state, route, Request::from_parts(parts, body)).await;
+    let mut response = bounded(state, gates, route, Request::from_parts(parts, body)).await;
     let rest = unread
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .take();
     if let Some(rest) = rest {
-        if let Ok(_slot) = state.drains.0.try_acquire() {
+        if let Ok(_slot) = gates.drains.try_acquire() {
             let _ = tokio::time::timeout(LINGER, discard(rest, state.limits.max_body_bytes)).await;
         }
         response
@@ -188,17 +230,6 @@ async fn drain_unread(state: &SharedState, route: Route, request: Request) -> Re
 
 /// Longest a refused request's body is drained before the connection closes.
 const LINGER: Duration = Duration::from_secs(5);
-
-/// Lingering drains allowed at once across all connections.
-pub struct Drains(tokio::sync::Semaphore);
-
-impl Default for Drains {
-    fn default() -> Drains {
-        /// Each holds one frame (at most hyper's read buffer) at a time.
-        const AT_ONCE: usize = 64;
-        Drains(tokio::sync::Semaphore::new(AT_ONCE))
-    }
-}
 
 /// Read `body` to its end or `limit` bytes, dropping every frame; errors
 /// just end the drain (the connection closes anyway).
@@ -216,7 +247,7 @@ async fn discard(mut body: axum::body::Body, limit: usize) {
 }
 
 /// A request body that, when dropped before its end, hands what is left
-/// back to [`close_unread`] to drain.
+/// back to [`drain_unread`] to drain.
 struct Tracked {
     inner: Option<axum::body::Body>,
     finished: bool,
