@@ -21,7 +21,7 @@ pub struct App {
     listener: TcpListener,
     state: SharedState,
     grace: Duration,
-    connections: crate::connections::ConnectionLimits,
+    connection_limits: crate::connections::ConnectionLimits,
     metrics: Option<crate::metrics::MetricsServer>,
 }
 
@@ -136,7 +136,7 @@ impl App {
             state,
             metrics,
             grace: Duration::from_secs(args.shutdown_grace_seconds),
-            connections: crate::connections::ConnectionLimits {
+            connection_limits: crate::connections::ConnectionLimits {
                 deadlines: crate::connections::Deadlines {
                     header_read: Duration::from_secs(args.header_read_timeout_seconds),
                     idle: Duration::from_secs(args.idle_timeout_seconds),
@@ -178,7 +178,7 @@ impl App {
         tokio::spawn(state.held.clone().sweep());
         let app = router(self.state);
         let server =
-            crate::connections::serve(self.listener, app, self.connections, shutdown.clone());
+            crate::connections::serve(self.listener, app, self.connection_limits, shutdown.clone());
         let grace = self.grace;
         tokio::select! {
             () = server => {}

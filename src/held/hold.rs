@@ -1,7 +1,8 @@
-//! The one held-read loop, shared by event reads and stream chunk reads: fetch; if nothing is ready, subscribe, fetch again
-//! (so a write between the two fetches is never missed), then wait for a
-//! wake, the deadline or shutdown. A held read never polls the database on
-//! its own; wakes come from local writes, LISTEN and the per-process sweep.
+//! The one held-read loop, shared by event reads and stream chunk reads:
+//! fetch; if nothing is ready, subscribe, fetch again (so a write between
+//! the two fetches is never missed), then wait for a wake, the deadline or
+//! shutdown. A held read never polls the database on its own; wakes come
+//! from local writes, LISTEN and the per-process sweep.
 
 use std::future::Future;
 use std::time::Duration;

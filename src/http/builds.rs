@@ -11,7 +11,7 @@ use serde_json::Map;
 
 use super::extract::json_body;
 use super::resources::{append_conditional, family_routes};
-use super::rows::{fixed_tail, rows_response};
+use super::rows::{fixed_suffix, rows_response};
 use super::{ApiResult, SharedState, json};
 use crate::protocol::ResourceKind;
 use crate::protocol::wire;
@@ -48,5 +48,5 @@ async fn create_build(State(state): State<SharedState>, body: Body) -> ApiResult
 /// `listBuilds`: `GET /builds` (order unspecified; oldest first here).
 async fn list_builds(State(state): State<SharedState>) -> ApiResult<Response> {
     let rows = state.store.read(Listing::Builds).await?;
-    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
+    Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
 }

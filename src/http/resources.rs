@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::auth::{Caller, attribute};
 use super::extract::{json_body, query_param};
 use super::path::ResourcePath;
-use super::rows::{fixed_tail, rows_response};
+use super::rows::{fixed_suffix, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
 use crate::held::PROBE_ROWS;
@@ -167,7 +167,7 @@ pub async fn read_events(
         // the probe's (events are only ever appended).
     }
     let rows = state.store.read(listing).await?;
-    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
+    Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
 }
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
@@ -387,7 +387,7 @@ pub async fn list_artifacts(
         .store
         .read(Listing::Artifacts { resource: r, kind })
         .await?;
-    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
+    Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
 }
 
 fn ok(value: bool) -> Response {

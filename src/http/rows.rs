@@ -21,48 +21,49 @@ use crate::store::{Rows, StoreError};
 
 /// What closes the JSON text after the rows, computed once they have all
 /// been sent (a chunk read's stream status is read after its chunks).
-pub type Tail = Pin<Box<dyn Future<Output = Result<Bytes, StoreError>> + Send>>;
+pub type Suffix = Pin<Box<dyn Future<Output = Result<Bytes, StoreError>> + Send>>;
 
-/// A tail known in advance.
-pub fn fixed_tail(text: &'static str) -> Tail {
+/// A suffix known in advance.
+pub fn fixed_suffix(text: &'static str) -> Suffix {
     Box::pin(std::future::ready(Ok(Bytes::from_static(text.as_bytes()))))
 }
 
-/// `200` with `head`, the rows, then the tail.
+/// `200` with `prefix`, the rows, then the suffix.
 pub async fn rows_response(
     mut rows: Rows,
-    head: &'static str,
-    tail: Tail,
+    prefix: &'static str,
+    suffix: Suffix,
 ) -> Result<Response, StoreError> {
     if !rows.is_streamed() {
         // Everything is here: one buffer with its length.
-        let mut body = BytesMut::from(head.as_bytes());
+        let mut body = BytesMut::from(prefix.as_bytes());
         while let Some(step) = rows.next().await {
             match step? {
                 Next::Piece(piece) => body.extend_from_slice(&piece),
                 Next::End(()) => break,
             }
         }
-        body.extend_from_slice(&tail.await?);
+        body.extend_from_slice(&suffix.await?);
         return Ok(json_response_bytes(StatusCode::OK, body.freeze()));
     }
-    let pieces = futures_util::stream::unfold(Stage::Head(rows, head, tail), |stage| async move {
-        match stage {
-            Stage::Head(rows, head, tail) => Some((
-                Ok(Bytes::from_static(head.as_bytes())),
-                Stage::Rows(rows, tail),
-            )),
-            Stage::Rows(mut rows, tail) => match rows.next().await {
-                Some(Ok(Next::Piece(piece))) => Some((Ok(piece), Stage::Rows(rows, tail))),
-                Some(Ok(Next::End(()))) | None => match tail.await {
-                    Ok(text) => Some((Ok(text), Stage::Done)),
-                    Err(err) => Some((Err(cut_short(err)), Stage::Done)),
+    let pieces =
+        futures_util::stream::unfold(Stage::Prefix(rows, prefix, suffix), |stage| async move {
+            match stage {
+                Stage::Prefix(rows, prefix, suffix) => Some((
+                    Ok(Bytes::from_static(prefix.as_bytes())),
+                    Stage::Rows(rows, suffix),
+                )),
+                Stage::Rows(mut rows, suffix) => match rows.next().await {
+                    Some(Ok(Next::Piece(piece))) => Some((Ok(piece), Stage::Rows(rows, suffix))),
+                    Some(Ok(Next::End(()))) | None => match suffix.await {
+                        Ok(text) => Some((Ok(text), Stage::Done)),
+                        Err(err) => Some((Err(cut_short(err)), Stage::Done)),
+                    },
+                    Some(Err(err)) => Some((Err(cut_short(err)), Stage::Done)),
                 },
-                Some(Err(err)) => Some((Err(cut_short(err)), Stage::Done)),
-            },
-            Stage::Done => None,
-        }
-    });
+                Stage::Done => None,
+            }
+        });
     Ok(json_response_body(
         StatusCode::OK,
         // Fused: the compression layer's reader polls again after the end.
@@ -71,8 +72,8 @@ pub async fn rows_response(
 }
 
 enum Stage {
-    Head(Rows, &'static str, Tail),
-    Rows(Rows, Tail),
+    Prefix(Rows, &'static str, Suffix),
+    Rows(Rows, Suffix),
     Done,
 }
 

@@ -109,5 +109,5 @@ async fn list_sessions(
         .store
         .read(Listing::Sessions { repo: repo.id })
         .await?;
-    Ok(super::rows::rows_response(rows, "[", super::rows::fixed_tail("]")).await?)
+    Ok(super::rows::rows_response(rows, "[", super::rows::fixed_suffix("]")).await?)
 }

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::extract::json_body;
 use super::path::{ResourcePath, unknown_stream};
 use super::resources::{lookup_on_failure, read_params};
-use super::rows::{Tail, fixed_tail, rows_response};
+use super::rows::{Suffix, fixed_suffix, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::held::PROBE_ROWS;
 use crate::protocol::{ResourceKind, ResourceRef, wire};
@@ -98,7 +98,7 @@ async fn create_stream(
 async fn list_streams(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
     let scope = path.resource()?;
     let rows = state.store.read(Listing::Streams { scope }).await?;
-    Ok(rows_response(rows, "[", fixed_tail("]")).await?)
+    Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
 }
 
 /// `getStream`.
@@ -154,23 +154,22 @@ async fn append_chunk(
     Ok(json_response(StatusCode::CREATED, chunk))
 }
 
-/// The read response: chunks, status, and once closed outcome and artifact.
-/// What follows a read's chunks: `],"status":…}` with the outcome and
+/// What follows a chunk read's chunks: `],"status":…}` with the outcome and
 /// artifact of a closed stream.
-fn read_tail(stream: &StreamRecord) -> String {
-    let mut tail = format!("],\"status\":\"{}\"", stream.status());
+fn chunks_suffix(stream: &StreamRecord) -> String {
+    let mut suffix = format!("],\"status\":\"{}\"", stream.status());
     if let Some(outcome) = &stream.outcome {
-        tail.push_str(&format!(",\"outcome\":{}", Value::String(outcome.clone())));
+        suffix.push_str(&format!(",\"outcome\":{}", Value::String(outcome.clone())));
     }
     if let Some(artifact) = stream.artifact_json() {
-        tail.push_str(&format!(",\"artifact\":{artifact}"));
+        suffix.push_str(&format!(",\"artifact\":{artifact}"));
     }
-    tail.push('}');
-    tail
+    suffix.push('}');
+    suffix
 }
 
-/// The head of a chunk read's answer.
-const READ_HEAD: &str = "{\"chunks\":[";
+/// What precedes a chunk read's chunks.
+const CHUNKS_PREFIX: &str = "{\"chunks\":[";
 
 /// `readStream`: `GET …/chunks?since=&wait=`; holds while the stream is open
 /// and has nothing new, never on a closed stream.
@@ -188,7 +187,11 @@ async fn read_chunks(
         if (chunks.len() as i64) < PROBE_ROWS {
             return Ok(json_response(
                 StatusCode::OK,
-                format!("{READ_HEAD}{}{}", chunks.join(","), read_tail(&stream)),
+                format!(
+                    "{CHUNKS_PREFIX}{}{}",
+                    chunks.join(","),
+                    chunks_suffix(&stream)
+                ),
             ));
         }
     }
@@ -202,14 +205,14 @@ async fn read_chunks(
         })
         .await?;
     let (store, id) = (state.store.clone(), stream.id.clone());
-    let tail: Tail = Box::pin(async move {
+    let suffix: Suffix = Box::pin(async move {
         let stream = store
             .get_stream(&id)
             .await?
             .ok_or_else(|| StoreError::NotFound(stream_ref(&id)))?;
-        Ok(Bytes::from(read_tail(&stream)))
+        Ok(Bytes::from(chunks_suffix(&stream)))
     });
-    Ok(rows_response(rows, READ_HEAD, tail).await?)
+    Ok(rows_response(rows, CHUNKS_PREFIX, suffix).await?)
 }
 
 /// `closeStream`: `POST …/close` with `{"outcome": "completed" | "aborted"}`.
