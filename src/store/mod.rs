@@ -12,11 +12,13 @@
 //! - artifact retention ([`retention`]) prunes inside the put or deposit
 //!   transaction that exceeds a bound, never elsewhere.
 
+mod engine;
 mod ops;
 pub mod postgres;
 mod records;
 pub mod retention;
 pub mod rows;
+mod sql;
 pub mod sqlite;
 pub mod url;
 
@@ -46,12 +48,9 @@ pub enum StoreError {
     /// The event write failed catalog validation; the message is the 422 text.
     #[error("{0}")]
     Rejected(String),
-    /// Anything else: the backend failed. Never shown to clients verbatim.
+    /// Anything else: the database failed. Never shown to clients verbatim.
     #[error(transparent)]
-    Backend(#[from] sqlx::Error),
-    /// The SQLite backend failed.
-    #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
+    Database(#[from] DatabaseError),
     /// The group commit holding this write failed: nothing of it was kept.
     #[error("commit failed: {0}")]
     Commit(String),
@@ -72,6 +71,57 @@ pub enum StoreError {
     /// ([`crate::storage_full`]). Carries the backend's message, for the log.
     #[error("database storage full: {0}")]
     Full(String),
+}
+
+/// A database driver's error, converted where the backend met it and
+/// classified there: each backend decides what its driver's errors mean
+/// ([`DatabaseFailure`]), and the rest of the store sees only that.
+#[derive(Debug)]
+pub struct DatabaseError {
+    failure: DatabaseFailure,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// What a database error means for the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatabaseFailure {
+    /// The connection or the server failed rather than the statement: the
+    /// database is down ([`StoreError::Unavailable`] once recorded).
+    Outage,
+    /// The disk under the database is full ([`StoreError::Full`] once
+    /// recorded, on the write path).
+    StorageFull,
+    /// The statement failed.
+    Statement,
+}
+
+impl DatabaseError {
+    pub(crate) fn new(
+        failure: DatabaseFailure,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        DatabaseError {
+            failure,
+            source: Box::new(source),
+        }
+    }
+
+    pub fn failure(&self) -> DatabaseFailure {
+        self.failure
+    }
+}
+
+/// Shown as the driver's error itself.
+impl std::fmt::Display for DatabaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl std::error::Error for DatabaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
 }
 
 /// What closing a stream did.
@@ -242,16 +292,6 @@ pub struct PoolStats {
     pub max: u32,
 }
 
-/// Start a statement, counting it: `abstore_db_queries_total` is how the
-/// held-read budget (a handful of queries per second per process, whatever
-/// the number of held reads) is measured.
-pub(crate) fn counted<DB: sqlx::Database>(
-    sql: &'static str,
-) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments> {
-    metrics::counter!("abstore_db_queries_total").increment(1);
-    sqlx::query(sql)
-}
-
 /// Open the backend a parsed `--database` URL names, applying migrations
 /// unless `migrate` is false ([`DatabaseUrl::open`] is the way in).
 async fn open(
@@ -260,13 +300,16 @@ async fn open(
     clock: Arc<dyn crate::clock::Clock>,
     notifier: Arc<crate::held::Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
+    let retention = options.retention.clone();
     match location {
-        url::Location::Postgres(connect) => Ok(Arc::new(
-            postgres::PgStore::connect(connect, options, clock, notifier).await?,
-        )),
-        url::Location::Sqlite(location) => Ok(Arc::new(
-            sqlite::SqliteStore::connect(location, options, clock, notifier).await?,
-        )),
+        url::Location::Postgres(connect) => Ok(Arc::new(engine::Engine::new(
+            postgres::PgBackend::connect(connect, options, clock, notifier).await?,
+            retention,
+        ))),
+        url::Location::Sqlite(location) => Ok(Arc::new(engine::Engine::new(
+            sqlite::SqliteBackend::connect(location, options, clock, notifier).await?,
+            retention,
+        ))),
     }
 }
 

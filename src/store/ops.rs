@@ -10,15 +10,18 @@
 //! which the operation tries first and which declines to the transaction
 //! whenever it cannot decide exactly as the transaction would.
 //!
-//! The methods are `async fn`: PostgreSQL awaits its round trips, while the
+//! The methods return futures: PostgreSQL awaits its round trips, while the
 //! SQLite implementation never pends (rusqlite is synchronous), so its writer
-//! thread drives these same functions with [`drive`].
+//! thread and readers run these same functions with [`run_synchronously`].
+//! The futures are `Send`, so one generic [`Engine`](super::engine::Engine)
+//! runs every operation on either backend.
 
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value};
 
+use super::engine::Backend;
 use super::retention::Retention;
 use super::{
     ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, Record,
@@ -99,34 +102,43 @@ impl<T> Written<T> {
 }
 
 /// Queries outside a write transaction.
-pub(crate) trait Reads {
-    async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>>;
-    async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool>;
+pub(crate) trait Reads: Send {
+    fn resource(
+        &mut self,
+        r: &ResourceRef,
+    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send;
+    fn exists(&mut self, r: &ResourceRef) -> impl Future<Output = StoreResult<bool>> + Send;
     /// Envelope texts with `seq > since`, in order, at most `limit`.
-    async fn events_since(
+    fn events_since(
         &mut self,
         r: &ResourceRef,
         since: i64,
         limit: Option<i64>,
-    ) -> StoreResult<Vec<String>>;
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
     /// One revision, or the latest when `rev` is `None`.
-    async fn artifact(
+    fn artifact(
         &mut self,
         r: &ResourceRef,
         kind: &str,
         rev: Option<i64>,
-    ) -> StoreResult<Option<ArtifactMeta>>;
-    async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>>;
+    ) -> impl Future<Output = StoreResult<Option<ArtifactMeta>>> + Send;
+    fn stream(
+        &mut self,
+        id: &str,
+    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send;
     /// Chunk texts with `seq > since`, in order, at most `limit`.
-    async fn chunks_since(
+    fn chunks_since(
         &mut self,
         id: &str,
         since: i64,
         limit: Option<i64>,
-    ) -> StoreResult<Vec<String>>;
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
     /// `last_seq` of each existing resource; a closed stream reports `i64::MAX`.
-    async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
-    async fn ping(&mut self) -> StoreResult<()>;
+    fn tails(
+        &mut self,
+        resources: &[ResourceRef],
+    ) -> impl Future<Output = StoreResult<Vec<(ResourceRef, i64)>>> + Send;
+    fn ping(&mut self) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 /// What a fast-path append did.
@@ -145,128 +157,154 @@ pub(crate) enum FastAppend {
 /// cannot decide exactly as the transaction path would (a clock behind the
 /// resource's last write, a concurrent writer); the transaction path then
 /// runs. The defaults always decline.
-pub(crate) trait Writes {
+pub(crate) trait Writes: Send {
     /// The injected clock's current time.
     fn now(&self) -> i64;
     /// [`append`] in one statement.
-    async fn try_append(
+    fn try_append(
         &mut self,
         _r: &ResourceRef,
         _event: &NewEvent,
         _expected_seq: Option<i64>,
-    ) -> StoreResult<Option<FastAppend>> {
-        Ok(None)
+    ) -> impl Future<Output = StoreResult<Option<FastAppend>>> + Send {
+        async { Ok(None) }
     }
     /// [`deposit`] as one read and one statement.
-    async fn try_deposit(
+    fn try_deposit(
         &mut self,
         _r: &ResourceRef,
         _artifacts: &[NewArtifact],
         _make_event: &MakeEvent,
-    ) -> StoreResult<Option<(String, Vec<ArtifactMeta>)>> {
-        Ok(None)
+    ) -> impl Future<Output = StoreResult<Option<(String, Vec<ArtifactMeta>)>>> + Send {
+        async { Ok(None) }
     }
     /// [`append_chunk`] in one statement.
-    async fn try_append_chunk(
+    fn try_append_chunk(
         &mut self,
         _id: &str,
         _parts_json: &str,
-    ) -> StoreResult<Option<String>> {
-        Ok(None)
+    ) -> impl Future<Output = StoreResult<Option<String>>> + Send {
+        async { Ok(None) }
     }
     /// Read the resource row, holding it until the transaction ends.
-    async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>>;
+    fn lock_resource(
+        &mut self,
+        r: &ResourceRef,
+    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send;
     /// Insert a resource with no events; `false` when it already exists.
-    async fn insert_resource(
+    fn insert_resource(
         &mut self,
         r: &ResourceRef,
         attrs: Option<&str>,
         now: i64,
-    ) -> StoreResult<bool>;
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// Store `envelope` as sequence `seq` and make it the tail (`updated_at = now`).
-    async fn append_event(
+    fn append_event(
         &mut self,
         r: &ResourceRef,
         seq: i64,
         now: i64,
         envelope: &str,
-    ) -> StoreResult<()>;
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Assign the next revision of each artifact's kind and store the
     /// metadata, in order.
-    async fn insert_artifacts(
+    fn insert_artifacts(
         &mut self,
         r: &ResourceRef,
         artifacts: Vec<NewArtifact>,
         now: i64,
-    ) -> StoreResult<Vec<ArtifactMeta>>;
-    async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()>;
-    async fn set_lease(
+    ) -> impl Future<Output = StoreResult<Vec<ArtifactMeta>>> + Send;
+    fn touch(&mut self, r: &ResourceRef, now: i64) -> impl Future<Output = StoreResult<()>> + Send;
+    fn set_lease(
         &mut self,
         r: &ResourceRef,
         holder: &str,
         expires_at: i64,
         ttl_ms: i64,
         now: i64,
-    ) -> StoreResult<()>;
-    async fn extend_lease(
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    fn extend_lease(
         &mut self,
         r: &ResourceRef,
         expires_at: i64,
         heartbeat_at: i64,
         now: i64,
-    ) -> StoreResult<()>;
-    async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()>;
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    fn clear_lease(
+        &mut self,
+        r: &ResourceRef,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// The next value of a resource's child counter, which orders the
     /// sessions and streams it creates (and stream closes) within a millisecond.
-    async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64>;
-    async fn insert_session(
+    fn next_child_order(
+        &mut self,
+        parent: &ResourceRef,
+    ) -> impl Future<Output = StoreResult<i64>> + Send;
+    fn insert_session(
         &mut self,
         id: &str,
         attrs: &str,
         now: i64,
         repo: &str,
         order: i64,
-    ) -> StoreResult<()>;
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Drop the chunks of every closed stream of `scope` but the most
     /// recently closed one.
-    async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()>;
+    fn prune_closed_chunks(
+        &mut self,
+        scope: &ResourceRef,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// Delete the oldest revisions of `r`'s artifact `kind` beyond its
     /// `keep` latest ones, at most `limit` of them, oldest first; returns
     /// how many were deleted. The revision counter is untouched, so later
     /// revisions keep counting up.
-    async fn prune_revisions(
+    fn prune_revisions(
         &mut self,
         r: &ResourceRef,
         kind: &str,
         keep: i64,
         limit: i64,
-    ) -> StoreResult<u64>;
-    async fn insert_stream(
+    ) -> impl Future<Output = StoreResult<u64>> + Send;
+    fn insert_stream(
         &mut self,
         id: &str,
         scope: &ResourceRef,
         label: &str,
         now: i64,
         order: i64,
-    ) -> StoreResult<()>;
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     /// A stream's scope, without locking anything.
-    async fn stream_scope(&mut self, id: &str) -> StoreResult<Option<ResourceRef>>;
-    async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>>;
+    fn stream_scope(
+        &mut self,
+        id: &str,
+    ) -> impl Future<Output = StoreResult<Option<ResourceRef>>> + Send;
+    fn lock_stream(
+        &mut self,
+        id: &str,
+    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send;
     /// Store `chunk` as sequence `seq` and make it the stream's tail.
-    async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()>;
-    async fn mark_closed(
+    fn append_chunk(
+        &mut self,
+        id: &str,
+        seq: i64,
+        chunk: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+    fn mark_closed(
         &mut self,
         id: &str,
         now: i64,
         order: i64,
         outcome: &str,
         artifact: &StreamArtifact,
-    ) -> StoreResult<()>;
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 /// Run an operation whose futures never pend (the SQLite primitives) to
-/// completion on the current thread.
-pub(crate) fn drive<T>(operation: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+/// completion on the current thread, polling it once.
+pub(crate) fn run_synchronously<T>(
+    operation: impl Future<Output = StoreResult<T>>,
+) -> StoreResult<T> {
     let mut operation = std::pin::pin!(operation);
     match operation
         .as_mut()
@@ -400,8 +438,26 @@ pub(crate) async fn create_build(
     }))
 }
 
-/// `ensureRepo`: creates the repository or returns it untouched.
-pub(crate) async fn ensure_repo(tx: &mut impl Writes, repo: &str) -> StoreResult<Written<Record>> {
+/// `ensureRepo`: a read first, since the repository almost always exists
+/// (then nothing is written, and no write transaction or writer-queue slot
+/// is taken); only a missing one is created, by [`create_repo`].
+pub(crate) async fn ensure_repo(backend: &impl Backend, repo: &str) -> StoreResult<Record> {
+    let r = ResourceRef::new(ResourceKind::Repo, repo);
+    let read = r.clone();
+    let found = backend
+        .read(move |db| Box::pin(async move { get_record(db, &read).await }))
+        .await?;
+    if let Some(record) = found {
+        return Ok(record);
+    }
+    backend
+        .write(move |tx| Box::pin(async move { create_repo(tx, &r.id).await }))
+        .await
+}
+
+/// Creates the repository, or returns it untouched when a concurrent
+/// `ensureRepo` created it first.
+async fn create_repo(tx: &mut impl Writes, repo: &str) -> StoreResult<Written<Record>> {
     let r = ResourceRef::new(ResourceKind::Repo, repo);
     let now = tx.now();
     let inserted = tx.insert_resource(&r, None, now).await?;

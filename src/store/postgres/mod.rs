@@ -1,36 +1,26 @@
 //! The production backend: PostgreSQL as the single source of truth for any
-//! number of replicas. The operations are the shared ones ([`ops`]) over
-//! [`prims`]; each write runs in its own task so that a request dropped
-//! mid-way never cancels a transaction halfway (docs/decisions.md, 14).
+//! number of replicas. The operations are the shared ones
+//! ([`ops`](crate::store::ops)) over [`primitives`]; each write runs in its
+//! own task so that a request dropped mid-way never cancels a transaction
+//! halfway (docs/decisions.md, 14).
 
-mod database;
-mod prims;
+mod connections;
+mod primitives;
 mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions};
 
-use async_trait::async_trait;
-use serde_json::{Map, Value};
-
-use self::database::Database;
-use self::prims::{PgRead, PgTx};
+use self::connections::Connections;
+use self::primitives::{PgRead, PgTx};
 use crate::clock::Clock;
 use crate::held::Notifier;
-use crate::protocol::{ResourceKind, ResourceRef};
-use crate::store::ops::{self, Written};
-use crate::store::retention::Retention;
-use crate::store::{
-    ArtifactMeta, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent,
-    PoolStats, Record, Rows, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
-};
-
-/// A write operation's future over one borrowed transaction (the shape
-/// sqlx's own `Connection::transaction` takes).
-type OpFuture<'a, T> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<Written<T>>> + Send + 'a>>;
+use crate::store::engine::{Backend, OpFuture};
+use crate::store::ops::Written;
+use crate::store::{Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult};
 
 /// The channel every replica listens on; payloads name a resource, never content.
 pub const CHANNEL: &str = "abstore_events";
@@ -50,17 +40,24 @@ const PING_IF_IDLE: Duration = Duration::from_secs(1);
 /// The LISTEN connection's reconnect delays: doubling from the first to the last.
 const LISTEN_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(1));
 
-pub struct PgStore {
-    db: Arc<Database>,
+/// Start a statement, counting it: `abstore_db_queries_total` is how the
+/// held-read budget (a handful of queries per second per process, whatever
+/// the number of held reads) is measured.
+fn counted(sql: &'static str) -> sqlx::query::Query<'static, Postgres, PgArguments> {
+    metrics::counter!("abstore_db_queries_total").increment(1);
+    sqlx::query(sql)
+}
+
+pub struct PgBackend {
+    connections: Arc<Connections>,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
     published: tokio::sync::mpsc::UnboundedSender<String>,
-    retention: Retention,
     /// How long a streamed read waits for its client to take a piece.
     stall: Duration,
 }
 
-impl PgStore {
+impl PgBackend {
     pub async fn connect(
         connect: &PgConnectOptions,
         options: &StoreOptions,
@@ -100,35 +97,35 @@ impl PgStore {
         }
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));
-        let db = Arc::new(Database::new(pool, options.unavailable_acquire_timeout));
-        tokio::spawn(listen(connect, db.clone(), notifier.clone()));
-        Ok(PgStore {
-            db,
+        let connections = Arc::new(Connections::new(pool, options.unavailable_acquire_timeout));
+        tokio::spawn(listen(connect, connections.clone(), notifier.clone()));
+        Ok(PgBackend {
+            connections,
             clock,
             notifier,
             published,
-            retention: options.retention.clone(),
             stall: options.stall,
         })
     }
+}
 
-    fn reads(&self) -> PgRead<'_> {
-        PgRead::new(&self.db)
-    }
+impl Backend for PgBackend {
+    type Tx<'t> = PgTx;
+    type Read<'r> = PgRead<'r>;
 
-    /// Run `op` in its own task, as one fast-path statement or in one
-    /// transaction, begun on its first primitive: it commits (when its
-    /// outcome is kept) or rolls back whatever happens to the caller. After
-    /// a commit, this process's held reads wake and the other replicas are
-    /// told (NOTIFY, batched by one task: it takes a database-wide lock at
-    /// commit, so it stays out of the append transactions; a notification
-    /// lost to a crash is covered by the sweep).
+    /// In its own task, as one fast-path statement or in one transaction,
+    /// begun on its first primitive: it commits (when its outcome is kept)
+    /// or rolls back whatever happens to the caller. After a commit, this
+    /// process's held reads wake and the other replicas are told (NOTIFY,
+    /// batched by one task: it takes a database-wide lock at commit, so it
+    /// stays out of the append transactions; a notification lost to a crash
+    /// is covered by the sweep).
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: for<'a> FnOnce(&'a mut PgTx) -> OpFuture<'a, T> + Send + 'static,
+        F: for<'a, 't> FnOnce(&'a mut Self::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static,
     {
-        let db = self.db.clone();
+        let db = self.connections.clone();
         let clock = self.clock.clone();
         let notifier = self.notifier.clone();
         let published = self.published.clone();
@@ -150,7 +147,31 @@ impl PgStore {
         })
         .await
         .map_err(|err| StoreError::Corrupt(format!("store task failed: {err}")))?;
-        self.db.settle(outcome)
+        self.connections.record_outcome(outcome)
+    }
+
+    /// In the caller's task, on one pooled connection.
+    async fn read<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a, 'r> FnOnce(&'a mut Self::Read<'r>) -> OpFuture<'a, T> + Send + 'static,
+    {
+        let mut read = PgRead::new(&self.connections);
+        let outcome = op(&mut read).await;
+        self.connections.record_outcome(outcome)
+    }
+
+    async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
+        stream::read(self.connections.clone(), listing, self.stall).await
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        let pool = self.connections.pool();
+        PoolStats {
+            size: pool.size(),
+            idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+            max: pool.options().get_max_connections(),
+        }
     }
 }
 
@@ -166,11 +187,7 @@ async fn publish_batches(pool: PgPool, mut pending: tokio::sync::mpsc::Unbounded
         }
         batch.sort_unstable();
         batch.dedup();
-        if let Err(err) = crate::store::counted::<sqlx::Postgres>(PUBLISH)
-            .bind(&batch)
-            .execute(&pool)
-            .await
-        {
+        if let Err(err) = counted(PUBLISH).bind(&batch).execute(&pool).await {
             tracing::warn!(error = %err, count = batch.len(), "NOTIFY failed; the sweep will wake those readers");
         }
     }
@@ -183,7 +200,7 @@ async fn publish_batches(pool: PgPool, mut pending: tokio::sync::mpsc::Unbounded
 /// connect tells the database it is down, so requests stop waiting out the
 /// long acquire bound at once. Notifications sent while it is down are
 /// lost, which the once-a-second sweep covers.
-async fn listen(connect: PgConnectOptions, db: Arc<Database>, notifier: Arc<Notifier>) {
+async fn listen(connect: PgConnectOptions, db: Arc<Connections>, notifier: Arc<Notifier>) {
     let mut backoff = LISTEN_BACKOFF.0;
     // Logged once per loss, not once per attempt.
     let mut quiet = false;
@@ -215,7 +232,7 @@ async fn listen(connect: PgConnectOptions, db: Arc<Database>, notifier: Arc<Noti
             }
             Err(err) => {
                 metrics::gauge!("abstore_listen_connected").set(0.0);
-                if database::is_outage(&err) {
+                if connections::is_outage(&err) {
                     db.mark_down(&err);
                 }
                 if !quiet {
@@ -249,189 +266,4 @@ async fn listener(connect: &PgConnectOptions) -> Result<sqlx::postgres::PgListen
     listener.eager_reconnect(false);
     listener.listen(CHANNEL).await?;
     Ok(listener)
-}
-
-#[async_trait]
-impl Store for PgStore {
-    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
-        let slug = slug.to_owned();
-        self.write(move |tx| Box::pin(async move { ops::create_build(tx, &slug, attrs).await }))
-            .await
-    }
-
-    async fn read(&self, listing: Listing) -> StoreResult<Rows> {
-        stream::read(self.db.clone(), listing, self.stall).await
-    }
-
-    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
-        let r = ResourceRef::new(ResourceKind::Repo, repo);
-        if let Some(record) = self.get_record(&r).await? {
-            return Ok(record);
-        }
-        self.write(move |tx| Box::pin(async move { ops::ensure_repo(tx, &r.id).await }))
-            .await
-    }
-
-    async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
-        self.db.settle(ops::get_record(&mut self.reads(), r).await)
-    }
-
-    async fn append(
-        &self,
-        r: &ResourceRef,
-        event: NewEvent,
-        expected_seq: Option<i64>,
-    ) -> StoreResult<Option<String>> {
-        let r = r.clone();
-        self.write(move |tx| {
-            Box::pin(async move { ops::append(tx, &r, &event, expected_seq).await })
-        })
-        .await
-    }
-
-    async fn events_page(
-        &self,
-        r: &ResourceRef,
-        since: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
-        self.db
-            .settle(ops::events_page(&mut self.reads(), r, since, limit).await)
-    }
-
-    async fn put_artifact(
-        &self,
-        r: &ResourceRef,
-        artifact: NewArtifact,
-    ) -> StoreResult<ArtifactMeta> {
-        let (r, retention) = (r.clone(), self.retention.clone());
-        self.write(move |tx| {
-            Box::pin(async move { ops::put_artifact(tx, &r, artifact, &retention).await })
-        })
-        .await
-    }
-
-    async fn deposit(
-        &self,
-        r: &ResourceRef,
-        artifacts: Vec<NewArtifact>,
-        make_event: MakeEvent,
-    ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
-        let (r, retention) = (r.clone(), self.retention.clone());
-        self.write(move |tx| {
-            Box::pin(async move { ops::deposit(tx, &r, artifacts, &make_event, &retention).await })
-        })
-        .await
-    }
-
-    async fn get_artifact(
-        &self,
-        r: &ResourceRef,
-        kind: &str,
-        rev: Option<i64>,
-    ) -> StoreResult<Option<ArtifactMeta>> {
-        self.db
-            .settle(ops::get_artifact(&mut self.reads(), r, kind, rev).await)
-    }
-
-    async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.write(move |tx| {
-            Box::pin(async move { ops::claim_lease(tx, &r, &holder, ttl_ms).await })
-        })
-        .await
-    }
-
-    async fn heartbeat(&self, r: &ResourceRef, holder: &str) -> StoreResult<bool> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.write(move |tx| Box::pin(async move { ops::heartbeat(tx, &r, &holder).await }))
-            .await
-    }
-
-    async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.write(move |tx| Box::pin(async move { ops::release_lease(tx, &r, &holder).await }))
-            .await
-    }
-
-    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        self.db
-            .settle(ops::tails(&mut self.reads(), resources).await)
-    }
-
-    async fn create_session(
-        &self,
-        repo: &str,
-        id: &str,
-        attrs: Map<String, Value>,
-        make_event: MakeFirstEvent,
-    ) -> StoreResult<Record> {
-        let (repo, id) = (repo.to_owned(), id.to_owned());
-        self.write(move |tx| {
-            Box::pin(async move { ops::create_session(tx, &repo, &id, attrs, &make_event).await })
-        })
-        .await
-    }
-
-    async fn create_stream(
-        &self,
-        scope: &ResourceRef,
-        id: &str,
-        label: &str,
-    ) -> StoreResult<StreamRecord> {
-        let (scope, id, label) = (scope.clone(), id.to_owned(), label.to_owned());
-        self.write(move |tx| {
-            Box::pin(async move { ops::create_stream(tx, &scope, &id, &label).await })
-        })
-        .await
-    }
-
-    async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        self.db
-            .settle(ops::Reads::stream(&mut self.reads(), id).await)
-    }
-
-    async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
-        let (id, parts_json) = (id.to_owned(), parts_json.to_owned());
-        self.write(move |tx| Box::pin(async move { ops::append_chunk(tx, &id, &parts_json).await }))
-            .await
-    }
-
-    async fn chunks_page(
-        &self,
-        id: &str,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<(StreamRecord, Vec<String>)> {
-        self.db
-            .settle(ops::chunks_page(&mut self.reads(), id, since, limit).await)
-    }
-
-    async fn close_stream(
-        &self,
-        id: &str,
-        outcome: &str,
-        expected_last_seq: i64,
-        artifact: NewArtifact,
-    ) -> StoreResult<CloseOutcome> {
-        let (id, outcome) = (id.to_owned(), outcome.to_owned());
-        self.write(move |tx| {
-            Box::pin(async move {
-                ops::close_stream(tx, &id, &outcome, expected_last_seq, artifact).await
-            })
-        })
-        .await
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        self.db.settle(ops::Reads::ping(&mut self.reads()).await)
-    }
-
-    fn pool_stats(&self) -> PoolStats {
-        PoolStats {
-            size: self.db.pool().size(),
-            idle: u32::try_from(self.db.pool().num_idle()).unwrap_or(u32::MAX),
-            max: self.db.pool().options().get_max_connections(),
-        }
-    }
 }

@@ -8,34 +8,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use futures_util::TryStreamExt as _;
-use sqlx::Postgres;
-use sqlx::Row as _;
-use sqlx::postgres::PgRow;
 
-use super::database::Database;
-use super::prims::{
-    LIST_ARTIFACTS, LIST_ARTIFACTS_OF_KIND, LIST_RESOURCES, LIST_SESSIONS, LIST_STREAMS, PgRead,
-    SELECT_CHUNKS_SINCE, SELECT_EVENTS_SINCE, artifact_row, resource_row, stream_row,
-};
-use crate::protocol::ResourceKind;
+use super::connections::Connections;
+use super::counted;
+use super::primitives::PgRead;
 use crate::store::ops::Reads as _;
-use crate::store::rows::{RowSink, write_json};
-use crate::store::{Listing, Rows, StoreError, StoreResult, counted};
+use crate::store::rows::RowSink;
+use crate::store::sql::{self, Arg};
+use crate::store::{Listing, Rows, StoreError, StoreResult};
 
 /// Start `listing` in its own task; the answer begins with its first piece.
 pub(super) async fn read(
-    db: Arc<Database>,
+    connections: Arc<Connections>,
     listing: Listing,
     stall: Duration,
 ) -> StoreResult<Rows> {
     let (mut sink, pending) = RowSink::new(stall);
     tokio::spawn(async move {
-        let mut read = PgRead::new(&db);
+        let mut read = PgRead::new(&connections);
         let outcome = produce(&mut read, &listing, &mut sink).await;
         drop(read);
-        sink.finish(db.settle(outcome)).await;
+        sink.finish(connections.record_outcome(outcome)).await;
     });
     pending.start().await
 }
@@ -45,38 +39,19 @@ async fn produce(
     listing: &Listing,
     sink: &mut RowSink<()>,
 ) -> StoreResult<()> {
-    let query = match listing {
-        Listing::Events { resource, since } => counted::<Postgres>(SELECT_EVENTS_SINCE)
-            .bind(resource.kind.tag())
-            .bind(&resource.id)
-            .bind(*since),
-        Listing::Chunks { id, since } => counted::<Postgres>(SELECT_CHUNKS_SINCE)
-            .bind(id)
-            .bind(*since),
-        Listing::Builds => counted::<Postgres>(LIST_RESOURCES).bind(ResourceKind::Build.tag()),
-        Listing::Sessions { repo } => counted::<Postgres>(LIST_SESSIONS).bind(repo),
-        Listing::Artifacts {
-            resource,
-            kind: Some(kind),
-        } => counted::<Postgres>(LIST_ARTIFACTS_OF_KIND)
-            .bind(resource.kind.tag())
-            .bind(&resource.id)
-            .bind(kind),
-        Listing::Artifacts {
-            resource,
-            kind: None,
-        } => counted::<Postgres>(LIST_ARTIFACTS)
-            .bind(resource.kind.tag())
-            .bind(&resource.id),
-        Listing::Streams { scope } => counted::<Postgres>(LIST_STREAMS)
-            .bind(scope.kind.tag())
-            .bind(&scope.id),
-    };
+    let (text, args) = sql::listing(listing);
+    let mut query = counted(text);
+    for arg in args {
+        query = match arg {
+            Arg::Text(text) => query.bind(text),
+            Arg::Int(int) => query.bind(int),
+        };
+    }
     let mut gone = false;
     {
         let mut rows = query.fetch(read.conn().await?);
         while let Some(row) = rows.try_next().await? {
-            render(listing, &row, sink.row())?;
+            sql::render(listing, &row, sink.row())?;
             if sink.is_full() && sink.send_piece().await.is_err() {
                 gone = true;
                 break;
@@ -94,26 +69,4 @@ async fn produce(
         return Err(StoreError::NotFound(owner));
     }
     Ok(())
-}
-
-/// One row's wire JSON.
-fn render(listing: &Listing, row: &PgRow, piece: &mut BytesMut) -> StoreResult<()> {
-    match listing {
-        Listing::Events { .. } | Listing::Chunks { .. } => {
-            piece.extend_from_slice(row.try_get::<&str, _>(0)?.as_bytes());
-            Ok(())
-        }
-        Listing::Builds => write_json(
-            piece,
-            &resource_row(ResourceKind::Build, row)?.record.to_json(),
-        ),
-        Listing::Sessions { .. } => write_json(
-            piece,
-            &resource_row(ResourceKind::Session, row)?.record.to_json(),
-        ),
-        Listing::Artifacts { resource, .. } => {
-            write_json(piece, &artifact_row(resource, row)?.to_json())
-        }
-        Listing::Streams { .. } => write_json(piece, &stream_row(row)?.to_json()),
-    }
 }

@@ -11,8 +11,8 @@
 //!   long as the store.
 //! - A lock file beside the database admits one process per file.
 
-mod conn;
 mod migrate;
+mod primitives;
 mod readers;
 mod stream;
 mod writer;
@@ -23,22 +23,18 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use async_trait::async_trait;
 use rusqlite::Connection;
-use serde_json::{Map, Value};
 
-use self::conn::Conn;
+use self::primitives::Conn;
 use self::readers::Readers;
 use self::writer::{Done, Failure, Job};
 use crate::clock::Clock;
 use crate::held::Notifier;
-use crate::protocol::{ResourceKind, ResourceRef};
-use crate::store::ops::{self, Written, drive};
-use crate::store::retention::Retention;
+use crate::store::engine::{Backend, OpFuture};
+use crate::store::ops::{Written, run_synchronously};
 use crate::store::url::SqliteLocation as Location;
 use crate::store::{
-    ArtifactMeta, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent,
-    PoolStats, Record, Rows, Store, StoreError, StoreOptions, StoreResult, StreamRecord,
+    DatabaseFailure, Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult,
 };
 
 /// How long a statement waits for another connection's lock before failing.
@@ -85,20 +81,19 @@ fn lock_database(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
-pub struct SqliteStore {
+pub struct SqliteBackend {
     jobs: Sender<Job>,
     /// `None` in memory: reads go to the writer.
     readers: Option<Arc<Readers>>,
     pool_size: u32,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
-    retention: Retention,
     /// How long a streamed read waits for its client to take a piece.
     stall: Duration,
     _lock: Option<std::fs::File>,
 }
 
-impl SqliteStore {
+impl SqliteBackend {
     pub async fn connect(
         location: &Location,
         options: &StoreOptions,
@@ -129,13 +124,12 @@ impl SqliteStore {
         std::thread::Builder::new()
             .name("abstore-sqlite-writer".into())
             .spawn(move || writer::run(conn, queue))?;
-        Ok(SqliteStore {
+        Ok(SqliteBackend {
             jobs,
             readers,
             pool_size: options.pool_size.max(1),
             clock,
             notifier,
-            retention: options.retention.clone(),
             stall: options.stall,
             _lock: lock,
         })
@@ -143,14 +137,14 @@ impl SqliteStore {
 
     /// Queue `op` on the writer thread and await its answer, given after the
     /// batch commits (when its held readers are also woken).
-    async fn write<T: Send + 'static>(
+    async fn run_on_writer<T: Send + 'static>(
         &self,
         op: impl FnOnce(&mut Conn<'_>) -> StoreResult<Written<T>> + Send + 'static,
     ) -> StoreResult<T> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let clock = self.clock.clone();
         let notifier = self.notifier.clone();
-        let job: Job = Box::new(move |conn: Option<&Connection>| {
+        let job: Job = Box::new(move |conn: Option<&mut Connection>| {
             let Some(conn) = conn else {
                 // Refused unrun: `finish` is told why.
                 return Done {
@@ -201,52 +195,56 @@ impl SqliteStore {
             .await
             .map_err(|_| StoreError::Commit("the SQLite writer refused the write".into()))?
     }
-
-    /// Run a read on a pooled read-only connection (or, in memory, on the
-    /// writer's connection, where it commits nothing).
-    async fn read_with<T: Send + 'static>(
-        &self,
-        op: impl FnOnce(&mut Conn<'_>) -> StoreResult<T> + Send + 'static,
-    ) -> StoreResult<T> {
-        match &self.readers {
-            Some(readers) => {
-                let clock = self.clock.clone();
-                readers
-                    .run(move |conn| op(&mut Conn::new(conn, &*clock)))
-                    .await
-            }
-            None => {
-                self.write(move |conn| Ok(Written::unchanged(op(conn)?)))
-                    .await
-            }
-        }
-    }
 }
 
-/// A job's error as the store answers it: a SQLite error that means the
-/// disk is full becomes [`StoreError::Full`]. Called on the writer thread
-/// right after the job failed, so the thread's `errno` is still the failed
-/// call's (`storage_full::sqlite`).
+/// A job's error as the store answers it: a database error that means the
+/// disk is full ([`primitives`] classified it on the writer thread right
+/// after the failing call, while the thread's `errno` was still the
+/// call's) becomes [`StoreError::Full`].
 fn classify(err: StoreError) -> StoreError {
     match err {
-        StoreError::Sqlite(sqlite)
-            if crate::storage_full::sqlite(&sqlite, &std::io::Error::last_os_error()) =>
-        {
-            StoreError::Full(sqlite.to_string())
+        StoreError::Database(err) if err.failure() == DatabaseFailure::StorageFull => {
+            StoreError::Full(err.to_string())
         }
         other => other,
     }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
-    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
-        let slug = slug.to_owned();
-        self.write(move |c| drive(ops::create_build(c, &slug, attrs)))
+impl Backend for SqliteBackend {
+    type Tx<'t> = Conn<'t>;
+    type Read<'r> = Conn<'r>;
+
+    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a, 't> FnOnce(&'a mut Self::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static,
+    {
+        self.run_on_writer(move |conn| run_synchronously(op(conn)))
             .await
     }
 
-    async fn read(&self, listing: Listing) -> StoreResult<Rows> {
+    /// On a pooled read-only connection (or, in memory, on the writer's
+    /// connection, where it commits nothing).
+    async fn read<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a, 'r> FnOnce(&'a mut Self::Read<'r>) -> OpFuture<'a, T> + Send + 'static,
+    {
+        match &self.readers {
+            Some(readers) => {
+                let clock = self.clock.clone();
+                readers
+                    .run(move |conn| run_synchronously(op(&mut Conn::new(conn, &*clock))))
+                    .await
+            }
+            None => {
+                self.run_on_writer(move |conn| Ok(Written::unchanged(run_synchronously(op(conn))?)))
+                    .await
+            }
+        }
+    }
+
+    async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
         match &self.readers {
             Some(readers) => {
                 let clock = self.clock.clone();
@@ -257,7 +255,7 @@ impl Store for SqliteStore {
                     .await
             }
             None => {
-                self.write(move |c| {
+                self.run_on_writer(move |c| {
                     let mut out = stream::Out::gathering();
                     c.stream(&listing, &mut out)?;
                     Ok(Written::unchanged(out.into_rows()))
@@ -265,169 +263,6 @@ impl Store for SqliteStore {
                 .await
             }
         }
-    }
-
-    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
-        let r = ResourceRef::new(ResourceKind::Repo, repo);
-        if let Some(record) = self.get_record(&r).await? {
-            return Ok(record);
-        }
-        self.write(move |c| drive(ops::ensure_repo(c, &r.id))).await
-    }
-
-    async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
-        let r = r.clone();
-        self.read_with(move |c| drive(ops::get_record(c, &r))).await
-    }
-
-    async fn append(
-        &self,
-        r: &ResourceRef,
-        event: NewEvent,
-        expected_seq: Option<i64>,
-    ) -> StoreResult<Option<String>> {
-        let r = r.clone();
-        self.write(move |c| drive(ops::append(c, &r, &event, expected_seq)))
-            .await
-    }
-
-    async fn events_page(
-        &self,
-        r: &ResourceRef,
-        since: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
-        let r = r.clone();
-        self.read_with(move |c| drive(ops::events_page(c, &r, since, limit)))
-            .await
-    }
-
-    async fn put_artifact(
-        &self,
-        r: &ResourceRef,
-        artifact: NewArtifact,
-    ) -> StoreResult<ArtifactMeta> {
-        let r = r.clone();
-        let retention = self.retention.clone();
-        self.write(move |c| drive(ops::put_artifact(c, &r, artifact, &retention)))
-            .await
-    }
-
-    async fn deposit(
-        &self,
-        r: &ResourceRef,
-        artifacts: Vec<NewArtifact>,
-        make_event: MakeEvent,
-    ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
-        let r = r.clone();
-        let retention = self.retention.clone();
-        self.write(move |c| drive(ops::deposit(c, &r, artifacts, &make_event, &retention)))
-            .await
-    }
-
-    async fn get_artifact(
-        &self,
-        r: &ResourceRef,
-        kind: &str,
-        rev: Option<i64>,
-    ) -> StoreResult<Option<ArtifactMeta>> {
-        let (r, kind) = (r.clone(), kind.to_owned());
-        self.read_with(move |c| drive(ops::get_artifact(c, &r, &kind, rev)))
-            .await
-    }
-
-    async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.write(move |c| drive(ops::claim_lease(c, &r, &holder, ttl_ms)))
-            .await
-    }
-
-    async fn heartbeat(&self, r: &ResourceRef, holder: &str) -> StoreResult<bool> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.write(move |c| drive(ops::heartbeat(c, &r, &holder)))
-            .await
-    }
-
-    async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.write(move |c| drive(ops::release_lease(c, &r, &holder)))
-            .await
-    }
-
-    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        let resources = resources.to_vec();
-        self.read_with(move |c| drive(ops::tails(c, &resources)))
-            .await
-    }
-
-    async fn create_session(
-        &self,
-        repo: &str,
-        id: &str,
-        attrs: Map<String, Value>,
-        make_event: MakeFirstEvent,
-    ) -> StoreResult<Record> {
-        let (repo, id) = (repo.to_owned(), id.to_owned());
-        self.write(move |c| drive(ops::create_session(c, &repo, &id, attrs, &make_event)))
-            .await
-    }
-
-    async fn create_stream(
-        &self,
-        scope: &ResourceRef,
-        id: &str,
-        label: &str,
-    ) -> StoreResult<StreamRecord> {
-        let (scope, id, label) = (scope.clone(), id.to_owned(), label.to_owned());
-        self.write(move |c| drive(ops::create_stream(c, &scope, &id, &label)))
-            .await
-    }
-
-    async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        let id = id.to_owned();
-        self.read_with(move |c| drive(ops::Reads::stream(c, &id)))
-            .await
-    }
-
-    async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
-        let (id, parts_json) = (id.to_owned(), parts_json.to_owned());
-        self.write(move |c| drive(ops::append_chunk(c, &id, &parts_json)))
-            .await
-    }
-
-    async fn chunks_page(
-        &self,
-        id: &str,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<(StreamRecord, Vec<String>)> {
-        let id = id.to_owned();
-        self.read_with(move |c| drive(ops::chunks_page(c, &id, since, limit)))
-            .await
-    }
-
-    async fn close_stream(
-        &self,
-        id: &str,
-        outcome: &str,
-        expected_last_seq: i64,
-        artifact: NewArtifact,
-    ) -> StoreResult<CloseOutcome> {
-        let (id, outcome) = (id.to_owned(), outcome.to_owned());
-        self.write(move |c| {
-            drive(ops::close_stream(
-                c,
-                &id,
-                &outcome,
-                expected_last_seq,
-                artifact,
-            ))
-        })
-        .await
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        self.read_with(|c| drive(ops::Reads::ping(c))).await
     }
 
     fn pool_stats(&self) -> PoolStats {
@@ -450,10 +285,12 @@ mod tests {
     use serde_json::Map;
 
     use super::writer::{Done, Failure, Job};
-    use super::{Location, SqliteStore};
+    use super::{Location, SqliteBackend};
     use crate::clock::TestClock;
     use crate::held::Notifier;
     use crate::protocol::{ResourceKind, ResourceRef};
+    use crate::store::engine::Engine;
+    use crate::store::retention::Retention;
     use crate::store::{NewEvent, Store, StoreError, StoreOptions};
 
     /// A job running `f` on the writer's connection inside a batch; the
@@ -462,7 +299,7 @@ mod tests {
         f: impl FnOnce(&Connection) + Send + 'static,
     ) -> (Job, tokio::sync::oneshot::Receiver<Result<(), Failure>>) {
         let (answer, answered) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move |conn: Option<&Connection>| {
+        let job: Job = Box::new(move |conn: Option<&mut Connection>| {
             if let Some(conn) = conn {
                 f(conn);
             }
@@ -480,7 +317,7 @@ mod tests {
     /// Set the writer connection's `max_page_count` to its page count plus
     /// `room` (SQLite fails a write that needs more with `SQLITE_FULL`,
     /// exactly as on a full disk).
-    async fn limit_growth(store: &SqliteStore, room: i64) {
+    async fn limit_growth(store: &SqliteBackend, room: i64) {
         let (job, answered) = job_running(move |conn| {
             let pages: i64 = conn
                 .pragma_query_value(None, "page_count", |row| row.get(0))
@@ -511,20 +348,23 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_full_database_fails_the_whole_batch_and_the_writer_goes_on() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::connect(
-            &Location::File(dir.path().join("full.db")),
-            &StoreOptions::default(),
-            Arc::new(TestClock::new(1_784_116_800_000)),
-            Arc::new(Notifier::new()),
-        )
-        .await
-        .unwrap();
+        let store = Engine::new(
+            SqliteBackend::connect(
+                &Location::File(dir.path().join("full.db")),
+                &StoreOptions::default(),
+                Arc::new(TestClock::new(1_784_116_800_000)),
+                Arc::new(Notifier::new()),
+            )
+            .await
+            .unwrap(),
+            Retention::default(),
+        );
         let build = ResourceRef::new(ResourceKind::Build, "b");
         let mut attrs = Map::new();
         attrs.insert("repo".into(), "acme/widgets".into());
         store.create_build("b", attrs).await.unwrap();
         store.append(&build, event(0), None).await.unwrap();
-        limit_growth(&store, 4).await;
+        limit_growth(&store.backend, 4).await;
 
         // Hold the writer in a job of its own until every append is
         // queued, so that they are drained into one batch.
@@ -532,7 +372,7 @@ mod tests {
         let (hold, held) = job_running(move |_| {
             let _ = released.recv();
         });
-        store.jobs.send(hold).unwrap();
+        store.backend.jobs.send(hold).unwrap();
         let mut appends: Vec<_> = (1..=40)
             .map(|n| store.append(&build, event(n), None))
             .collect();
@@ -550,7 +390,7 @@ mod tests {
         }
         assert_eq!(store.events_page(&build, 0, 1000).await.unwrap().len(), 1);
 
-        limit_growth(&store, 1_000_000).await;
+        limit_growth(&store.backend, 1_000_000).await;
         for n in 1..=40 {
             store.append(&build, event(n), None).await.unwrap();
         }

@@ -74,14 +74,14 @@ impl Readers {
 
     pub(super) async fn run<T: Send + 'static>(
         self: &Arc<Self>,
-        op: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+        op: impl FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         let permit = self.permit().await?;
         let readers = self.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let conn = readers.take()?;
-            let out = op(&conn);
+            let mut conn = readers.take()?;
+            let out = op(&mut conn);
             readers.give_back(conn);
             out
         })
@@ -97,7 +97,7 @@ impl Readers {
     pub(super) async fn stream(
         self: &Arc<Self>,
         stall: std::time::Duration,
-        op: impl FnOnce(&Connection, &mut Out) -> StoreResult<()> + Send + 'static,
+        op: impl FnOnce(&mut Connection, &mut Out) -> StoreResult<()> + Send + 'static,
     ) -> StoreResult<Rows> {
         let permit = self.permit().await?;
         let (sink, pending) = RowSink::new(stall);
@@ -107,8 +107,8 @@ impl Readers {
             let _permit = permit;
             let mut out = Out::streaming(sink, handle);
             let outcome = match readers.take() {
-                Ok(conn) => {
-                    let outcome = op(&conn, &mut out);
+                Ok(mut conn) => {
+                    let outcome = op(&mut conn, &mut out);
                     readers.give_back(conn);
                     outcome
                 }

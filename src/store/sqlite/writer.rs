@@ -28,7 +28,7 @@ const MAX_BATCH: usize = 256;
 /// savepoint and says whether to keep its changes; `finish` is called with
 /// the batch's commit result. Given no connection, the job is refused
 /// unrun: it does nothing, and `finish` is called with why.
-pub(super) type Job = Box<dyn FnOnce(Option<&Connection>) -> Done + Send>;
+pub(super) type Job = Box<dyn FnOnce(Option<&mut Connection>) -> Done + Send>;
 
 pub(super) struct Done {
     pub keep: bool,
@@ -102,7 +102,7 @@ impl From<Failure> for StoreError {
 }
 
 /// Run batches until every sender is gone (the store was dropped).
-pub(super) fn run(conn: Connection, jobs: Receiver<Job>) {
+pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -111,7 +111,7 @@ pub(super) fn run(conn: Connection, jobs: Receiver<Job>) {
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
-        run_batch(&conn, batch);
+        run_batch(&mut conn, batch);
     }
 }
 
@@ -122,7 +122,7 @@ fn refuse(jobs: impl IntoIterator<Item = Job>, failure: &Failure) {
     }
 }
 
-fn run_batch(conn: &Connection, batch: Vec<Job>) {
+fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
     if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
         let failure = Failure::of(&err);
         failure.log("SQLite BEGIN failed");
@@ -165,7 +165,7 @@ fn run_batch(conn: &Connection, batch: Vec<Job>) {
 
 /// One job inside its savepoint; returns its `finish` and, when it failed,
 /// why. A savepoint that cannot be opened or closed fails the job alone.
-fn run_job(conn: &Connection, job: Job) -> (Finish, Option<Failure>) {
+fn run_job(conn: &mut Connection, job: Job) -> (Finish, Option<Failure>) {
     if let Err(err) = conn.execute_batch("SAVEPOINT job") {
         let failure = Failure::of(&err);
         failure.log("SQLite SAVEPOINT failed");
@@ -175,17 +175,18 @@ fn run_job(conn: &Connection, job: Job) -> (Finish, Option<Failure>) {
     }
     // A panicking job fails alone: its answer channel is dropped (the
     // caller sees an error) and its savepoint is rolled back.
-    let done = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(conn)))) {
-        Ok(done) => done,
-        Err(_) => {
-            tracing::error!("a SQLite write job panicked; rolled back");
-            Done {
-                keep: false,
-                failed: None,
-                finish: Box::new(|_| ()),
+    let done =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(&mut *conn)))) {
+            Ok(done) => done,
+            Err(_) => {
+                tracing::error!("a SQLite write job panicked; rolled back");
+                Done {
+                    keep: false,
+                    failed: None,
+                    finish: Box::new(|_| ()),
+                }
             }
-        }
-    };
+        };
     let closed = if done.keep {
         conn.execute_batch("RELEASE job")
     } else {

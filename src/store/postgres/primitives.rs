@@ -1,5 +1,7 @@
 //! The PostgreSQL primitives of [`Reads`] (over the pool) and [`Writes`]
-//! (over one transaction). Writers to one resource serialise on its row
+//! (over one transaction), running the shared statements ([`sql`]) and
+//! what only PostgreSQL has: row locks, statements fused with
+//! `WITH … AS (UPDATE …)`, and the fast paths. Writers to one resource serialise on its row
 //! (`SELECT … FOR UPDATE`, or the counter `UPDATE` of a fast path);
 //! different resources proceed in parallel.
 //!
@@ -10,57 +12,27 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row as _, Transaction};
 
-use super::database::Database;
+use super::connections::Connections;
+use super::counted;
 use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
+use crate::store::sql::{self, Columns};
 use crate::store::{
-    ArtifactMeta, Lease, MakeEvent, NewArtifact, NewEvent, Record, StoreError, StoreResult,
-    StreamArtifact, StreamRecord, TS_MEMBER, chunk_parts, counted, envelope_after_ts,
-    envelope_head, envelope_json,
+    ArtifactMeta, MakeEvent, NewArtifact, NewEvent, StoreError, StoreResult, StreamArtifact,
+    StreamRecord, TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
 };
 
-const SELECT_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
-     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2";
-const LOCK_RESOURCE: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
-     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 AND id = $2 FOR UPDATE";
-pub(super) const LIST_RESOURCES: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
-     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = $1 ORDER BY created_at, id";
-pub(super) const LIST_SESSIONS: &str = "SELECT id, attrs, created_at, updated_at, last_seq, lease_holder, \
-     lease_expires_at, lease_ttl_ms, heartbeat_at FROM resources WHERE kind = 'session' AND parent = $1 \
-     ORDER BY created_at, created_order";
-const EXISTS_RESOURCE: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
-pub(super) const SELECT_EVENTS_SINCE: &str =
-    "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
-/// The same, at most `$4` rows (a held read's probe).
-const SELECT_EVENTS_PAGE: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 \
-     AND seq > $3 ORDER BY seq LIMIT $4";
-const SELECT_ARTIFACT: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
-     FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 AND revision = $4";
-const SELECT_LATEST_ARTIFACT: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
-     FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision DESC LIMIT 1";
-pub(super) const LIST_ARTIFACTS: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
-     FROM artifacts WHERE kind = $1 AND resource_id = $2 ORDER BY artifact_kind, revision";
-pub(super) const LIST_ARTIFACTS_OF_KIND: &str = "SELECT artifact_kind, revision, blob_ref, size, metadata, created_at \
-     FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision";
-const SELECT_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
-     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1";
-const LOCK_STREAM: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
-     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams WHERE id = $1 FOR UPDATE";
-pub(super) const LIST_STREAMS: &str = "SELECT id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, \
-     outcome, artifact_kind, artifact_revision, artifact_blob_ref FROM streams \
-     WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order";
-pub(super) const SELECT_CHUNKS_SINCE: &str =
-    "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
-/// The same, at most `$3` rows (`NULL`: all).
-const SELECT_CHUNKS_PAGE: &str =
-    "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+/// The resource row, held until the transaction ends.
+const LOCK_RESOURCE: &str = concat!(sql::select_resource!(), " FOR UPDATE");
+/// The stream row, held until the transaction ends.
+const LOCK_STREAM: &str = concat!(sql::select_stream!(), " FOR UPDATE");
 /// Resource and stream tails of a JSON array of `{kind, id}` in one
 /// statement; a closed stream reports the largest tail so its readers wake.
 const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
@@ -70,52 +42,30 @@ const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
      SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
      FROM streams s JOIN json_to_recordset($1::json) AS a(kind text, id text) \
      ON a.kind = 'stream' AND s.id = a.id COLLATE \"C\"";
-const PING: &str = "SELECT 1 AS one";
 
-const INSERT_RESOURCE: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
-     VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT (kind, id) DO NOTHING";
-/// The event and the counter in one statement (one round trip, not two).
-const APPEND_EVENT: &str = "WITH bumped AS (\
-     UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2) \
-     INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $5)";
-const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
-/// Assign the next revision and insert the metadata in one statement.
-const INSERT_ARTIFACT: &str = "WITH head AS (\
-     INSERT INTO artifact_heads (kind, resource_id, artifact_kind, next_revision) \
-     VALUES ($1, $2, $3, 1) ON CONFLICT (kind, resource_id, artifact_kind) \
-     DO UPDATE SET next_revision = artifact_heads.next_revision + 1 RETURNING next_revision - 1 AS revision) \
-     INSERT INTO artifacts (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
-     SELECT $1, $2, $3, head.revision, $4, $5, $6, $7 FROM head RETURNING revision";
-const SET_LEASE: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, lease_ttl_ms = $5, \
-     updated_at = $6 WHERE kind = $1 AND id = $2";
-const EXTEND_LEASE: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, updated_at = $5 \
-     WHERE kind = $1 AND id = $2";
-const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, \
-     lease_ttl_ms = NULL, updated_at = $3 WHERE kind = $1 AND id = $2";
-const NEXT_CHILD_ORDER: &str = "UPDATE resources SET stream_counter = stream_counter + 1 \
-     WHERE kind = $1 AND id = $2 RETURNING stream_counter";
-const INSERT_SESSION: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq, parent, created_order) \
-     VALUES ('session', $1, $2, $3, $3, 0, $4, $5)";
-const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN (\
-     SELECT id FROM streams WHERE scope_kind = $1 AND scope_id = $2 AND status = 'closed' AND id <> COALESCE((\
-     SELECT latest.id FROM streams latest WHERE latest.scope_kind = $1 AND latest.scope_id = $2 \
-     AND latest.status = 'closed' ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
-/// Retention: the oldest revisions of one kind below its `keep`-th newest
-/// ($4 = keep - 1 rows skipped from the newest), at most $5, oldest first.
-/// Fewer than `keep` revisions make the bound NULL, deleting nothing. Both
-/// subqueries walk the primary key.
-const PRUNE_REVISIONS: &str = "DELETE FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
-     AND revision IN (SELECT candidate.revision FROM artifacts candidate \
-     WHERE candidate.kind = $1 AND candidate.resource_id = $2 AND candidate.artifact_kind = $3 AND candidate.revision < (\
-     SELECT bound.revision FROM artifacts bound \
-     WHERE bound.kind = $1 AND bound.resource_id = $2 AND bound.artifact_kind = $3 \
-     ORDER BY bound.revision DESC OFFSET $4 LIMIT 1) \
-     ORDER BY candidate.revision LIMIT $5)";
-const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
-     VALUES ($1, $2, $3, $4, 'open', $5, $6)";
-/// The chunk and the stream's counter in one statement.
-const APPEND_CHUNK: &str = "WITH bumped AS (UPDATE streams SET last_seq = $2 WHERE id = $1) \
-     INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)";
+// Statements fused from the shared ones: one round trip, not two.
+
+/// The event and the counter ([`sql::APPEND_EVENT_TAIL`], [`sql::INSERT_EVENT`]).
+const APPEND_EVENT: &str = concat!(
+    "WITH bumped AS (",
+    sql::append_event_tail!(),
+    ") ",
+    sql::insert_event!()
+);
+/// Assign the next revision ([`sql::NEXT_REVISION`]) and insert the metadata.
+const INSERT_ARTIFACT: &str = concat!(
+    "WITH head AS (",
+    sql::next_revision!(),
+    ") INSERT INTO artifacts (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
+     SELECT $1, $2, $3, head.revision, $4, $5, $6, $7 FROM head RETURNING revision"
+);
+/// The chunk and the stream's counter ([`sql::APPEND_CHUNK_TAIL`], [`sql::INSERT_CHUNK`]).
+const APPEND_CHUNK: &str = concat!(
+    "WITH bumped AS (",
+    sql::append_chunk_tail!(),
+    ") ",
+    sql::insert_chunk!()
+);
 
 // The fast paths (one autocommit statement each). Each bumps the counter
 // row first, so writers of one resource still serialise on it, and writes
@@ -175,84 +125,27 @@ const FAST_APPEND_CHUNK: &str = "WITH bumped AS (\
      stored AS (INSERT INTO stream_chunks (stream_id, seq, chunk) \
      SELECT $1, last_seq, $3::text || last_seq::text || $4::text FROM bumped RETURNING seq) \
      SELECT (SELECT seq FROM stored) AS seq, (SELECT status FROM streams WHERE id = $1) AS status";
-const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
-     artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
 
-pub(super) fn resource_row(kind: ResourceKind, row: &PgRow) -> StoreResult<ResourceRow> {
-    let attrs: Option<String> = row.try_get("attrs")?;
-    let attrs = match attrs {
-        Some(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(map)) => map,
-            _ => {
-                return Err(StoreError::Corrupt(
-                    "resource attrs are not a JSON object".into(),
-                ));
-            }
-        },
-        None => Map::new(),
-    };
-    let holder: Option<String> = row.try_get("lease_holder")?;
-    let expires: Option<i64> = row.try_get("lease_expires_at")?;
-    Ok(ResourceRow {
-        record: Record {
-            resource: ResourceRef::new(kind, row.try_get::<String, _>("id")?),
-            attrs,
-            created_at: row.try_get("created_at")?,
-            updated_at: row.try_get("updated_at")?,
-            lease: holder
-                .zip(expires)
-                .map(|(holder, expires_at)| Lease { holder, expires_at }),
-            heartbeat_at: row.try_get("heartbeat_at")?,
-        },
-        last_seq: row.try_get("last_seq")?,
-        lease_ttl_ms: row.try_get("lease_ttl_ms")?,
-    })
-}
+impl Columns for PgRow {
+    fn text(&self, i: usize) -> StoreResult<String> {
+        Ok(self.try_get(i)?)
+    }
 
-pub(super) fn stream_row(row: &PgRow) -> StoreResult<StreamRecord> {
-    let tag: String = row.try_get("scope_kind")?;
-    let kind = ResourceKind::from_tag(&tag)
-        .ok_or_else(|| StoreError::Corrupt(format!("unknown stream scope {tag:?}")))?;
-    let artifact_kind: Option<String> = row.try_get("artifact_kind")?;
-    let artifact_revision: Option<i64> = row.try_get("artifact_revision")?;
-    let artifact_blob_ref: Option<String> = row.try_get("artifact_blob_ref")?;
-    let status: String = row.try_get("status")?;
-    Ok(StreamRecord {
-        id: row.try_get("id")?,
-        scope: ResourceRef::new(kind, row.try_get::<String, _>("scope_id")?),
-        label: row.try_get("label")?,
-        closed: status == "closed",
-        created_at: row.try_get("created_at")?,
-        closed_at: row.try_get("closed_at")?,
-        outcome: row.try_get("outcome")?,
-        artifact: match (artifact_kind, artifact_revision, artifact_blob_ref) {
-            (Some(kind), Some(revision), Some(blob_ref)) => Some(StreamArtifact {
-                kind,
-                revision,
-                blob_ref,
-            }),
-            _ => None,
-        },
-        last_seq: row.try_get("last_seq")?,
-    })
-}
+    fn optional_text(&self, i: usize) -> StoreResult<Option<String>> {
+        Ok(self.try_get(i)?)
+    }
 
-pub(super) fn artifact_row(resource: &ResourceRef, row: &PgRow) -> StoreResult<ArtifactMeta> {
-    let metadata: String = row.try_get("metadata")?;
-    let Ok(Value::Object(metadata)) = serde_json::from_str::<Value>(&metadata) else {
-        return Err(StoreError::Corrupt(
-            "artifact metadata is not a JSON object".into(),
-        ));
-    };
-    Ok(ArtifactMeta {
-        resource: resource.clone(),
-        kind: row.try_get("artifact_kind")?,
-        revision: row.try_get("revision")?,
-        blob_ref: row.try_get("blob_ref")?,
-        size: row.try_get("size")?,
-        metadata,
-        created_at: row.try_get("created_at")?,
-    })
+    fn str(&self, i: usize) -> StoreResult<&str> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn int(&self, i: usize) -> StoreResult<i64> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn optional_int(&self, i: usize) -> StoreResult<Option<i64>> {
+        Ok(self.try_get(i)?)
+    }
 }
 
 /// One read operation's connection, taken from the pool at its first
@@ -260,14 +153,17 @@ pub(super) fn artifact_row(resource: &ResourceRef, row: &PgRow) -> StoreResult<A
 /// then the existence check of an empty answer) never waits for the pool
 /// twice, and never makes it open a second connection while its first is
 /// still being returned (issue 21).
-pub(super) struct PgRead<'p> {
-    db: &'p Database,
+pub(crate) struct PgRead<'p> {
+    connections: &'p Connections,
     conn: Option<PoolConnection<Postgres>>,
 }
 
 impl<'p> PgRead<'p> {
-    pub fn new(db: &'p Database) -> Self {
-        PgRead { db, conn: None }
+    pub(super) fn new(connections: &'p Connections) -> Self {
+        PgRead {
+            connections,
+            conn: None,
+        }
     }
 
     /// Close the connection instead of returning it (a statement was left
@@ -280,7 +176,7 @@ impl<'p> PgRead<'p> {
 
     pub async fn conn(&mut self) -> StoreResult<&mut PgConnection> {
         if self.conn.is_none() {
-            self.conn = Some(self.db.acquire().await?);
+            self.conn = Some(self.connections.acquire().await?);
         }
         match self.conn.as_deref_mut() {
             Some(conn) => Ok(conn),
@@ -291,17 +187,17 @@ impl<'p> PgRead<'p> {
 
 impl Reads for PgRead<'_> {
     async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        counted::<Postgres>(SELECT_RESOURCE)
+        counted(sql::SELECT_RESOURCE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .fetch_optional(self.conn().await?)
             .await?
-            .map(|row| resource_row(r.kind, &row))
+            .map(|row| sql::resource_row(r.kind, &row))
             .transpose()
     }
 
     async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool> {
-        Ok(counted::<Postgres>(EXISTS_RESOURCE)
+        Ok(counted(sql::EXISTS_RESOURCE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .fetch_optional(self.conn().await?)
@@ -315,16 +211,14 @@ impl Reads for PgRead<'_> {
         since: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<String>> {
-        let rows = counted::<Postgres>(SELECT_EVENTS_PAGE)
+        let rows = counted(sql::EVENTS_PAGE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(since)
             .bind(limit)
             .fetch_all(self.conn().await?)
             .await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get::<String, _>("envelope")?))
-            .collect()
+        rows.iter().map(|row| row.text(0)).collect()
     }
 
     async fn artifact(
@@ -334,12 +228,12 @@ impl Reads for PgRead<'_> {
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>> {
         let query = match rev {
-            Some(rev) => counted::<Postgres>(SELECT_ARTIFACT)
+            Some(rev) => counted(sql::SELECT_ARTIFACT)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(kind)
                 .bind(rev),
-            None => counted::<Postgres>(SELECT_LATEST_ARTIFACT)
+            None => counted(sql::SELECT_LATEST_ARTIFACT)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(kind),
@@ -347,16 +241,16 @@ impl Reads for PgRead<'_> {
         query
             .fetch_optional(self.conn().await?)
             .await?
-            .map(|row| artifact_row(r, &row))
+            .map(|row| sql::artifact_row(r, &row))
             .transpose()
     }
 
     async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        counted::<Postgres>(SELECT_STREAM)
+        counted(sql::SELECT_STREAM)
             .bind(id)
             .fetch_optional(self.conn().await?)
             .await?
-            .map(|row| stream_row(&row))
+            .map(|row| sql::stream_row(&row))
             .transpose()
     }
 
@@ -366,46 +260,32 @@ impl Reads for PgRead<'_> {
         since: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<String>> {
-        let rows = counted::<Postgres>(SELECT_CHUNKS_PAGE)
+        let rows = counted(sql::CHUNKS_PAGE)
             .bind(id)
             .bind(since)
             .bind(limit)
             .fetch_all(self.conn().await?)
             .await?;
-        rows.iter()
-            .map(|row| Ok(row.try_get::<String, _>("chunk")?))
-            .collect()
+        rows.iter().map(|row| row.text(0)).collect()
     }
 
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        let rows = counted::<Postgres>(TAILS)
+        let rows = counted(TAILS)
             .bind(crate::store::tails_param(resources))
             .fetch_all(self.conn().await?)
             .await?;
-        rows.iter()
-            .map(|row| {
-                let tag: String = row.try_get(0)?;
-                let kind = ResourceKind::from_tag(&tag)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown resource kind {tag:?}")))?;
-                Ok((
-                    ResourceRef::new(kind, row.try_get::<String, _>(1)?),
-                    row.try_get(2)?,
-                ))
-            })
-            .collect()
+        rows.iter().map(sql::tail_row).collect()
     }
 
     async fn ping(&mut self) -> StoreResult<()> {
-        counted::<Postgres>(PING)
-            .fetch_one(self.conn().await?)
-            .await?;
+        counted(sql::PING).fetch_one(self.conn().await?).await?;
         Ok(())
     }
 }
 
 /// One write operation's connection: a fast path runs on it in autocommit;
 /// the first transaction primitive begins the transaction.
-pub(super) struct PgTx {
+pub(crate) struct PgTx {
     conn: Conn,
     clock: Arc<dyn Clock>,
 }
@@ -491,7 +371,7 @@ impl Writes for PgTx {
             let times: Vec<String> = (0..FAST_APPEND_SKEW_MS)
                 .map(|ahead| format_iso(now.saturating_add(ahead)))
                 .collect();
-            let row = counted::<Postgres>(FAST_APPEND)
+            let row = counted(FAST_APPEND)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(now)
@@ -534,7 +414,7 @@ impl Writes for PgTx {
         let mut kinds: Vec<&str> = artifacts.iter().map(|a| a.kind.as_str()).collect();
         kinds.sort_unstable();
         kinds.dedup();
-        let rows = counted::<Postgres>(DEPOSIT_HEADS)
+        let rows = counted(DEPOSIT_HEADS)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(&kinds)
@@ -575,7 +455,7 @@ impl Writes for PgTx {
         let seq = last_seq + 1;
         let envelope = envelope_json(r, seq, ts, &event);
         let (head_kinds, head_next): (Vec<String>, Vec<i64>) = next.into_iter().unzip();
-        let stored = counted::<Postgres>(FAST_DEPOSIT)
+        let stored = counted(FAST_DEPOSIT)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(ts)
@@ -615,7 +495,7 @@ impl Writes for PgTx {
             return Ok(None);
         };
         let (head, tail) = chunk_parts(id, now, parts_json);
-        let row = counted::<Postgres>(FAST_APPEND_CHUNK)
+        let row = counted(FAST_APPEND_CHUNK)
             .bind(id)
             .bind(now)
             .bind(&head)
@@ -636,12 +516,12 @@ impl Writes for PgTx {
     }
 
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        counted::<Postgres>(LOCK_RESOURCE)
+        counted(LOCK_RESOURCE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .fetch_optional(self.tx().await?)
             .await?
-            .map(|row| resource_row(r.kind, &row))
+            .map(|row| sql::resource_row(r.kind, &row))
             .transpose()
     }
 
@@ -651,7 +531,7 @@ impl Writes for PgTx {
         attrs: Option<&str>,
         now: i64,
     ) -> StoreResult<bool> {
-        let inserted = counted::<Postgres>(INSERT_RESOURCE)
+        let inserted = counted(sql::INSERT_RESOURCE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(attrs)
@@ -669,7 +549,7 @@ impl Writes for PgTx {
         now: i64,
         envelope: &str,
     ) -> StoreResult<()> {
-        counted::<Postgres>(APPEND_EVENT)
+        counted(APPEND_EVENT)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(seq)
@@ -688,7 +568,7 @@ impl Writes for PgTx {
     ) -> StoreResult<Vec<ArtifactMeta>> {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
-            let revision: i64 = counted::<Postgres>(INSERT_ARTIFACT)
+            let revision: i64 = counted(INSERT_ARTIFACT)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(&artifact.kind)
@@ -698,7 +578,7 @@ impl Writes for PgTx {
                 .bind(now)
                 .fetch_one(self.tx().await?)
                 .await?
-                .try_get("revision")?;
+                .int(0)?;
             metas.push(ArtifactMeta {
                 resource: r.clone(),
                 kind: artifact.kind,
@@ -713,7 +593,7 @@ impl Writes for PgTx {
     }
 
     async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        counted::<Postgres>(TOUCH)
+        counted(sql::TOUCH)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(now)
@@ -730,7 +610,7 @@ impl Writes for PgTx {
         ttl_ms: i64,
         now: i64,
     ) -> StoreResult<()> {
-        counted::<Postgres>(SET_LEASE)
+        counted(sql::SET_LEASE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(holder)
@@ -749,7 +629,7 @@ impl Writes for PgTx {
         heartbeat_at: i64,
         now: i64,
     ) -> StoreResult<()> {
-        counted::<Postgres>(EXTEND_LEASE)
+        counted(sql::EXTEND_LEASE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(expires_at)
@@ -761,7 +641,7 @@ impl Writes for PgTx {
     }
 
     async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        counted::<Postgres>(CLEAR_LEASE)
+        counted(sql::CLEAR_LEASE)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(now)
@@ -771,12 +651,12 @@ impl Writes for PgTx {
     }
 
     async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64> {
-        Ok(counted::<Postgres>(NEXT_CHILD_ORDER)
+        counted(sql::NEXT_CHILD_ORDER)
             .bind(parent.kind.tag())
             .bind(&parent.id)
             .fetch_one(self.tx().await?)
             .await?
-            .try_get("stream_counter")?)
+            .int(0)
     }
 
     async fn insert_session(
@@ -787,7 +667,7 @@ impl Writes for PgTx {
         repo: &str,
         order: i64,
     ) -> StoreResult<()> {
-        counted::<Postgres>(INSERT_SESSION)
+        counted(sql::INSERT_SESSION)
             .bind(id)
             .bind(attrs)
             .bind(now)
@@ -799,7 +679,7 @@ impl Writes for PgTx {
     }
 
     async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()> {
-        counted::<Postgres>(PRUNE_CLOSED_CHUNKS)
+        counted(sql::PRUNE_CLOSED_CHUNKS)
             .bind(scope.kind.tag())
             .bind(&scope.id)
             .execute(self.tx().await?)
@@ -814,7 +694,7 @@ impl Writes for PgTx {
         keep: i64,
         limit: i64,
     ) -> StoreResult<u64> {
-        Ok(counted::<Postgres>(PRUNE_REVISIONS)
+        Ok(counted(sql::PRUNE_REVISIONS)
             .bind(r.kind.tag())
             .bind(&r.id)
             .bind(kind)
@@ -833,7 +713,7 @@ impl Writes for PgTx {
         now: i64,
         order: i64,
     ) -> StoreResult<()> {
-        counted::<Postgres>(INSERT_STREAM)
+        counted(sql::INSERT_STREAM)
             .bind(id)
             .bind(scope.kind.tag())
             .bind(&scope.id)
@@ -846,25 +726,25 @@ impl Writes for PgTx {
     }
 
     async fn stream_scope(&mut self, id: &str) -> StoreResult<Option<ResourceRef>> {
-        counted::<Postgres>(SELECT_STREAM)
+        counted(sql::SELECT_STREAM)
             .bind(id)
             .fetch_optional(self.tx().await?)
             .await?
-            .map(|row| Ok(stream_row(&row)?.scope))
+            .map(|row| Ok(sql::stream_row(&row)?.scope))
             .transpose()
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        counted::<Postgres>(LOCK_STREAM)
+        counted(LOCK_STREAM)
             .bind(id)
             .fetch_optional(self.tx().await?)
             .await?
-            .map(|row| stream_row(&row))
+            .map(|row| sql::stream_row(&row))
             .transpose()
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        counted::<Postgres>(APPEND_CHUNK)
+        counted(APPEND_CHUNK)
             .bind(id)
             .bind(seq)
             .bind(chunk)
@@ -881,7 +761,7 @@ impl Writes for PgTx {
         outcome: &str,
         artifact: &StreamArtifact,
     ) -> StoreResult<()> {
-        counted::<Postgres>(CLOSE_STREAM)
+        counted(sql::CLOSE_STREAM)
             .bind(id)
             .bind(now)
             .bind(order)

@@ -16,9 +16,28 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, Postgres};
 use tokio::sync::watch;
 
-use crate::store::{StoreError, StoreResult};
+use crate::store::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 
-pub(super) struct Database {
+/// A sqlx error as the store sees it, classified where it happened: a
+/// failure of the connection or the server ([`is_outage`]), a full disk
+/// (`storage_full::postgres`), or the statement's own failure.
+/// [`Connections::record_outcome`] turns the first two into `Unavailable`
+/// and `Full`.
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> StoreError {
+        let failure = if is_outage(&err) {
+            DatabaseFailure::Outage
+        } else if crate::storage_full::postgres(&err) {
+            DatabaseFailure::StorageFull
+        } else {
+            DatabaseFailure::Statement
+        };
+        StoreError::Database(DatabaseError::new(failure, err))
+    }
+}
+
+/// The connection pool, and whether PostgreSQL is believed up.
+pub(super) struct Connections {
     /// Its acquire timeout is the bound while the database is believed up.
     pool: PgPool,
     /// The acquire bound while it is known down.
@@ -27,10 +46,10 @@ pub(super) struct Database {
     up: watch::Sender<bool>,
 }
 
-impl Database {
+impl Connections {
     pub fn new(pool: PgPool, unavailable_timeout: Duration) -> Self {
         metrics::gauge!("abstore_db_available").set(1.0);
-        Database {
+        Connections {
             pool,
             unavailable_timeout,
             up: watch::Sender::new(true),
@@ -69,25 +88,28 @@ impl Database {
         })
     }
 
-    /// Record what a store operation's outcome says about the database: a
-    /// success marks it up, a connection-level failure marks it down and
-    /// becomes `Unavailable`, a full disk (SQLSTATE 53100) becomes `Full`;
-    /// other errors pass unchanged.
-    pub fn settle<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
+    /// Record what a store operation's outcome says about the database, and
+    /// answer it: a success marks it up, a connection-level failure marks it
+    /// down and becomes `Unavailable`, a full disk (SQLSTATE 53100) becomes
+    /// `Full`; other errors pass unchanged.
+    pub fn record_outcome<T>(&self, result: StoreResult<T>) -> StoreResult<T> {
         match result {
             Ok(value) => {
                 self.mark_up();
                 Ok(value)
             }
-            Err(StoreError::Backend(err)) if is_outage(&err) => {
-                self.mark_down(&err);
-                Err(StoreError::Unavailable)
-            }
-            // The server answered (it is up), but its disk is full.
-            Err(StoreError::Backend(err)) if crate::storage_full::postgres(&err) => {
-                self.mark_up();
-                Err(StoreError::Full(err.to_string()))
-            }
+            Err(StoreError::Database(err)) => match err.failure() {
+                DatabaseFailure::Outage => {
+                    self.mark_down(&err);
+                    Err(StoreError::Unavailable)
+                }
+                // The server answered (it is up), but its disk is full.
+                DatabaseFailure::StorageFull => {
+                    self.mark_up();
+                    Err(StoreError::Full(err.to_string()))
+                }
+                DatabaseFailure::Statement => Err(StoreError::Database(err)),
+            },
             Err(err) => Err(err),
         }
     }
