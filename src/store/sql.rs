@@ -50,7 +50,7 @@ macro_rules! artifact_columns {
     };
 }
 
-macro_rules! select_resource {
+macro_rules! select_resource_sql {
     () => {
         concat!(
             "SELECT ",
@@ -60,7 +60,7 @@ macro_rules! select_resource {
     };
 }
 
-macro_rules! select_stream {
+macro_rules! select_stream_sql {
     () => {
         concat!(
             "SELECT ",
@@ -105,44 +105,43 @@ macro_rules! insert_chunk {
 
 pub(crate) use {
     append_chunk_tail, append_event_tail, insert_chunk, insert_event, next_revision,
-    resource_columns, select_resource, select_stream, stream_columns,
+    resource_columns, select_resource_sql, select_stream_sql, stream_columns,
 };
 
 // ------------------------------------------------------------------ reads
 
 /// `$1` kind, `$2` id.
-pub(crate) const SELECT_RESOURCE: &str = select_resource!();
+const SELECT_RESOURCE: &str = select_resource_sql!();
 /// `$1` kind, `$2` id.
-pub(crate) const EXISTS_RESOURCE: &str =
-    "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
+const EXISTS_RESOURCE: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
 /// `$1` kind, `$2` id, `$3` since.
-pub(crate) const EVENTS_SINCE: &str =
+const EVENTS_SINCE: &str =
     "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
 /// The same, at most `$4` rows (no limit: SQLite takes -1, PostgreSQL `NULL`).
-pub(crate) const EVENTS_PAGE: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 \
+const EVENTS_PAGE: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 \
      AND seq > $3 ORDER BY seq LIMIT $4";
 /// `$1` kind, `$2` id, `$3` artifact kind, `$4` revision.
-pub(crate) const SELECT_ARTIFACT: &str = concat!(
+const SELECT_ARTIFACT: &str = concat!(
     "SELECT ",
     artifact_columns!(),
     " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 AND revision = $4"
 );
 /// `$1` kind, `$2` id, `$3` artifact kind.
-pub(crate) const SELECT_LATEST_ARTIFACT: &str = concat!(
+const SELECT_LATEST_ARTIFACT: &str = concat!(
     "SELECT ",
     artifact_columns!(),
     " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
      ORDER BY revision DESC LIMIT 1"
 );
 /// `$1` stream id.
-pub(crate) const SELECT_STREAM: &str = select_stream!();
+const SELECT_STREAM: &str = select_stream_sql!();
 /// `$1` stream id, `$2` since.
-pub(crate) const CHUNKS_SINCE: &str =
+const CHUNKS_SINCE: &str =
     "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
 /// The same, at most `$3` rows (no limit: as [`EVENTS_PAGE`]).
-pub(crate) const CHUNKS_PAGE: &str =
+const CHUNKS_PAGE: &str =
     "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
-pub(crate) const PING: &str = "SELECT 1 AS one";
+const PING: &str = "SELECT 1 AS one";
 
 const LIST_BUILDS: &str = concat!(
     "SELECT ",
@@ -173,33 +172,33 @@ const LIST_STREAMS: &str = concat!(
 // ----------------------------------------------------------------- writes
 
 /// `$1` kind, `$2` id, `$3` attrs, `$4` now.
-pub(crate) const INSERT_RESOURCE: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
+const INSERT_RESOURCE: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
      VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT (kind, id) DO NOTHING";
 /// `$1` kind, `$2` id, `$3` seq, `$4` now (`$5`, the envelope, is [`INSERT_EVENT`]'s).
 pub(crate) const APPEND_EVENT_TAIL: &str = append_event_tail!();
 /// `$1` kind, `$2` id, `$3` seq, `$5` envelope (`$4` is [`APPEND_EVENT_TAIL`]'s).
-pub(crate) const INSERT_EVENT: &str = insert_event!();
+const INSERT_EVENT: &str = insert_event!();
 /// `$1` kind, `$2` id, `$3` artifact kind; returns the assigned `revision`.
-pub(crate) const NEXT_REVISION: &str = next_revision!();
+const NEXT_REVISION: &str = next_revision!();
 /// `$1` kind, `$2` id, `$3` now.
-pub(crate) const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
+const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
 /// `$1` kind, `$2` id, `$3` holder, `$4` expiry, `$5` ttl, `$6` now.
-pub(crate) const SET_LEASE: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, lease_ttl_ms = $5, \
+const SET_LEASE: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, lease_ttl_ms = $5, \
      updated_at = $6 WHERE kind = $1 AND id = $2";
 /// `$1` kind, `$2` id, `$3` expiry, `$4` heartbeat, `$5` now.
-pub(crate) const EXTEND_LEASE: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, updated_at = $5 \
+const EXTEND_LEASE: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, updated_at = $5 \
      WHERE kind = $1 AND id = $2";
 /// `$1` kind, `$2` id, `$3` now.
-pub(crate) const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, \
+const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, \
      lease_ttl_ms = NULL, updated_at = $3 WHERE kind = $1 AND id = $2";
 /// `$1` kind, `$2` id; returns `stream_counter`.
-pub(crate) const NEXT_CHILD_ORDER: &str = "UPDATE resources SET stream_counter = stream_counter + 1 \
+const NEXT_CHILD_ORDER: &str = "UPDATE resources SET stream_counter = stream_counter + 1 \
      WHERE kind = $1 AND id = $2 RETURNING stream_counter";
 /// `$1` id, `$2` attrs, `$3` now, `$4` repo, `$5` order.
-pub(crate) const INSERT_SESSION: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq, parent, created_order) \
+const INSERT_SESSION: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq, parent, created_order) \
      VALUES ('session', $1, $2, $3, $3, 0, $4, $5)";
 /// `$1` scope kind, `$2` scope id.
-pub(crate) const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN (\
+const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN (\
      SELECT id FROM streams WHERE scope_kind = $1 AND scope_id = $2 AND status = 'closed' AND id <> COALESCE((\
      SELECT latest.id FROM streams latest WHERE latest.scope_kind = $1 AND latest.scope_id = $2 \
      AND latest.status = 'closed' ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
@@ -208,7 +207,7 @@ pub(crate) const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE st
 /// from the newest), at most `$5`, oldest first. Fewer than `keep`
 /// revisions make the bound NULL, deleting nothing. Both subqueries walk the
 /// primary key.
-pub(crate) const PRUNE_REVISIONS: &str = "DELETE FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
+const PRUNE_REVISIONS: &str = "DELETE FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
      AND revision IN (SELECT candidate.revision FROM artifacts candidate \
      WHERE candidate.kind = $1 AND candidate.resource_id = $2 AND candidate.artifact_kind = $3 AND candidate.revision < (\
      SELECT bound.revision FROM artifacts bound \
@@ -216,61 +215,372 @@ pub(crate) const PRUNE_REVISIONS: &str = "DELETE FROM artifacts WHERE kind = $1 
      ORDER BY bound.revision DESC LIMIT 1 OFFSET $4) \
      ORDER BY candidate.revision LIMIT $5)";
 /// `$1` id, `$2` scope kind, `$3` scope id, `$4` label, `$5` now, `$6` order.
-pub(crate) const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
+const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
      VALUES ($1, $2, $3, $4, 'open', $5, $6)";
 /// `$1` stream id, `$2` seq (`$3`, the chunk, is [`INSERT_CHUNK`]'s).
 pub(crate) const APPEND_CHUNK_TAIL: &str = append_chunk_tail!();
 /// `$1` stream id, `$2` seq, `$3` chunk.
-pub(crate) const INSERT_CHUNK: &str = insert_chunk!();
+const INSERT_CHUNK: &str = insert_chunk!();
 /// `$1` id, `$2` now, `$3` order, `$4` outcome, `$5`…`$7` the artifact.
-pub(crate) const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
+const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
      artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
 
-// ---------------------------------------------------------------- listing
+// ------------------------------------------------------------- statements
 
-/// A statement argument, for statements chosen here ([`listing`]).
+/// A statement argument, as both drivers bind it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Arg<'a> {
     Text(&'a str),
+    OptionalText(Option<&'a str>),
     Int(i64),
+    /// A page's `LIMIT`; `None`: every row (SQLite takes -1, PostgreSQL
+    /// `NULL`).
+    Limit(Option<i64>),
 }
 
-/// The one statement a streamed read runs, and its arguments.
-pub(crate) fn listing(listing: &Listing) -> (&'static str, Vec<Arg<'_>>) {
+/// A statement's text and its arguments, for `$1`, `$2`, … in order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Statement<A> {
+    pub text: &'static str,
+    pub args: A,
+}
+
+impl<A: ArgList> Statement<A> {
+    /// The same arguments for another text: a backend's fused or split
+    /// form of a shared statement.
+    pub fn with_text(self, text: &'static str) -> Self {
+        Statement { text, ..self }
+    }
+
+    pub fn args(&self) -> &[Arg<'_>] {
+        self.args.as_args()
+    }
+}
+
+/// A statement's arguments: a fixed number, or (a listing's) any.
+pub(crate) trait ArgList {
+    fn as_args(&self) -> &[Arg<'_>];
+}
+
+impl<const N: usize> ArgList for [Arg<'_>; N] {
+    fn as_args(&self) -> &[Arg<'_>] {
+        self
+    }
+}
+
+impl ArgList for Vec<Arg<'_>> {
+    fn as_args(&self) -> &[Arg<'_>] {
+        self
+    }
+}
+
+fn statement<A>(text: &'static str, args: A) -> Statement<A> {
+    Statement { text, args }
+}
+
+type Args<'a, const N: usize> = Statement<[Arg<'a>; N]>;
+
+fn kind(r: &ResourceRef) -> Arg<'static> {
+    Arg::Text(r.kind.tag())
+}
+
+pub(crate) fn select_resource(r: &ResourceRef) -> Args<'_, 2> {
+    statement(SELECT_RESOURCE, [kind(r), Arg::Text(&r.id)])
+}
+
+pub(crate) fn exists_resource(r: &ResourceRef) -> Args<'_, 2> {
+    statement(EXISTS_RESOURCE, [kind(r), Arg::Text(&r.id)])
+}
+
+pub(crate) fn events_page(r: &ResourceRef, since: i64, limit: Option<i64>) -> Args<'_, 4> {
+    statement(
+        EVENTS_PAGE,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Int(since),
+            Arg::Limit(limit),
+        ],
+    )
+}
+
+pub(crate) fn select_artifact<'a>(
+    r: &'a ResourceRef,
+    artifact_kind: &'a str,
+    rev: i64,
+) -> Args<'a, 4> {
+    statement(
+        SELECT_ARTIFACT,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Text(artifact_kind),
+            Arg::Int(rev),
+        ],
+    )
+}
+
+pub(crate) fn select_latest_artifact<'a>(
+    r: &'a ResourceRef,
+    artifact_kind: &'a str,
+) -> Args<'a, 3> {
+    statement(
+        SELECT_LATEST_ARTIFACT,
+        [kind(r), Arg::Text(&r.id), Arg::Text(artifact_kind)],
+    )
+}
+
+pub(crate) fn select_stream(id: &str) -> Args<'_, 1> {
+    statement(SELECT_STREAM, [Arg::Text(id)])
+}
+
+pub(crate) fn chunks_page(id: &str, since: i64, limit: Option<i64>) -> Args<'_, 3> {
+    statement(
+        CHUNKS_PAGE,
+        [Arg::Text(id), Arg::Int(since), Arg::Limit(limit)],
+    )
+}
+
+pub(crate) fn ping() -> Args<'static, 0> {
+    statement(PING, [])
+}
+
+pub(crate) fn insert_resource<'a>(
+    r: &'a ResourceRef,
+    attrs: Option<&'a str>,
+    now: i64,
+) -> Args<'a, 4> {
+    statement(
+        INSERT_RESOURCE,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::OptionalText(attrs),
+            Arg::Int(now),
+        ],
+    )
+}
+
+/// [`INSERT_EVENT`]; with the same arguments, [`APPEND_EVENT_TAIL`] makes
+/// it the tail.
+pub(crate) fn append_event<'a>(
+    r: &'a ResourceRef,
+    seq: i64,
+    now: i64,
+    envelope: &'a str,
+) -> Args<'a, 5> {
+    statement(
+        INSERT_EVENT,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Int(seq),
+            Arg::Int(now),
+            Arg::Text(envelope),
+        ],
+    )
+}
+
+/// [`NEXT_REVISION`], returning the revision assigned; the arguments also
+/// carry the metadata (`$4` blob ref, `$5` size, `$6` metadata, `$7` now)
+/// for the statement that stores it.
+pub(crate) fn insert_artifact<'a>(
+    r: &'a ResourceRef,
+    artifact_kind: &'a str,
+    blob_ref: &'a str,
+    size: i64,
+    metadata: &'a str,
+    now: i64,
+) -> Args<'a, 7> {
+    statement(
+        NEXT_REVISION,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Text(artifact_kind),
+            Arg::Text(blob_ref),
+            Arg::Int(size),
+            Arg::Text(metadata),
+            Arg::Int(now),
+        ],
+    )
+}
+
+pub(crate) fn touch(r: &ResourceRef, now: i64) -> Args<'_, 3> {
+    statement(TOUCH, [kind(r), Arg::Text(&r.id), Arg::Int(now)])
+}
+
+pub(crate) fn set_lease<'a>(
+    r: &'a ResourceRef,
+    holder: &'a str,
+    expires_at: i64,
+    ttl_ms: i64,
+    now: i64,
+) -> Args<'a, 6> {
+    statement(
+        SET_LEASE,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Text(holder),
+            Arg::Int(expires_at),
+            Arg::Int(ttl_ms),
+            Arg::Int(now),
+        ],
+    )
+}
+
+pub(crate) fn extend_lease(
+    r: &ResourceRef,
+    expires_at: i64,
+    heartbeat_at: i64,
+    now: i64,
+) -> Args<'_, 5> {
+    statement(
+        EXTEND_LEASE,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Int(expires_at),
+            Arg::Int(heartbeat_at),
+            Arg::Int(now),
+        ],
+    )
+}
+
+pub(crate) fn clear_lease(r: &ResourceRef, now: i64) -> Args<'_, 3> {
+    statement(CLEAR_LEASE, [kind(r), Arg::Text(&r.id), Arg::Int(now)])
+}
+
+pub(crate) fn next_child_order(parent: &ResourceRef) -> Args<'_, 2> {
+    statement(NEXT_CHILD_ORDER, [kind(parent), Arg::Text(&parent.id)])
+}
+
+pub(crate) fn insert_session<'a>(
+    id: &'a str,
+    attrs: &'a str,
+    now: i64,
+    repo: &'a str,
+    order: i64,
+) -> Args<'a, 5> {
+    statement(
+        INSERT_SESSION,
+        [
+            Arg::Text(id),
+            Arg::Text(attrs),
+            Arg::Int(now),
+            Arg::Text(repo),
+            Arg::Int(order),
+        ],
+    )
+}
+
+pub(crate) fn prune_closed_chunks(scope: &ResourceRef) -> Args<'_, 2> {
+    statement(PRUNE_CLOSED_CHUNKS, [kind(scope), Arg::Text(&scope.id)])
+}
+
+/// At most `limit` revisions beyond the `keep` latest.
+pub(crate) fn prune_revisions<'a>(
+    r: &'a ResourceRef,
+    artifact_kind: &'a str,
+    keep: i64,
+    limit: i64,
+) -> Args<'a, 5> {
+    statement(
+        PRUNE_REVISIONS,
+        [
+            kind(r),
+            Arg::Text(&r.id),
+            Arg::Text(artifact_kind),
+            Arg::Int(keep - 1),
+            Arg::Int(limit),
+        ],
+    )
+}
+
+pub(crate) fn insert_stream<'a>(
+    id: &'a str,
+    scope: &'a ResourceRef,
+    label: &'a str,
+    now: i64,
+    order: i64,
+) -> Args<'a, 6> {
+    statement(
+        INSERT_STREAM,
+        [
+            Arg::Text(id),
+            kind(scope),
+            Arg::Text(&scope.id),
+            Arg::Text(label),
+            Arg::Int(now),
+            Arg::Int(order),
+        ],
+    )
+}
+
+/// [`INSERT_CHUNK`]; with the same arguments, [`APPEND_CHUNK_TAIL`] makes
+/// it the tail.
+pub(crate) fn append_chunk<'a>(id: &'a str, seq: i64, chunk: &'a str) -> Args<'a, 3> {
+    statement(
+        INSERT_CHUNK,
+        [Arg::Text(id), Arg::Int(seq), Arg::Text(chunk)],
+    )
+}
+
+pub(crate) fn close_stream<'a>(
+    id: &'a str,
+    now: i64,
+    order: i64,
+    outcome: &'a str,
+    artifact: &'a StreamArtifact,
+) -> Args<'a, 7> {
+    statement(
+        CLOSE_STREAM,
+        [
+            Arg::Text(id),
+            Arg::Int(now),
+            Arg::Int(order),
+            Arg::Text(outcome),
+            Arg::Text(&artifact.kind),
+            Arg::Int(artifact.revision),
+            Arg::Text(&artifact.blob_ref),
+        ],
+    )
+}
+
+/// The one statement a streamed read runs.
+pub(crate) fn listing(listing: &Listing) -> Statement<Vec<Arg<'_>>> {
     match listing {
-        Listing::Events { resource, since } => (
+        Listing::Events { resource, since } => statement(
             EVENTS_SINCE,
-            vec![
-                Arg::Text(resource.kind.tag()),
-                Arg::Text(&resource.id),
-                Arg::Int(*since),
-            ],
+            vec![kind(resource), Arg::Text(&resource.id), Arg::Int(*since)],
         ),
-        Listing::Chunks { id, since } => (CHUNKS_SINCE, vec![Arg::Text(id), Arg::Int(*since)]),
-        Listing::Builds => (LIST_BUILDS, Vec::new()),
-        Listing::Sessions { repo } => (LIST_SESSIONS, vec![Arg::Text(repo)]),
+        Listing::Chunks { id, since } => {
+            statement(CHUNKS_SINCE, vec![Arg::Text(id), Arg::Int(*since)])
+        }
+        Listing::Builds => statement(LIST_BUILDS, Vec::new()),
+        Listing::Sessions { repo } => statement(LIST_SESSIONS, vec![Arg::Text(repo)]),
         Listing::Artifacts {
             resource,
-            kind: Some(kind),
-        } => (
+            kind: Some(artifact_kind),
+        } => statement(
             LIST_ARTIFACTS_OF_KIND,
             vec![
-                Arg::Text(resource.kind.tag()),
+                kind(resource),
                 Arg::Text(&resource.id),
-                Arg::Text(kind),
+                Arg::Text(artifact_kind),
             ],
         ),
         Listing::Artifacts {
             resource,
             kind: None,
-        } => (
+        } => statement(
             LIST_ARTIFACTS,
-            vec![Arg::Text(resource.kind.tag()), Arg::Text(&resource.id)],
+            vec![kind(resource), Arg::Text(&resource.id)],
         ),
-        Listing::Streams { scope } => (
-            LIST_STREAMS,
-            vec![Arg::Text(scope.kind.tag()), Arg::Text(&scope.id)],
-        ),
+        Listing::Streams { scope } => {
+            statement(LIST_STREAMS, vec![kind(scope), Arg::Text(&scope.id)])
+        }
     }
 }
 

@@ -23,16 +23,16 @@ use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
-use crate::store::sql::{self, Columns};
+use crate::store::sql::{self, Arg, ArgList, Columns, Statement};
 use crate::store::{
     ArtifactMeta, MakeEvent, NewArtifact, NewEvent, StoreError, StoreResult, StreamArtifact,
     StreamRecord, TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
 };
 
 /// The resource row, held until the transaction ends.
-const LOCK_RESOURCE: &str = concat!(sql::select_resource!(), " FOR UPDATE");
+const LOCK_RESOURCE: &str = concat!(sql::select_resource_sql!(), " FOR UPDATE");
 /// The stream row, held until the transaction ends.
-const LOCK_STREAM: &str = concat!(sql::select_stream!(), " FOR UPDATE");
+const LOCK_STREAM: &str = concat!(sql::select_stream_sql!(), " FOR UPDATE");
 /// Resource and stream tails of a JSON array of `{kind, id}` in one
 /// statement; a closed stream reports the largest tail so its readers wake.
 const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
@@ -45,21 +45,21 @@ const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
 
 // Statements fused from the shared ones: one round trip, not two.
 
-/// The event and the counter ([`sql::APPEND_EVENT_TAIL`], [`sql::INSERT_EVENT`]).
+/// The event and the counter ([`sql::append_event`], [`sql::APPEND_EVENT_TAIL`]).
 const APPEND_EVENT: &str = concat!(
     "WITH bumped AS (",
     sql::append_event_tail!(),
     ") ",
     sql::insert_event!()
 );
-/// Assign the next revision ([`sql::NEXT_REVISION`]) and insert the metadata.
+/// Assign the next revision ([`sql::insert_artifact`]) and insert the metadata.
 const INSERT_ARTIFACT: &str = concat!(
     "WITH head AS (",
     sql::next_revision!(),
     ") INSERT INTO artifacts (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
      SELECT $1, $2, $3, head.revision, $4, $5, $6, $7 FROM head RETURNING revision"
 );
-/// The chunk and the stream's counter ([`sql::APPEND_CHUNK_TAIL`], [`sql::INSERT_CHUNK`]).
+/// The chunk and the stream's counter ([`sql::append_chunk`], [`sql::APPEND_CHUNK_TAIL`]).
 const APPEND_CHUNK: &str = concat!(
     "WITH bumped AS (",
     sql::append_chunk_tail!(),
@@ -148,6 +148,21 @@ impl Columns for PgRow {
     }
 }
 
+/// A shared statement with its arguments bound, counted.
+pub(super) fn query(
+    statement: &Statement<impl ArgList>,
+) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
+    statement
+        .args()
+        .iter()
+        .fold(counted(statement.text), |query, arg| match *arg {
+            Arg::Text(text) => query.bind(text),
+            Arg::OptionalText(text) => query.bind(text),
+            Arg::Int(int) => query.bind(int),
+            Arg::Limit(limit) => query.bind(limit),
+        })
+}
+
 /// One read operation's connection, taken from the pool at its first
 /// statement and kept for the rest: an operation of two statements (rows,
 /// then the existence check of an empty answer) never waits for the pool
@@ -187,9 +202,7 @@ impl<'p> PgRead<'p> {
 
 impl Reads for PgRead<'_> {
     async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        counted(sql::SELECT_RESOURCE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
+        query(&sql::select_resource(r))
             .fetch_optional(self.conn().await?)
             .await?
             .map(|row| sql::resource_row(r.kind, &row))
@@ -197,9 +210,7 @@ impl Reads for PgRead<'_> {
     }
 
     async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool> {
-        Ok(counted(sql::EXISTS_RESOURCE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
+        Ok(query(&sql::exists_resource(r))
             .fetch_optional(self.conn().await?)
             .await?
             .is_some())
@@ -211,11 +222,7 @@ impl Reads for PgRead<'_> {
         since: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<String>> {
-        let rows = counted(sql::EVENTS_PAGE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(since)
-            .bind(limit)
+        let rows = query(&sql::events_page(r, since, limit))
             .fetch_all(self.conn().await?)
             .await?;
         rows.iter().map(|row| row.text(0)).collect()
@@ -228,15 +235,8 @@ impl Reads for PgRead<'_> {
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>> {
         let query = match rev {
-            Some(rev) => counted(sql::SELECT_ARTIFACT)
-                .bind(r.kind.tag())
-                .bind(&r.id)
-                .bind(kind)
-                .bind(rev),
-            None => counted(sql::SELECT_LATEST_ARTIFACT)
-                .bind(r.kind.tag())
-                .bind(&r.id)
-                .bind(kind),
+            Some(rev) => query(&sql::select_artifact(r, kind, rev)),
+            None => query(&sql::select_latest_artifact(r, kind)),
         };
         query
             .fetch_optional(self.conn().await?)
@@ -246,8 +246,7 @@ impl Reads for PgRead<'_> {
     }
 
     async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        counted(sql::SELECT_STREAM)
-            .bind(id)
+        query(&sql::select_stream(id))
             .fetch_optional(self.conn().await?)
             .await?
             .map(|row| sql::stream_row(&row))
@@ -260,10 +259,7 @@ impl Reads for PgRead<'_> {
         since: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<String>> {
-        let rows = counted(sql::CHUNKS_PAGE)
-            .bind(id)
-            .bind(since)
-            .bind(limit)
+        let rows = query(&sql::chunks_page(id, since, limit))
             .fetch_all(self.conn().await?)
             .await?;
         rows.iter().map(|row| row.text(0)).collect()
@@ -278,7 +274,7 @@ impl Reads for PgRead<'_> {
     }
 
     async fn ping(&mut self) -> StoreResult<()> {
-        counted(sql::PING).fetch_one(self.conn().await?).await?;
+        query(&sql::ping()).fetch_one(self.conn().await?).await?;
         Ok(())
     }
 }
@@ -327,6 +323,14 @@ impl PgTx {
             Conn::Open(tx) => Ok(&mut **tx),
             _ => Err(StoreError::Corrupt("the write connection was lost".into())),
         }
+    }
+
+    /// Run a shared statement in the transaction; the rows it changed.
+    async fn execute(&mut self, statement: &Statement<impl ArgList>) -> StoreResult<u64> {
+        Ok(query(statement)
+            .execute(self.tx().await?)
+            .await?
+            .rows_affected())
     }
 
     /// Commit (`keep`) or roll back the transaction, if one was begun.
@@ -516,9 +520,7 @@ impl Writes for PgTx {
     }
 
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        counted(LOCK_RESOURCE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
+        query(&sql::select_resource(r).with_text(LOCK_RESOURCE))
             .fetch_optional(self.tx().await?)
             .await?
             .map(|row| sql::resource_row(r.kind, &row))
@@ -531,15 +533,7 @@ impl Writes for PgTx {
         attrs: Option<&str>,
         now: i64,
     ) -> StoreResult<bool> {
-        let inserted = counted(sql::INSERT_RESOURCE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(attrs)
-            .bind(now)
-            .execute(self.tx().await?)
-            .await?
-            .rows_affected();
-        Ok(inserted > 0)
+        Ok(self.execute(&sql::insert_resource(r, attrs, now)).await? > 0)
     }
 
     async fn append_event(
@@ -549,14 +543,8 @@ impl Writes for PgTx {
         now: i64,
         envelope: &str,
     ) -> StoreResult<()> {
-        counted(APPEND_EVENT)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(seq)
-            .bind(now)
-            .bind(envelope)
-            .execute(self.tx().await?)
-            .await?;
+        let statement = sql::append_event(r, seq, now, envelope).with_text(APPEND_EVENT);
+        self.execute(&statement).await?;
         Ok(())
     }
 
@@ -568,14 +556,16 @@ impl Writes for PgTx {
     ) -> StoreResult<Vec<ArtifactMeta>> {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
-            let revision: i64 = counted(INSERT_ARTIFACT)
-                .bind(r.kind.tag())
-                .bind(&r.id)
-                .bind(&artifact.kind)
-                .bind(&artifact.blob_ref)
-                .bind(artifact.size)
-                .bind(Value::Object(artifact.metadata.clone()).to_string())
-                .bind(now)
+            let metadata = Value::Object(artifact.metadata.clone()).to_string();
+            let statement = sql::insert_artifact(
+                r,
+                &artifact.kind,
+                &artifact.blob_ref,
+                artifact.size,
+                &metadata,
+                now,
+            );
+            let revision = query(&statement.with_text(INSERT_ARTIFACT))
                 .fetch_one(self.tx().await?)
                 .await?
                 .int(0)?;
@@ -593,12 +583,7 @@ impl Writes for PgTx {
     }
 
     async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        counted(sql::TOUCH)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(now)
-            .execute(self.tx().await?)
-            .await?;
+        self.execute(&sql::touch(r, now)).await?;
         Ok(())
     }
 
@@ -610,14 +595,7 @@ impl Writes for PgTx {
         ttl_ms: i64,
         now: i64,
     ) -> StoreResult<()> {
-        counted(sql::SET_LEASE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(holder)
-            .bind(expires_at)
-            .bind(ttl_ms)
-            .bind(now)
-            .execute(self.tx().await?)
+        self.execute(&sql::set_lease(r, holder, expires_at, ttl_ms, now))
             .await?;
         Ok(())
     }
@@ -629,31 +607,18 @@ impl Writes for PgTx {
         heartbeat_at: i64,
         now: i64,
     ) -> StoreResult<()> {
-        counted(sql::EXTEND_LEASE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(expires_at)
-            .bind(heartbeat_at)
-            .bind(now)
-            .execute(self.tx().await?)
+        self.execute(&sql::extend_lease(r, expires_at, heartbeat_at, now))
             .await?;
         Ok(())
     }
 
     async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        counted(sql::CLEAR_LEASE)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(now)
-            .execute(self.tx().await?)
-            .await?;
+        self.execute(&sql::clear_lease(r, now)).await?;
         Ok(())
     }
 
     async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64> {
-        counted(sql::NEXT_CHILD_ORDER)
-            .bind(parent.kind.tag())
-            .bind(&parent.id)
+        query(&sql::next_child_order(parent))
             .fetch_one(self.tx().await?)
             .await?
             .int(0)
@@ -667,23 +632,13 @@ impl Writes for PgTx {
         repo: &str,
         order: i64,
     ) -> StoreResult<()> {
-        counted(sql::INSERT_SESSION)
-            .bind(id)
-            .bind(attrs)
-            .bind(now)
-            .bind(repo)
-            .bind(order)
-            .execute(self.tx().await?)
+        self.execute(&sql::insert_session(id, attrs, now, repo, order))
             .await?;
         Ok(())
     }
 
     async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()> {
-        counted(sql::PRUNE_CLOSED_CHUNKS)
-            .bind(scope.kind.tag())
-            .bind(&scope.id)
-            .execute(self.tx().await?)
-            .await?;
+        self.execute(&sql::prune_closed_chunks(scope)).await?;
         Ok(())
     }
 
@@ -694,15 +649,8 @@ impl Writes for PgTx {
         keep: i64,
         limit: i64,
     ) -> StoreResult<u64> {
-        Ok(counted(sql::PRUNE_REVISIONS)
-            .bind(r.kind.tag())
-            .bind(&r.id)
-            .bind(kind)
-            .bind(keep - 1)
-            .bind(limit)
-            .execute(self.tx().await?)
-            .await?
-            .rows_affected())
+        self.execute(&sql::prune_revisions(r, kind, keep, limit))
+            .await
     }
 
     async fn insert_stream(
@@ -713,21 +661,13 @@ impl Writes for PgTx {
         now: i64,
         order: i64,
     ) -> StoreResult<()> {
-        counted(sql::INSERT_STREAM)
-            .bind(id)
-            .bind(scope.kind.tag())
-            .bind(&scope.id)
-            .bind(label)
-            .bind(now)
-            .bind(order)
-            .execute(self.tx().await?)
+        self.execute(&sql::insert_stream(id, scope, label, now, order))
             .await?;
         Ok(())
     }
 
     async fn stream_scope(&mut self, id: &str) -> StoreResult<Option<ResourceRef>> {
-        counted(sql::SELECT_STREAM)
-            .bind(id)
+        query(&sql::select_stream(id))
             .fetch_optional(self.tx().await?)
             .await?
             .map(|row| Ok(sql::stream_row(&row)?.scope))
@@ -735,8 +675,7 @@ impl Writes for PgTx {
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        counted(LOCK_STREAM)
-            .bind(id)
+        query(&sql::select_stream(id).with_text(LOCK_STREAM))
             .fetch_optional(self.tx().await?)
             .await?
             .map(|row| sql::stream_row(&row))
@@ -744,12 +683,8 @@ impl Writes for PgTx {
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        counted(APPEND_CHUNK)
-            .bind(id)
-            .bind(seq)
-            .bind(chunk)
-            .execute(self.tx().await?)
-            .await?;
+        let statement = sql::append_chunk(id, seq, chunk).with_text(APPEND_CHUNK);
+        self.execute(&statement).await?;
         Ok(())
     }
 
@@ -761,15 +696,7 @@ impl Writes for PgTx {
         outcome: &str,
         artifact: &StreamArtifact,
     ) -> StoreResult<()> {
-        counted(sql::CLOSE_STREAM)
-            .bind(id)
-            .bind(now)
-            .bind(order)
-            .bind(outcome)
-            .bind(&artifact.kind)
-            .bind(artifact.revision)
-            .bind(&artifact.blob_ref)
-            .execute(self.tx().await?)
+        self.execute(&sql::close_stream(id, now, order, outcome, artifact))
             .await?;
         Ok(())
     }

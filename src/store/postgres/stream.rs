@@ -11,11 +11,10 @@ use std::time::Duration;
 use futures_util::TryStreamExt as _;
 
 use super::connections::Connections;
-use super::counted;
 use super::primitives::PgRead;
 use crate::store::ops::Reads as _;
 use crate::store::rows::RowSink;
-use crate::store::sql::{self, Arg};
+use crate::store::sql;
 use crate::store::{Listing, Rows, StoreError, StoreResult};
 
 /// Start `listing` in its own task; the answer begins with its first piece.
@@ -39,14 +38,7 @@ async fn produce(
     listing: &Listing,
     sink: &mut RowSink<()>,
 ) -> StoreResult<()> {
-    let (text, args) = sql::listing(listing);
-    let mut query = counted(text);
-    for arg in args {
-        query = match arg {
-            Arg::Text(text) => query.bind(text),
-            Arg::Int(int) => query.bind(int),
-        };
-    }
+    let query = super::primitives::query(&sql::listing(listing));
     let mut gone = false;
     {
         let mut rows = query.fetch(read.conn().await?);

@@ -7,7 +7,7 @@
 //! `BEGIN IMMEDIATE`, already serialises every write. What PostgreSQL fuses
 //! into one statement (`WITH … AS (UPDATE …)`), SQLite runs as two.
 
-use rusqlite::types::{ToSqlOutput, Value as SqlValue};
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{CachedStatement, Connection, Row, ToSql};
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ use super::stream::Out;
 use crate::clock::Clock;
 use crate::protocol::ResourceRef;
 use crate::store::ops::{Reads, ResourceRow, Writes};
-use crate::store::sql::{self, Arg, Columns};
+use crate::store::sql::{self, Arg, ArgList, Columns, Statement};
 use crate::store::{
     ArtifactMeta, DatabaseError, DatabaseFailure, Listing, NewArtifact, StoreError, StoreResult,
     StreamArtifact, StreamRecord,
@@ -30,10 +30,11 @@ const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r JOIN json_
      SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
      FROM streams s JOIN json_each($1) j \
      ON json_extract(j.value, '$.kind') = 'stream' AND s.id = json_extract(j.value, '$.id')";
-/// The metadata of a revision [`sql::NEXT_REVISION`] assigned.
+/// The metadata of the revision `$8` ([`sql::insert_artifact`]'s
+/// arguments assigned it).
 const INSERT_ARTIFACT: &str = "INSERT INTO artifacts \
      (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+     VALUES ($1, $2, $3, $8, $4, $5, $6, $7)";
 
 /// A page's `LIMIT` for "no limit": SQLite takes a negative one (and
 /// refuses `NULL`).
@@ -43,13 +44,6 @@ const NO_LIMIT: i64 = -1;
 const PARAMETERS: [&str; 12] = [
     "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12",
 ];
-
-/// A statement's arguments, for `$1`, `$2`, … in order.
-macro_rules! args {
-    ($($value:expr),* $(,)?) => {
-        &[$(&$value as &dyn rusqlite::ToSql),*][..]
-    };
-}
 
 /// A rusqlite error as the store sees it. Called on the thread whose call
 /// failed, right after it, so the thread's `errno` is still that call's
@@ -90,8 +84,12 @@ impl Columns for Row<'_> {
 impl ToSql for Arg<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(match *self {
-            Arg::Text(text) => ToSqlOutput::Borrowed(text.into()),
+            Arg::Text(text) | Arg::OptionalText(Some(text)) => {
+                ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes()))
+            }
+            Arg::OptionalText(None) => ToSqlOutput::Owned(SqlValue::Null),
             Arg::Int(int) => ToSqlOutput::Owned(SqlValue::Integer(int)),
+            Arg::Limit(limit) => ToSqlOutput::Owned(SqlValue::Integer(limit.unwrap_or(NO_LIMIT))),
         })
     }
 }
@@ -107,64 +105,62 @@ impl<'c> Conn<'c> {
         Conn { conn, clock }
     }
 
-    /// The cached statement `sql` with `args` bound to its `$1`, `$2`, …,
+    /// The cached statement, its arguments bound to its `$1`, `$2`, …,
     /// counted in `abstore_db_queries_total`. SQLite numbers `$N`
     /// parameters by first appearance, so each is bound by its name; a
     /// number the statement does not use is skipped, and a parameter left
     /// unbound is an error.
-    fn prepared(&self, sql: &str, args: &[&dyn ToSql]) -> StoreResult<CachedStatement<'_>> {
+    fn prepared(&self, statement: &Statement<impl ArgList>) -> StoreResult<CachedStatement<'_>> {
         metrics::counter!("abstore_db_queries_total").increment(1);
-        let mut statement = self.conn.prepare_cached(sql)?;
+        let args = statement.args();
+        let mut prepared = self.conn.prepare_cached(statement.text)?;
         let mut bound = 0;
         for (name, arg) in PARAMETERS.iter().zip(args) {
-            if let Some(index) = statement.parameter_index(name)? {
-                statement.raw_bind_parameter(index, arg)?;
+            if let Some(index) = prepared.parameter_index(name)? {
+                prepared.raw_bind_parameter(index, arg)?;
                 bound += 1;
             }
         }
-        if bound != statement.parameter_count() || args.len() > PARAMETERS.len() {
+        if bound != prepared.parameter_count() || args.len() > PARAMETERS.len() {
             return Err(
-                rusqlite::Error::InvalidParameterCount(bound, statement.parameter_count()).into(),
+                rusqlite::Error::InvalidParameterCount(bound, prepared.parameter_count()).into(),
             );
         }
-        Ok(statement)
+        Ok(prepared)
     }
 
-    fn execute(&self, sql: &str, args: &[&dyn ToSql]) -> StoreResult<usize> {
-        Ok(self.prepared(sql, args)?.raw_execute()?)
+    fn execute(&self, statement: Statement<impl ArgList>) -> StoreResult<usize> {
+        Ok(self.prepared(&statement)?.raw_execute()?)
     }
 
     /// The first row, decoded.
     fn first<T>(
         &self,
-        sql: &str,
-        args: &[&dyn ToSql],
+        statement: Statement<impl ArgList>,
         decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
     ) -> StoreResult<Option<T>> {
-        let mut statement = self.prepared(sql, args)?;
-        let mut rows = statement.raw_query();
+        let mut prepared = self.prepared(&statement)?;
+        let mut rows = prepared.raw_query();
         rows.next()?.map(decode).transpose()
     }
 
     /// The first row, which must exist.
     fn one<T>(
         &self,
-        sql: &str,
-        args: &[&dyn ToSql],
+        statement: Statement<impl ArgList>,
         decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
     ) -> StoreResult<T> {
-        self.first(sql, args, decode)?
+        self.first(statement, decode)?
             .ok_or_else(|| rusqlite::Error::QueryReturnedNoRows.into())
     }
 
     fn all<T>(
         &self,
-        sql: &str,
-        args: &[&dyn ToSql],
+        statement: Statement<impl ArgList>,
         mut decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
-        let mut statement = self.prepared(sql, args)?;
-        let mut rows = statement.raw_query();
+        let mut prepared = self.prepared(&statement)?;
+        let mut rows = prepared.raw_query();
         let mut all = Vec::new();
         while let Some(row) = rows.next()? {
             all.push(decode(row)?);
@@ -173,30 +169,26 @@ impl<'c> Conn<'c> {
     }
 
     fn resource_row(&self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        self.first(sql::SELECT_RESOURCE, args![r.kind.tag(), r.id], |row| {
+        self.first(sql::select_resource(r), |row| {
             sql::resource_row(r.kind, row)
         })
     }
 
     fn stream_row(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        self.first(sql::SELECT_STREAM, args![id], |row| sql::stream_row(row))
+        self.first(sql::select_stream(id), |row| sql::stream_row(row))
     }
 
     fn exists_row(&self, r: &ResourceRef) -> StoreResult<bool> {
-        Ok(self
-            .first(sql::EXISTS_RESOURCE, args![r.kind.tag(), r.id], |_| Ok(()))?
-            .is_some())
+        Ok(self.first(sql::exists_resource(r), |_| Ok(()))?.is_some())
     }
 
     /// Run `listing`'s statement, writing each row's wire JSON to `out` as
     /// the statement steps (one statement: one snapshot), sending each piece
     /// as it fills; an empty answer of an unknown owner is `NotFound`.
     pub(super) fn stream(&self, listing: &Listing, out: &mut Out) -> StoreResult<()> {
-        let (text, listing_args) = sql::listing(listing);
-        let listing_args: Vec<&dyn ToSql> = listing_args.iter().map(|a| a as &dyn ToSql).collect();
         {
-            let mut statement = self.prepared(text, &listing_args)?;
-            let mut rows = statement.raw_query();
+            let mut prepared = self.prepared(&sql::listing(listing))?;
+            let mut rows = prepared.raw_query();
             while let Some(row) = rows.next()? {
                 sql::render(listing, row, out.row())?;
                 out.flush_if_full()?;
@@ -209,10 +201,6 @@ impl<'c> Conn<'c> {
             return Err(StoreError::NotFound(owner));
         }
         Ok(())
-    }
-
-    fn texts(&self, sql: &str, args: &[&dyn ToSql]) -> StoreResult<Vec<String>> {
-        self.all(sql, args, |row| row.text(0))
     }
 }
 
@@ -231,10 +219,7 @@ impl Reads for Conn<'_> {
         since: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<String>> {
-        self.texts(
-            sql::EVENTS_PAGE,
-            args![r.kind.tag(), r.id, since, limit.unwrap_or(NO_LIMIT)],
-        )
+        self.all(sql::events_page(r, since, limit), |row| row.text(0))
     }
 
     async fn artifact(
@@ -245,16 +230,8 @@ impl Reads for Conn<'_> {
     ) -> StoreResult<Option<ArtifactMeta>> {
         let decode = |row: &Row<'_>| sql::artifact_row(r, row);
         match rev {
-            Some(rev) => self.first(
-                sql::SELECT_ARTIFACT,
-                args![r.kind.tag(), r.id, kind, rev],
-                decode,
-            ),
-            None => self.first(
-                sql::SELECT_LATEST_ARTIFACT,
-                args![r.kind.tag(), r.id, kind],
-                decode,
-            ),
+            Some(rev) => self.first(sql::select_artifact(r, kind, rev), decode),
+            None => self.first(sql::select_latest_artifact(r, kind), decode),
         }
     }
 
@@ -268,19 +245,20 @@ impl Reads for Conn<'_> {
         since: i64,
         limit: Option<i64>,
     ) -> StoreResult<Vec<String>> {
-        self.texts(
-            sql::CHUNKS_PAGE,
-            args![id, since, limit.unwrap_or(NO_LIMIT)],
-        )
+        self.all(sql::chunks_page(id, since, limit), |row| row.text(0))
     }
 
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let param = crate::store::tails_param(resources);
-        self.all(TAILS, args![param], |row| sql::tail_row(row))
+        let statement = Statement {
+            text: TAILS,
+            args: [Arg::Text(&param)],
+        };
+        self.all(statement, |row| sql::tail_row(row))
     }
 
     async fn ping(&mut self) -> StoreResult<()> {
-        self.one(sql::PING, args![], |_| Ok(()))
+        self.one(sql::ping(), |_| Ok(()))
     }
 }
 
@@ -299,8 +277,7 @@ impl Writes for Conn<'_> {
         attrs: Option<&str>,
         now: i64,
     ) -> StoreResult<bool> {
-        let inserted = self.execute(sql::INSERT_RESOURCE, args![r.kind.tag(), r.id, attrs, now])?;
-        Ok(inserted > 0)
+        Ok(self.execute(sql::insert_resource(r, attrs, now))? > 0)
     }
 
     async fn append_event(
@@ -310,10 +287,9 @@ impl Writes for Conn<'_> {
         now: i64,
         envelope: &str,
     ) -> StoreResult<()> {
-        let kind = r.kind.tag();
-        let args = args![kind, r.id, seq, now, envelope];
-        self.execute(sql::INSERT_EVENT, args)?;
-        self.execute(sql::APPEND_EVENT_TAIL, args)?;
+        let insert = sql::append_event(r, seq, now, envelope);
+        self.execute(insert)?;
+        self.execute(insert.with_text(sql::APPEND_EVENT_TAIL))?;
         Ok(())
     }
 
@@ -325,24 +301,21 @@ impl Writes for Conn<'_> {
     ) -> StoreResult<Vec<ArtifactMeta>> {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
-            let revision = self.one(
-                sql::NEXT_REVISION,
-                args![r.kind.tag(), r.id, artifact.kind],
-                |row| row.int(0),
-            )?;
-            self.execute(
-                INSERT_ARTIFACT,
-                args![
-                    r.kind.tag(),
-                    r.id,
-                    artifact.kind,
-                    revision,
-                    artifact.blob_ref,
-                    artifact.size,
-                    Value::Object(artifact.metadata.clone()).to_string(),
-                    now
-                ],
-            )?;
+            let metadata = Value::Object(artifact.metadata.clone()).to_string();
+            let next = sql::insert_artifact(
+                r,
+                &artifact.kind,
+                &artifact.blob_ref,
+                artifact.size,
+                &metadata,
+                now,
+            );
+            let revision = self.one(next, |row| row.int(0))?;
+            let [a1, a2, a3, a4, a5, a6, a7] = next.args;
+            self.execute(Statement {
+                text: INSERT_ARTIFACT,
+                args: [a1, a2, a3, a4, a5, a6, a7, Arg::Int(revision)],
+            })?;
             metas.push(ArtifactMeta {
                 resource: r.clone(),
                 kind: artifact.kind,
@@ -357,7 +330,7 @@ impl Writes for Conn<'_> {
     }
 
     async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        self.execute(sql::TOUCH, args![r.kind.tag(), r.id, now])?;
+        self.execute(sql::touch(r, now))?;
         Ok(())
     }
 
@@ -369,10 +342,7 @@ impl Writes for Conn<'_> {
         ttl_ms: i64,
         now: i64,
     ) -> StoreResult<()> {
-        self.execute(
-            sql::SET_LEASE,
-            args![r.kind.tag(), r.id, holder, expires_at, ttl_ms, now],
-        )?;
+        self.execute(sql::set_lease(r, holder, expires_at, ttl_ms, now))?;
         Ok(())
     }
 
@@ -383,24 +353,17 @@ impl Writes for Conn<'_> {
         heartbeat_at: i64,
         now: i64,
     ) -> StoreResult<()> {
-        self.execute(
-            sql::EXTEND_LEASE,
-            args![r.kind.tag(), r.id, expires_at, heartbeat_at, now],
-        )?;
+        self.execute(sql::extend_lease(r, expires_at, heartbeat_at, now))?;
         Ok(())
     }
 
     async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        self.execute(sql::CLEAR_LEASE, args![r.kind.tag(), r.id, now])?;
+        self.execute(sql::clear_lease(r, now))?;
         Ok(())
     }
 
     async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64> {
-        self.one(
-            sql::NEXT_CHILD_ORDER,
-            args![parent.kind.tag(), parent.id],
-            |row| row.int(0),
-        )
+        self.one(sql::next_child_order(parent), |row| row.int(0))
     }
 
     async fn insert_session(
@@ -411,12 +374,12 @@ impl Writes for Conn<'_> {
         repo: &str,
         order: i64,
     ) -> StoreResult<()> {
-        self.execute(sql::INSERT_SESSION, args![id, attrs, now, repo, order])?;
+        self.execute(sql::insert_session(id, attrs, now, repo, order))?;
         Ok(())
     }
 
     async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()> {
-        self.execute(sql::PRUNE_CLOSED_CHUNKS, args![scope.kind.tag(), scope.id])?;
+        self.execute(sql::prune_closed_chunks(scope))?;
         Ok(())
     }
 
@@ -427,10 +390,7 @@ impl Writes for Conn<'_> {
         keep: i64,
         limit: i64,
     ) -> StoreResult<u64> {
-        let deleted = self.execute(
-            sql::PRUNE_REVISIONS,
-            args![r.kind.tag(), r.id, kind, keep - 1, limit],
-        )?;
+        let deleted = self.execute(sql::prune_revisions(r, kind, keep, limit))?;
         Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
     }
 
@@ -442,10 +402,7 @@ impl Writes for Conn<'_> {
         now: i64,
         order: i64,
     ) -> StoreResult<()> {
-        self.execute(
-            sql::INSERT_STREAM,
-            args![id, scope.kind.tag(), scope.id, label, now, order],
-        )?;
+        self.execute(sql::insert_stream(id, scope, label, now, order))?;
         Ok(())
     }
 
@@ -458,9 +415,9 @@ impl Writes for Conn<'_> {
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        let args = args![id, seq, chunk];
-        self.execute(sql::INSERT_CHUNK, args)?;
-        self.execute(sql::APPEND_CHUNK_TAIL, args)?;
+        let insert = sql::append_chunk(id, seq, chunk);
+        self.execute(insert)?;
+        self.execute(insert.with_text(sql::APPEND_CHUNK_TAIL))?;
         Ok(())
     }
 
@@ -472,18 +429,7 @@ impl Writes for Conn<'_> {
         outcome: &str,
         artifact: &StreamArtifact,
     ) -> StoreResult<()> {
-        self.execute(
-            sql::CLOSE_STREAM,
-            args![
-                id,
-                now,
-                order,
-                outcome,
-                artifact.kind,
-                artifact.revision,
-                artifact.blob_ref
-            ],
-        )?;
+        self.execute(sql::close_stream(id, now, order, outcome, artifact))?;
         Ok(())
     }
 }
@@ -494,21 +440,21 @@ mod tests {
 
     use super::Conn;
     use crate::clock::TestClock;
-    use crate::store::sql::Columns as _;
+    use crate::store::sql::{Arg, Columns as _, Statement};
 
     /// SQLite numbers `$N` parameters by first appearance: bound by
-    /// position, `$2` here would take the first argument.
+    /// position, `$3` here would take the first argument.
     #[test]
     fn numbered_parameters_bind_by_number_in_any_order() {
         let mut conn = Connection::open_in_memory().unwrap();
         let clock = TestClock::new(0);
         let conn = Conn::new(&mut conn, &clock);
+        let statement = Statement {
+            text: "SELECT $3, $1, $3 + $1",
+            args: [Arg::Int(10), Arg::Int(99), Arg::Int(7)],
+        };
         let row = conn
-            .one(
-                "SELECT $3, $1, $3 + $1",
-                args![10_i64, 99_i64, 7_i64],
-                |row| Ok((row.int(0)?, row.int(1)?, row.int(2)?)),
-            )
+            .one(statement, |row| Ok((row.int(0)?, row.int(1)?, row.int(2)?)))
             .unwrap();
         assert_eq!(row, (7, 10, 17));
     }
@@ -518,6 +464,10 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         let clock = TestClock::new(0);
         let conn = Conn::new(&mut conn, &clock);
-        assert!(conn.one("SELECT $1, $2", args![1_i64], |_| Ok(())).is_err());
+        let statement = Statement {
+            text: "SELECT $1, $2",
+            args: [Arg::Int(1)],
+        };
+        assert!(conn.one(statement, |_| Ok(())).is_err());
     }
 }
