@@ -1,11 +1,13 @@
 //! The SQL both backends run, written once, and the decoding of its rows.
 //!
-//! Statements use PostgreSQL's numbered placeholders (`$1`, `$2`, …).
-//! SQLite reads `$N` as a parameter *named* `$N` and numbers such parameters
-//! by where they first appear, not by `N`, so the SQLite backend binds them
-//! by name (`sqlite::primitives`). A statement may skip a number: SQLite
-//! binds what appears; PostgreSQL's fused forms use them all (see
-//! [`APPEND_EVENT_TAIL`] and [`INSERT_EVENT`]).
+//! A shared statement is a function returning its text and its arguments
+//! ([`Statement`]), so the argument order its placeholders expect is
+//! written once. Texts use PostgreSQL's numbered placeholders (`$1`, `$2`,
+//! …). SQLite reads `$N` as a parameter *named* `$N` and numbers such
+//! parameters by where they first appear, not by `N`, so the SQLite backend
+//! binds them by name (`sqlite::primitives`). A text may leave a number out:
+//! SQLite binds what appears, while PostgreSQL's form fused from two shared
+//! texts uses every argument (see [`append_event`]).
 //!
 //! What stays in each backend is what only its dialect has: PostgreSQL's row
 //! locks (`FOR UPDATE`), its statements fused with `WITH … AS (UPDATE …)`
@@ -21,7 +23,8 @@ use serde_json::{Map, Value};
 use super::ops::ResourceRow;
 use super::rows::write_json;
 use super::{
-    ArtifactMeta, Lease, Listing, Record, StoreError, StoreResult, StreamArtifact, StreamRecord,
+    ArtifactMeta, Lease, Listing, NewArtifact, Record, StoreError, StoreResult, StreamArtifact,
+    StreamRecord,
 };
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -70,19 +73,19 @@ macro_rules! select_stream_sql {
     };
 }
 
-macro_rules! append_event_tail {
+macro_rules! append_event_tail_sql {
     () => {
         "UPDATE resources SET last_seq = $3, updated_at = $4 WHERE kind = $1 AND id = $2"
     };
 }
 
-macro_rules! insert_event {
+macro_rules! insert_event_sql {
     () => {
         "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $5)"
     };
 }
 
-macro_rules! next_revision {
+macro_rules! next_revision_sql {
     () => {
         "INSERT INTO artifact_heads (kind, resource_id, artifact_kind, next_revision) \
          VALUES ($1, $2, $3, 1) ON CONFLICT (kind, resource_id, artifact_kind) \
@@ -91,139 +94,22 @@ macro_rules! next_revision {
     };
 }
 
-macro_rules! append_chunk_tail {
+macro_rules! append_chunk_tail_sql {
     () => {
         "UPDATE streams SET last_seq = $2 WHERE id = $1"
     };
 }
 
-macro_rules! insert_chunk {
+macro_rules! insert_chunk_sql {
     () => {
         "INSERT INTO stream_chunks (stream_id, seq, chunk) VALUES ($1, $2, $3)"
     };
 }
 
 pub(crate) use {
-    append_chunk_tail, append_event_tail, insert_chunk, insert_event, next_revision,
-    resource_columns, select_resource_sql, select_stream_sql, stream_columns,
+    append_chunk_tail_sql, append_event_tail_sql, insert_chunk_sql, insert_event_sql,
+    next_revision_sql, resource_columns, select_resource_sql, select_stream_sql, stream_columns,
 };
-
-// ------------------------------------------------------------------ reads
-
-/// `$1` kind, `$2` id.
-const SELECT_RESOURCE: &str = select_resource_sql!();
-/// `$1` kind, `$2` id.
-const EXISTS_RESOURCE: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
-/// `$1` kind, `$2` id, `$3` since.
-const EVENTS_SINCE: &str =
-    "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
-/// The same, at most `$4` rows (no limit: SQLite takes -1, PostgreSQL `NULL`).
-const EVENTS_PAGE: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 \
-     AND seq > $3 ORDER BY seq LIMIT $4";
-/// `$1` kind, `$2` id, `$3` artifact kind, `$4` revision.
-const SELECT_ARTIFACT: &str = concat!(
-    "SELECT ",
-    artifact_columns!(),
-    " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 AND revision = $4"
-);
-/// `$1` kind, `$2` id, `$3` artifact kind.
-const SELECT_LATEST_ARTIFACT: &str = concat!(
-    "SELECT ",
-    artifact_columns!(),
-    " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
-     ORDER BY revision DESC LIMIT 1"
-);
-/// `$1` stream id.
-const SELECT_STREAM: &str = select_stream_sql!();
-/// `$1` stream id, `$2` since.
-const CHUNKS_SINCE: &str =
-    "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
-/// The same, at most `$3` rows (no limit: as [`EVENTS_PAGE`]).
-const CHUNKS_PAGE: &str =
-    "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
-const PING: &str = "SELECT 1 AS one";
-
-const LIST_BUILDS: &str = concat!(
-    "SELECT ",
-    resource_columns!(),
-    " FROM resources WHERE kind = 'build' ORDER BY created_at, id"
-);
-const LIST_SESSIONS: &str = concat!(
-    "SELECT ",
-    resource_columns!(),
-    " FROM resources WHERE kind = 'session' AND parent = $1 ORDER BY created_at, created_order"
-);
-const LIST_ARTIFACTS: &str = concat!(
-    "SELECT ",
-    artifact_columns!(),
-    " FROM artifacts WHERE kind = $1 AND resource_id = $2 ORDER BY artifact_kind, revision"
-);
-const LIST_ARTIFACTS_OF_KIND: &str = concat!(
-    "SELECT ",
-    artifact_columns!(),
-    " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision"
-);
-const LIST_STREAMS: &str = concat!(
-    "SELECT ",
-    stream_columns!(),
-    " FROM streams WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order"
-);
-
-// ----------------------------------------------------------------- writes
-
-/// `$1` kind, `$2` id, `$3` attrs, `$4` now.
-const INSERT_RESOURCE: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
-     VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT (kind, id) DO NOTHING";
-/// `$1` kind, `$2` id, `$3` seq, `$4` now (`$5`, the envelope, is [`INSERT_EVENT`]'s).
-pub(crate) const APPEND_EVENT_TAIL: &str = append_event_tail!();
-/// `$1` kind, `$2` id, `$3` seq, `$5` envelope (`$4` is [`APPEND_EVENT_TAIL`]'s).
-const INSERT_EVENT: &str = insert_event!();
-/// `$1` kind, `$2` id, `$3` artifact kind; returns the assigned `revision`.
-const NEXT_REVISION: &str = next_revision!();
-/// `$1` kind, `$2` id, `$3` now.
-const TOUCH: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
-/// `$1` kind, `$2` id, `$3` holder, `$4` expiry, `$5` ttl, `$6` now.
-const SET_LEASE: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, lease_ttl_ms = $5, \
-     updated_at = $6 WHERE kind = $1 AND id = $2";
-/// `$1` kind, `$2` id, `$3` expiry, `$4` heartbeat, `$5` now.
-const EXTEND_LEASE: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, updated_at = $5 \
-     WHERE kind = $1 AND id = $2";
-/// `$1` kind, `$2` id, `$3` now.
-const CLEAR_LEASE: &str = "UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, \
-     lease_ttl_ms = NULL, updated_at = $3 WHERE kind = $1 AND id = $2";
-/// `$1` kind, `$2` id; returns `stream_counter`.
-const NEXT_CHILD_ORDER: &str = "UPDATE resources SET stream_counter = stream_counter + 1 \
-     WHERE kind = $1 AND id = $2 RETURNING stream_counter";
-/// `$1` id, `$2` attrs, `$3` now, `$4` repo, `$5` order.
-const INSERT_SESSION: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq, parent, created_order) \
-     VALUES ('session', $1, $2, $3, $3, 0, $4, $5)";
-/// `$1` scope kind, `$2` scope id.
-const PRUNE_CLOSED_CHUNKS: &str = "DELETE FROM stream_chunks WHERE stream_id IN (\
-     SELECT id FROM streams WHERE scope_kind = $1 AND scope_id = $2 AND status = 'closed' AND id <> COALESCE((\
-     SELECT latest.id FROM streams latest WHERE latest.scope_kind = $1 AND latest.scope_id = $2 \
-     AND latest.status = 'closed' ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
-/// Retention: the oldest revisions of one kind (`$1` kind, `$2` id, `$3`
-/// artifact kind) below its `keep`-th newest (`$4` = keep - 1 rows skipped
-/// from the newest), at most `$5`, oldest first. Fewer than `keep`
-/// revisions make the bound NULL, deleting nothing. Both subqueries walk the
-/// primary key.
-const PRUNE_REVISIONS: &str = "DELETE FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
-     AND revision IN (SELECT candidate.revision FROM artifacts candidate \
-     WHERE candidate.kind = $1 AND candidate.resource_id = $2 AND candidate.artifact_kind = $3 AND candidate.revision < (\
-     SELECT bound.revision FROM artifacts bound \
-     WHERE bound.kind = $1 AND bound.resource_id = $2 AND bound.artifact_kind = $3 \
-     ORDER BY bound.revision DESC LIMIT 1 OFFSET $4) \
-     ORDER BY candidate.revision LIMIT $5)";
-/// `$1` id, `$2` scope kind, `$3` scope id, `$4` label, `$5` now, `$6` order.
-const INSERT_STREAM: &str = "INSERT INTO streams (id, scope_kind, scope_id, label, status, created_at, created_order) \
-     VALUES ($1, $2, $3, $4, 'open', $5, $6)";
-/// `$1` stream id, `$2` seq (`$3`, the chunk, is [`INSERT_CHUNK`]'s).
-pub(crate) const APPEND_CHUNK_TAIL: &str = append_chunk_tail!();
-/// `$1` stream id, `$2` seq, `$3` chunk.
-const INSERT_CHUNK: &str = insert_chunk!();
-/// `$1` id, `$2` now, `$3` order, `$4` outcome, `$5`…`$7` the artifact.
-const CLOSE_STREAM: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, outcome = $4, \
-     artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 WHERE id = $1";
 
 // ------------------------------------------------------------- statements
 
@@ -236,6 +122,37 @@ pub(crate) enum Arg<'a> {
     /// A page's `LIMIT`; `None`: every row (SQLite takes -1, PostgreSQL
     /// `NULL`).
     Limit(Option<i64>),
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(text: &'a str) -> Self {
+        Arg::Text(text)
+    }
+}
+
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(text: &'a String) -> Self {
+        Arg::Text(text)
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(text: Option<&'a str>) -> Self {
+        Arg::OptionalText(text)
+    }
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(int: i64) -> Self {
+        Arg::Int(int)
+    }
+}
+
+/// A statement's arguments, each converted into an [`Arg`].
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        [$(Arg::from($arg)),*]
+    };
 }
 
 /// A statement's text and its arguments, for `$1`, `$2`, … in order.
@@ -274,140 +191,172 @@ impl ArgList for Vec<Arg<'_>> {
     }
 }
 
+type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;
+
 fn statement<A>(text: &'static str, args: A) -> Statement<A> {
     Statement { text, args }
 }
 
-type Args<'a, const N: usize> = Statement<[Arg<'a>; N]>;
+// ------------------------------------------------------------------ reads
 
-fn kind(r: &ResourceRef) -> Arg<'static> {
-    Arg::Text(r.kind.tag())
+pub(crate) fn select_resource(r: &ResourceRef) -> Fixed<'_, 2> {
+    const SQL: &str = select_resource_sql!();
+    statement(SQL, args![r.kind.tag(), &r.id])
 }
 
-pub(crate) fn select_resource(r: &ResourceRef) -> Args<'_, 2> {
-    statement(SELECT_RESOURCE, [kind(r), Arg::Text(&r.id)])
+pub(crate) fn exists_resource(r: &ResourceRef) -> Fixed<'_, 2> {
+    const SQL: &str = "SELECT 1 AS one FROM resources WHERE kind = $1 AND id = $2";
+    statement(SQL, args![r.kind.tag(), &r.id])
 }
 
-pub(crate) fn exists_resource(r: &ResourceRef) -> Args<'_, 2> {
-    statement(EXISTS_RESOURCE, [kind(r), Arg::Text(&r.id)])
+/// Envelopes after `since`, at most `limit`.
+pub(crate) fn events_page(r: &ResourceRef, since: i64, limit: Option<i64>) -> Fixed<'_, 4> {
+    const SQL: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 \
+         AND seq > $3 ORDER BY seq LIMIT $4";
+    let [kind, id, since] = args![r.kind.tag(), &r.id, since];
+    statement(SQL, [kind, id, since, Arg::Limit(limit)])
 }
 
-pub(crate) fn events_page(r: &ResourceRef, since: i64, limit: Option<i64>) -> Args<'_, 4> {
-    statement(
-        EVENTS_PAGE,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Int(since),
-            Arg::Limit(limit),
-        ],
-    )
+pub(crate) fn select_artifact<'a>(r: &'a ResourceRef, kind: &'a str, rev: i64) -> Fixed<'a, 4> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        artifact_columns!(),
+        " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 AND revision = $4"
+    );
+    statement(SQL, args![r.kind.tag(), &r.id, kind, rev])
 }
 
-pub(crate) fn select_artifact<'a>(
-    r: &'a ResourceRef,
-    artifact_kind: &'a str,
-    rev: i64,
-) -> Args<'a, 4> {
-    statement(
-        SELECT_ARTIFACT,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Text(artifact_kind),
-            Arg::Int(rev),
-        ],
-    )
+pub(crate) fn select_latest_artifact<'a>(r: &'a ResourceRef, kind: &'a str) -> Fixed<'a, 3> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        artifact_columns!(),
+        " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
+         ORDER BY revision DESC LIMIT 1"
+    );
+    statement(SQL, args![r.kind.tag(), &r.id, kind])
 }
 
-pub(crate) fn select_latest_artifact<'a>(
-    r: &'a ResourceRef,
-    artifact_kind: &'a str,
-) -> Args<'a, 3> {
-    statement(
-        SELECT_LATEST_ARTIFACT,
-        [kind(r), Arg::Text(&r.id), Arg::Text(artifact_kind)],
-    )
+pub(crate) fn select_stream(id: &str) -> Fixed<'_, 1> {
+    const SQL: &str = select_stream_sql!();
+    statement(SQL, args![id])
 }
 
-pub(crate) fn select_stream(id: &str) -> Args<'_, 1> {
-    statement(SELECT_STREAM, [Arg::Text(id)])
+/// Chunks after `since`, at most `limit`.
+pub(crate) fn chunks_page(id: &str, since: i64, limit: Option<i64>) -> Fixed<'_, 3> {
+    const SQL: &str =
+        "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+    let [id, since] = args![id, since];
+    statement(SQL, [id, since, Arg::Limit(limit)])
 }
 
-pub(crate) fn chunks_page(id: &str, since: i64, limit: Option<i64>) -> Args<'_, 3> {
-    statement(
-        CHUNKS_PAGE,
-        [Arg::Text(id), Arg::Int(since), Arg::Limit(limit)],
-    )
+pub(crate) fn ping() -> Fixed<'static, 0> {
+    statement("SELECT 1 AS one", [])
 }
 
-pub(crate) fn ping() -> Args<'static, 0> {
-    statement(PING, [])
+/// The one statement a streamed read runs.
+pub(crate) fn listing(listing: &Listing) -> Statement<Vec<Arg<'_>>> {
+    const EVENTS: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
+    const CHUNKS: &str =
+        "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
+    const BUILDS: &str = concat!(
+        "SELECT ",
+        resource_columns!(),
+        " FROM resources WHERE kind = 'build' ORDER BY created_at, id"
+    );
+    const SESSIONS: &str = concat!(
+        "SELECT ",
+        resource_columns!(),
+        " FROM resources WHERE kind = 'session' AND parent = $1 ORDER BY created_at, created_order"
+    );
+    const ARTIFACTS: &str = concat!(
+        "SELECT ",
+        artifact_columns!(),
+        " FROM artifacts WHERE kind = $1 AND resource_id = $2 ORDER BY artifact_kind, revision"
+    );
+    const ARTIFACTS_OF_KIND: &str = concat!(
+        "SELECT ",
+        artifact_columns!(),
+        " FROM artifacts WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 ORDER BY revision"
+    );
+    const STREAMS: &str = concat!(
+        "SELECT ",
+        stream_columns!(),
+        " FROM streams WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order"
+    );
+    match listing {
+        Listing::Events { resource: r, since } => {
+            statement(EVENTS, args![r.kind.tag(), &r.id, *since].into())
+        }
+        Listing::Chunks { id, since } => statement(CHUNKS, args![id, *since].into()),
+        Listing::Builds => statement(BUILDS, Vec::new()),
+        Listing::Sessions { repo } => statement(SESSIONS, args![repo].into()),
+        Listing::Artifacts {
+            resource: r,
+            kind: Some(kind),
+        } => statement(ARTIFACTS_OF_KIND, args![r.kind.tag(), &r.id, kind].into()),
+        Listing::Artifacts {
+            resource: r,
+            kind: None,
+        } => statement(ARTIFACTS, args![r.kind.tag(), &r.id].into()),
+        Listing::Streams { scope } => statement(STREAMS, args![scope.kind.tag(), &scope.id].into()),
+    }
 }
 
+// ----------------------------------------------------------------- writes
+
+/// A resource with no events; nothing when it exists.
 pub(crate) fn insert_resource<'a>(
     r: &'a ResourceRef,
     attrs: Option<&'a str>,
     now: i64,
-) -> Args<'a, 4> {
-    statement(
-        INSERT_RESOURCE,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::OptionalText(attrs),
-            Arg::Int(now),
-        ],
-    )
+) -> Fixed<'a, 4> {
+    const SQL: &str = "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
+         VALUES ($1, $2, $3, $4, $4, 0) ON CONFLICT (kind, id) DO NOTHING";
+    statement(SQL, args![r.kind.tag(), &r.id, attrs, now])
 }
 
-/// [`INSERT_EVENT`]; with the same arguments, [`APPEND_EVENT_TAIL`] makes
-/// it the tail.
+/// The event stored as sequence `seq`; with the same arguments,
+/// [`APPEND_EVENT_TAIL`] makes it the resource's tail.
 pub(crate) fn append_event<'a>(
     r: &'a ResourceRef,
     seq: i64,
     now: i64,
     envelope: &'a str,
-) -> Args<'a, 5> {
-    statement(
-        INSERT_EVENT,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Int(seq),
-            Arg::Int(now),
-            Arg::Text(envelope),
-        ],
-    )
+) -> Fixed<'a, 5> {
+    const SQL: &str = insert_event_sql!();
+    statement(SQL, args![r.kind.tag(), &r.id, seq, now, envelope])
 }
 
-/// [`NEXT_REVISION`], returning the revision assigned; the arguments also
+/// [`append_event`]'s second half.
+pub(crate) const APPEND_EVENT_TAIL: &str = append_event_tail_sql!();
+
+/// The next revision of the artifact's kind, returned; the arguments also
 /// carry the metadata (`$4` blob ref, `$5` size, `$6` metadata, `$7` now)
 /// for the statement that stores it.
 pub(crate) fn insert_artifact<'a>(
     r: &'a ResourceRef,
-    artifact_kind: &'a str,
-    blob_ref: &'a str,
-    size: i64,
+    artifact: &'a NewArtifact,
     metadata: &'a str,
     now: i64,
-) -> Args<'a, 7> {
+) -> Fixed<'a, 7> {
+    const SQL: &str = next_revision_sql!();
     statement(
-        NEXT_REVISION,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Text(artifact_kind),
-            Arg::Text(blob_ref),
-            Arg::Int(size),
-            Arg::Text(metadata),
-            Arg::Int(now),
+        SQL,
+        args![
+            r.kind.tag(),
+            &r.id,
+            &artifact.kind,
+            &artifact.blob_ref,
+            artifact.size,
+            metadata,
+            now
         ],
     )
 }
 
-pub(crate) fn touch(r: &ResourceRef, now: i64) -> Args<'_, 3> {
-    statement(TOUCH, [kind(r), Arg::Text(&r.id), Arg::Int(now)])
+pub(crate) fn touch(r: &ResourceRef, now: i64) -> Fixed<'_, 3> {
+    const SQL: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
+    statement(SQL, args![r.kind.tag(), &r.id, now])
 }
 
 pub(crate) fn set_lease<'a>(
@@ -416,44 +365,37 @@ pub(crate) fn set_lease<'a>(
     expires_at: i64,
     ttl_ms: i64,
     now: i64,
-) -> Args<'a, 6> {
+) -> Fixed<'a, 6> {
+    const SQL: &str = "UPDATE resources SET lease_holder = $3, lease_expires_at = $4, \
+         lease_ttl_ms = $5, updated_at = $6 WHERE kind = $1 AND id = $2";
     statement(
-        SET_LEASE,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Text(holder),
-            Arg::Int(expires_at),
-            Arg::Int(ttl_ms),
-            Arg::Int(now),
-        ],
+        SQL,
+        args![r.kind.tag(), &r.id, holder, expires_at, ttl_ms, now],
     )
 }
 
 pub(crate) fn extend_lease(
     r: &ResourceRef,
     expires_at: i64,
-    heartbeat_at: i64,
+    heartbeat: i64,
     now: i64,
-) -> Args<'_, 5> {
-    statement(
-        EXTEND_LEASE,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Int(expires_at),
-            Arg::Int(heartbeat_at),
-            Arg::Int(now),
-        ],
-    )
+) -> Fixed<'_, 5> {
+    const SQL: &str = "UPDATE resources SET lease_expires_at = $3, heartbeat_at = $4, \
+         updated_at = $5 WHERE kind = $1 AND id = $2";
+    statement(SQL, args![r.kind.tag(), &r.id, expires_at, heartbeat, now])
 }
 
-pub(crate) fn clear_lease(r: &ResourceRef, now: i64) -> Args<'_, 3> {
-    statement(CLEAR_LEASE, [kind(r), Arg::Text(&r.id), Arg::Int(now)])
+pub(crate) fn clear_lease(r: &ResourceRef, now: i64) -> Fixed<'_, 3> {
+    const SQL: &str = "UPDATE resources SET lease_holder = NULL, lease_expires_at = NULL, \
+         lease_ttl_ms = NULL, updated_at = $3 WHERE kind = $1 AND id = $2";
+    statement(SQL, args![r.kind.tag(), &r.id, now])
 }
 
-pub(crate) fn next_child_order(parent: &ResourceRef) -> Args<'_, 2> {
-    statement(NEXT_CHILD_ORDER, [kind(parent), Arg::Text(&parent.id)])
+/// Bumps and returns the parent's child counter.
+pub(crate) fn next_child_order(parent: &ResourceRef) -> Fixed<'_, 2> {
+    const SQL: &str = "UPDATE resources SET stream_counter = stream_counter + 1 \
+         WHERE kind = $1 AND id = $2 RETURNING stream_counter";
+    statement(SQL, args![parent.kind.tag(), &parent.id])
 }
 
 pub(crate) fn insert_session<'a>(
@@ -462,40 +404,44 @@ pub(crate) fn insert_session<'a>(
     now: i64,
     repo: &'a str,
     order: i64,
-) -> Args<'a, 5> {
-    statement(
-        INSERT_SESSION,
-        [
-            Arg::Text(id),
-            Arg::Text(attrs),
-            Arg::Int(now),
-            Arg::Text(repo),
-            Arg::Int(order),
-        ],
-    )
+) -> Fixed<'a, 5> {
+    const SQL: &str = "INSERT INTO resources \
+         (kind, id, attrs, created_at, updated_at, last_seq, parent, created_order) \
+         VALUES ('session', $1, $2, $3, $3, 0, $4, $5)";
+    statement(SQL, args![id, attrs, now, repo, order])
 }
 
-pub(crate) fn prune_closed_chunks(scope: &ResourceRef) -> Args<'_, 2> {
-    statement(PRUNE_CLOSED_CHUNKS, [kind(scope), Arg::Text(&scope.id)])
+/// The chunks of every closed stream of `scope` but the most recently
+/// closed one.
+pub(crate) fn prune_closed_chunks(scope: &ResourceRef) -> Fixed<'_, 2> {
+    const SQL: &str = "DELETE FROM stream_chunks WHERE stream_id IN (\
+         SELECT id FROM streams WHERE scope_kind = $1 AND scope_id = $2 AND status = 'closed' \
+         AND id <> COALESCE((SELECT latest.id FROM streams latest WHERE latest.scope_kind = $1 \
+         AND latest.scope_id = $2 AND latest.status = 'closed' \
+         ORDER BY latest.closed_at DESC, latest.closed_order DESC LIMIT 1), ''))";
+    statement(SQL, args![scope.kind.tag(), &scope.id])
 }
 
-/// At most `limit` revisions beyond the `keep` latest.
+/// Retention: the oldest revisions of one kind below its `keep`-th newest
+/// (`$4` = keep - 1 rows skipped from the newest), at most `limit`, oldest
+/// first. Fewer than `keep` revisions make the bound NULL, deleting
+/// nothing. Both subqueries walk the primary key.
 pub(crate) fn prune_revisions<'a>(
     r: &'a ResourceRef,
-    artifact_kind: &'a str,
+    kind: &'a str,
     keep: i64,
     limit: i64,
-) -> Args<'a, 5> {
-    statement(
-        PRUNE_REVISIONS,
-        [
-            kind(r),
-            Arg::Text(&r.id),
-            Arg::Text(artifact_kind),
-            Arg::Int(keep - 1),
-            Arg::Int(limit),
-        ],
-    )
+) -> Fixed<'a, 5> {
+    const SQL: &str = "DELETE FROM artifacts \
+         WHERE kind = $1 AND resource_id = $2 AND artifact_kind = $3 \
+         AND revision IN (SELECT candidate.revision FROM artifacts candidate \
+         WHERE candidate.kind = $1 AND candidate.resource_id = $2 \
+         AND candidate.artifact_kind = $3 AND candidate.revision < (\
+         SELECT bound.revision FROM artifacts bound \
+         WHERE bound.kind = $1 AND bound.resource_id = $2 AND bound.artifact_kind = $3 \
+         ORDER BY bound.revision DESC LIMIT 1 OFFSET $4) \
+         ORDER BY candidate.revision LIMIT $5)";
+    statement(SQL, args![r.kind.tag(), &r.id, kind, keep - 1, limit])
 }
 
 pub(crate) fn insert_stream<'a>(
@@ -504,28 +450,25 @@ pub(crate) fn insert_stream<'a>(
     label: &'a str,
     now: i64,
     order: i64,
-) -> Args<'a, 6> {
+) -> Fixed<'a, 6> {
+    const SQL: &str = "INSERT INTO streams \
+         (id, scope_kind, scope_id, label, status, created_at, created_order) \
+         VALUES ($1, $2, $3, $4, 'open', $5, $6)";
     statement(
-        INSERT_STREAM,
-        [
-            Arg::Text(id),
-            kind(scope),
-            Arg::Text(&scope.id),
-            Arg::Text(label),
-            Arg::Int(now),
-            Arg::Int(order),
-        ],
+        SQL,
+        args![id, scope.kind.tag(), &scope.id, label, now, order],
     )
 }
 
-/// [`INSERT_CHUNK`]; with the same arguments, [`APPEND_CHUNK_TAIL`] makes
-/// it the tail.
-pub(crate) fn append_chunk<'a>(id: &'a str, seq: i64, chunk: &'a str) -> Args<'a, 3> {
-    statement(
-        INSERT_CHUNK,
-        [Arg::Text(id), Arg::Int(seq), Arg::Text(chunk)],
-    )
+/// The chunk stored as sequence `seq`; with the same arguments,
+/// [`APPEND_CHUNK_TAIL`] makes it the stream's tail.
+pub(crate) fn append_chunk<'a>(id: &'a str, seq: i64, chunk: &'a str) -> Fixed<'a, 3> {
+    const SQL: &str = insert_chunk_sql!();
+    statement(SQL, args![id, seq, chunk])
 }
+
+/// [`append_chunk`]'s second half.
+pub(crate) const APPEND_CHUNK_TAIL: &str = append_chunk_tail_sql!();
 
 pub(crate) fn close_stream<'a>(
     id: &'a str,
@@ -533,55 +476,15 @@ pub(crate) fn close_stream<'a>(
     order: i64,
     outcome: &'a str,
     artifact: &'a StreamArtifact,
-) -> Args<'a, 7> {
+) -> Fixed<'a, 7> {
+    const SQL: &str = "UPDATE streams SET status = 'closed', closed_at = $2, closed_order = $3, \
+         outcome = $4, artifact_kind = $5, artifact_revision = $6, artifact_blob_ref = $7 \
+         WHERE id = $1";
+    let a = artifact;
     statement(
-        CLOSE_STREAM,
-        [
-            Arg::Text(id),
-            Arg::Int(now),
-            Arg::Int(order),
-            Arg::Text(outcome),
-            Arg::Text(&artifact.kind),
-            Arg::Int(artifact.revision),
-            Arg::Text(&artifact.blob_ref),
-        ],
+        SQL,
+        args![id, now, order, outcome, &a.kind, a.revision, &a.blob_ref],
     )
-}
-
-/// The one statement a streamed read runs.
-pub(crate) fn listing(listing: &Listing) -> Statement<Vec<Arg<'_>>> {
-    match listing {
-        Listing::Events { resource, since } => statement(
-            EVENTS_SINCE,
-            vec![kind(resource), Arg::Text(&resource.id), Arg::Int(*since)],
-        ),
-        Listing::Chunks { id, since } => {
-            statement(CHUNKS_SINCE, vec![Arg::Text(id), Arg::Int(*since)])
-        }
-        Listing::Builds => statement(LIST_BUILDS, Vec::new()),
-        Listing::Sessions { repo } => statement(LIST_SESSIONS, vec![Arg::Text(repo)]),
-        Listing::Artifacts {
-            resource,
-            kind: Some(artifact_kind),
-        } => statement(
-            LIST_ARTIFACTS_OF_KIND,
-            vec![
-                kind(resource),
-                Arg::Text(&resource.id),
-                Arg::Text(artifact_kind),
-            ],
-        ),
-        Listing::Artifacts {
-            resource,
-            kind: None,
-        } => statement(
-            LIST_ARTIFACTS,
-            vec![kind(resource), Arg::Text(&resource.id)],
-        ),
-        Listing::Streams { scope } => {
-            statement(LIST_STREAMS, vec![kind(scope), Arg::Text(&scope.id)])
-        }
-    }
 }
 
 /// One row of [`listing`]'s statement as its wire JSON.

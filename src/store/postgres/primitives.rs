@@ -48,23 +48,23 @@ const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
 /// The event and the counter ([`sql::append_event`], [`sql::APPEND_EVENT_TAIL`]).
 const APPEND_EVENT: &str = concat!(
     "WITH bumped AS (",
-    sql::append_event_tail!(),
+    sql::append_event_tail_sql!(),
     ") ",
-    sql::insert_event!()
+    sql::insert_event_sql!()
 );
 /// Assign the next revision ([`sql::insert_artifact`]) and insert the metadata.
 const INSERT_ARTIFACT: &str = concat!(
     "WITH head AS (",
-    sql::next_revision!(),
+    sql::next_revision_sql!(),
     ") INSERT INTO artifacts (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
      SELECT $1, $2, $3, head.revision, $4, $5, $6, $7 FROM head RETURNING revision"
 );
 /// The chunk and the stream's counter ([`sql::append_chunk`], [`sql::APPEND_CHUNK_TAIL`]).
 const APPEND_CHUNK: &str = concat!(
     "WITH bumped AS (",
-    sql::append_chunk_tail!(),
+    sql::append_chunk_tail_sql!(),
     ") ",
-    sql::insert_chunk!()
+    sql::insert_chunk_sql!()
 );
 
 // The fast paths (one autocommit statement each). Each bumps the counter
@@ -557,14 +557,7 @@ impl Writes for PgTx {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
             let metadata = Value::Object(artifact.metadata.clone()).to_string();
-            let statement = sql::insert_artifact(
-                r,
-                &artifact.kind,
-                &artifact.blob_ref,
-                artifact.size,
-                &metadata,
-                now,
-            );
+            let statement = sql::insert_artifact(r, &artifact, &metadata, now);
             let revision = query(&statement.with_text(INSERT_ARTIFACT))
                 .fetch_one(self.tx().await?)
                 .await?

@@ -302,14 +302,7 @@ impl Writes for Conn<'_> {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
             let metadata = Value::Object(artifact.metadata.clone()).to_string();
-            let next = sql::insert_artifact(
-                r,
-                &artifact.kind,
-                &artifact.blob_ref,
-                artifact.size,
-                &metadata,
-                now,
-            );
+            let next = sql::insert_artifact(r, &artifact, &metadata, now);
             let revision = self.one(next, |row| row.int(0))?;
             let [a1, a2, a3, a4, a5, a6, a7] = next.args;
             self.execute(Statement {
