@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 
 use super::engine::Backend;
 use super::retention::Retention;
+use super::sql::{self, Columns, Statements};
 use super::{
     ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, Record,
     StoreError, StoreResult, StreamArtifact, StreamRecord, envelope_json,
@@ -101,44 +102,96 @@ impl<T> Written<T> {
     }
 }
 
-/// Queries outside a write transaction.
-pub(crate) trait Reads: Send {
+/// Queries outside a write transaction. Each is a shared statement
+/// ([`sql`]) run through the backend's [`Statements`], but for `tails`, whose
+/// query each dialect writes its own way.
+pub(crate) trait Reads: Statements {
     fn resource(
         &mut self,
         r: &ResourceRef,
-    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send;
-    fn exists(&mut self, r: &ResourceRef) -> impl Future<Output = StoreResult<bool>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send {
+        async move {
+            self.first(sql::select_resource(r), |row| {
+                sql::resource_row(r.kind, row)
+            })
+            .await
+        }
+    }
+
+    fn exists(&mut self, r: &ResourceRef) -> impl Future<Output = StoreResult<bool>> + Send {
+        async move {
+            let found = self.first(sql::exists_resource(r), |_| Ok(())).await?;
+            Ok(found.is_some())
+        }
+    }
+
     /// Envelope texts with `seq > since`, in order, at most `limit`.
     fn events_since(
         &mut self,
         r: &ResourceRef,
         since: i64,
         limit: Option<i64>,
-    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send {
+        async move {
+            self.all(sql::events_page(r, since, limit), |row| row.text(0))
+                .await
+        }
+    }
+
     /// One revision, or the latest when `rev` is `None`.
     fn artifact(
         &mut self,
         r: &ResourceRef,
         kind: &str,
         rev: Option<i64>,
-    ) -> impl Future<Output = StoreResult<Option<ArtifactMeta>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<ArtifactMeta>>> + Send {
+        async move {
+            let decode = |row: &dyn Columns| sql::artifact_row(r, row);
+            match rev {
+                Some(rev) => self.first(sql::select_artifact(r, kind, rev), decode).await,
+                None => {
+                    self.first(sql::select_latest_artifact(r, kind), decode)
+                        .await
+                }
+            }
+        }
+    }
+
     fn stream(
         &mut self,
         id: &str,
-    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send {
+        async move {
+            self.first(sql::select_stream(id), |row| sql::stream_row(row))
+                .await
+        }
+    }
+
     /// Chunk texts with `seq > since`, in order, at most `limit`.
     fn chunks_since(
         &mut self,
         id: &str,
         since: i64,
         limit: Option<i64>,
-    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send {
+        async move {
+            self.all(sql::chunks_page(id, since, limit), |row| row.text(0))
+                .await
+        }
+    }
+
     /// `last_seq` of each existing resource; a closed stream reports `i64::MAX`.
     fn tails(
         &mut self,
         resources: &[ResourceRef],
     ) -> impl Future<Output = StoreResult<Vec<(ResourceRef, i64)>>> + Send;
-    fn ping(&mut self) -> impl Future<Output = StoreResult<()>> + Send;
+
+    fn ping(&mut self) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.first(sql::ping(), |_| Ok(())).await?;
+            Ok(())
+        }
+    }
 }
 
 /// What a fast-path append did.
@@ -149,7 +202,10 @@ pub(crate) enum FastAppend {
     Stale,
 }
 
-/// The primitives of one write transaction.
+/// The primitives of one write transaction. Each is, unless a backend says
+/// otherwise, the shared statements ([`sql`]) run through its [`Statements`]:
+/// PostgreSQL locks the rows it reads and fuses two-statement primitives
+/// into one.
 ///
 /// The `try_*` methods are fast paths a backend may offer: the whole
 /// operation as one autocommit statement, tried before any transaction
@@ -157,7 +213,7 @@ pub(crate) enum FastAppend {
 /// cannot decide exactly as the transaction path would (a clock behind the
 /// resource's last write, a concurrent writer); the transaction path then
 /// runs. The defaults always decline.
-pub(crate) trait Writes: Send {
+pub(crate) trait Writes: Statements {
     /// The injected clock's current time.
     fn now(&self) -> i64;
     /// [`append`] in one statement.
@@ -186,18 +242,30 @@ pub(crate) trait Writes: Send {
     ) -> impl Future<Output = StoreResult<Option<String>>> + Send {
         async { Ok(None) }
     }
+
     /// Read the resource row, holding it until the transaction ends.
     fn lock_resource(
         &mut self,
         r: &ResourceRef,
-    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send {
+        async move {
+            self.first(sql::select_resource(r), |row| {
+                sql::resource_row(r.kind, row)
+            })
+            .await
+        }
+    }
+
     /// Insert a resource with no events; `false` when it already exists.
     fn insert_resource(
         &mut self,
         r: &ResourceRef,
         attrs: Option<&str>,
         now: i64,
-    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    ) -> impl Future<Output = StoreResult<bool>> + Send {
+        async move { Ok(self.execute(sql::insert_resource(r, attrs, now)).await? > 0) }
+    }
+
     /// Store `envelope` as sequence `seq` and make it the tail (`updated_at = now`).
     fn append_event(
         &mut self,
@@ -205,7 +273,16 @@ pub(crate) trait Writes: Send {
         seq: i64,
         now: i64,
         envelope: &str,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            let insert = sql::append_event(r, seq, now, envelope);
+            self.execute(insert).await?;
+            self.execute(insert.with_text(sql::APPEND_EVENT_TAIL))
+                .await?;
+            Ok(())
+        }
+    }
+
     /// Assign the next revision of each artifact's kind and store the
     /// metadata, in order.
     fn insert_artifacts(
@@ -213,8 +290,35 @@ pub(crate) trait Writes: Send {
         r: &ResourceRef,
         artifacts: Vec<NewArtifact>,
         now: i64,
-    ) -> impl Future<Output = StoreResult<Vec<ArtifactMeta>>> + Send;
-    fn touch(&mut self, r: &ResourceRef, now: i64) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<Vec<ArtifactMeta>>> + Send {
+        async move {
+            let mut metas = Vec::with_capacity(artifacts.len());
+            for artifact in artifacts {
+                let metadata = Value::Object(artifact.metadata.clone()).to_string();
+                let next = sql::insert_artifact(r, &artifact, &metadata, now);
+                let revision = self
+                    .first(next, |row| row.int(0))
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
+                self.execute(sql::store_revision(next, revision)).await?;
+                metas.push(ArtifactMeta {
+                    resource: r.clone(),
+                    kind: artifact.kind,
+                    revision,
+                    blob_ref: artifact.blob_ref,
+                    size: artifact.size,
+                    metadata: artifact.metadata,
+                    created_at: now,
+                });
+            }
+            Ok(metas)
+        }
+    }
+
+    fn touch(&mut self, r: &ResourceRef, now: i64) -> impl Future<Output = StoreResult<()>> + Send {
+        async move { self.run(sql::touch(r, now)).await }
+    }
+
     fn set_lease(
         &mut self,
         r: &ResourceRef,
@@ -222,25 +326,47 @@ pub(crate) trait Writes: Send {
         expires_at: i64,
         ttl_ms: i64,
         now: i64,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.run(sql::set_lease(r, holder, expires_at, ttl_ms, now))
+                .await
+        }
+    }
+
     fn extend_lease(
         &mut self,
         r: &ResourceRef,
         expires_at: i64,
         heartbeat_at: i64,
         now: i64,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.run(sql::extend_lease(r, expires_at, heartbeat_at, now))
+                .await
+        }
+    }
+
     fn clear_lease(
         &mut self,
         r: &ResourceRef,
         now: i64,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move { self.run(sql::clear_lease(r, now)).await }
+    }
+
     /// The next value of a resource's child counter, which orders the
     /// sessions and streams it creates (and stream closes) within a millisecond.
     fn next_child_order(
         &mut self,
         parent: &ResourceRef,
-    ) -> impl Future<Output = StoreResult<i64>> + Send;
+    ) -> impl Future<Output = StoreResult<i64>> + Send {
+        async move {
+            self.first(sql::next_child_order(parent), |row| row.int(0))
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("no child order assigned".into()))
+        }
+    }
+
     fn insert_session(
         &mut self,
         id: &str,
@@ -248,13 +374,22 @@ pub(crate) trait Writes: Send {
         now: i64,
         repo: &str,
         order: i64,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.run(sql::insert_session(id, attrs, now, repo, order))
+                .await
+        }
+    }
+
     /// Drop the chunks of every closed stream of `scope` but the most
     /// recently closed one.
     fn prune_closed_chunks(
         &mut self,
         scope: &ResourceRef,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move { self.run(sql::prune_closed_chunks(scope)).await }
+    }
+
     /// Delete the oldest revisions of `r`'s artifact `kind` beyond its
     /// `keep` latest ones, at most `limit` of them, oldest first; returns
     /// how many were deleted. The revision counter is untouched, so later
@@ -265,7 +400,13 @@ pub(crate) trait Writes: Send {
         kind: &str,
         keep: i64,
         limit: i64,
-    ) -> impl Future<Output = StoreResult<u64>> + Send;
+    ) -> impl Future<Output = StoreResult<u64>> + Send {
+        async move {
+            self.execute(sql::prune_revisions(r, kind, keep, limit))
+                .await
+        }
+    }
+
     fn insert_stream(
         &mut self,
         id: &str,
@@ -273,23 +414,53 @@ pub(crate) trait Writes: Send {
         label: &str,
         now: i64,
         order: i64,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.run(sql::insert_stream(id, scope, label, now, order))
+                .await
+        }
+    }
+
     /// A stream's scope, without locking anything.
     fn stream_scope(
         &mut self,
         id: &str,
-    ) -> impl Future<Output = StoreResult<Option<ResourceRef>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<ResourceRef>>> + Send {
+        async move {
+            self.first(
+                sql::select_stream(id),
+                |row| Ok(sql::stream_row(row)?.scope),
+            )
+            .await
+        }
+    }
+
     fn lock_stream(
         &mut self,
         id: &str,
-    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send;
+    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send {
+        async move {
+            self.first(sql::select_stream(id), |row| sql::stream_row(row))
+                .await
+        }
+    }
+
     /// Store `chunk` as sequence `seq` and make it the stream's tail.
     fn append_chunk(
         &mut self,
         id: &str,
         seq: i64,
         chunk: &str,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            let insert = sql::append_chunk(id, seq, chunk);
+            self.execute(insert).await?;
+            self.execute(insert.with_text(sql::APPEND_CHUNK_TAIL))
+                .await?;
+            Ok(())
+        }
+    }
+
     fn mark_closed(
         &mut self,
         id: &str,
@@ -297,7 +468,12 @@ pub(crate) trait Writes: Send {
         order: i64,
         outcome: &str,
         artifact: &StreamArtifact,
-    ) -> impl Future<Output = StoreResult<()>> + Send;
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.run(sql::close_stream(id, now, order, outcome, artifact))
+                .await
+        }
+    }
 }
 
 /// Run an operation whose futures never pend (the SQLite primitives) to

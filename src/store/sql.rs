@@ -17,6 +17,8 @@
 //! Rows are read by position, through [`Columns`], which both drivers' rows
 //! implement: the column lists below fix the positions.
 
+use std::future::Future;
+
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
@@ -193,6 +195,48 @@ impl ArgList for Vec<Arg<'_>> {
 
 type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;
 
+/// What runs the shared statements: a backend's connection or transaction.
+pub(crate) trait Statements: Send {
+    /// Run `statement`; the number of rows it changed.
+    fn execute<A: ArgList + Send>(
+        &mut self,
+        statement: Statement<A>,
+    ) -> impl Future<Output = StoreResult<u64>> + Send;
+
+    /// The first row of `statement`'s answer, decoded.
+    fn first<A, T, D>(
+        &mut self,
+        statement: Statement<A>,
+        decode: D,
+    ) -> impl Future<Output = StoreResult<Option<T>>> + Send
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnOnce(&dyn Columns) -> StoreResult<T> + Send;
+
+    /// Every row of `statement`'s answer, decoded.
+    fn all<A, T, D>(
+        &mut self,
+        statement: Statement<A>,
+        decode: D,
+    ) -> impl Future<Output = StoreResult<Vec<T>>> + Send
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnMut(&dyn Columns) -> StoreResult<T> + Send;
+
+    /// Run `statement`, whatever it changed.
+    fn run<A: ArgList + Send>(
+        &mut self,
+        statement: Statement<A>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.execute(statement).await?;
+            Ok(())
+        }
+    }
+}
+
 fn statement<A>(text: &'static str, args: A) -> Statement<A> {
     Statement { text, args }
 }
@@ -354,6 +398,16 @@ pub(crate) fn insert_artifact<'a>(
     )
 }
 
+/// The metadata of the revision [`insert_artifact`] assigned: its
+/// arguments, and the revision as `$8` (PostgreSQL fuses the two).
+pub(crate) fn store_revision(next: Fixed<'_, 7>, revision: i64) -> Fixed<'_, 8> {
+    const SQL: &str = "INSERT INTO artifacts \
+         (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
+         VALUES ($1, $2, $3, $8, $4, $5, $6, $7)";
+    let [a1, a2, a3, a4, a5, a6, a7] = next.args;
+    statement(SQL, [a1, a2, a3, a4, a5, a6, a7, Arg::Int(revision)])
+}
+
 pub(crate) fn touch(r: &ResourceRef, now: i64) -> Fixed<'_, 3> {
     const SQL: &str = "UPDATE resources SET updated_at = $3 WHERE kind = $1 AND id = $2";
     statement(SQL, args![r.kind.tag(), &r.id, now])
@@ -490,7 +544,7 @@ pub(crate) fn close_stream<'a>(
 /// One row of [`listing`]'s statement as its wire JSON.
 pub(crate) fn render(
     listing: &Listing,
-    row: &impl Columns,
+    row: &(impl Columns + ?Sized),
     piece: &mut BytesMut,
 ) -> StoreResult<()> {
     match listing {
@@ -540,7 +594,10 @@ fn resource_kind(tag: &str, what: &str) -> StoreResult<ResourceKind> {
 }
 
 /// A row of `resource_columns!()`.
-pub(crate) fn resource_row(kind: ResourceKind, row: &impl Columns) -> StoreResult<ResourceRow> {
+pub(crate) fn resource_row(
+    kind: ResourceKind,
+    row: &(impl Columns + ?Sized),
+) -> StoreResult<ResourceRow> {
     let attrs = match row.optional_text(1)? {
         Some(text) => json_object(&text, "resource attrs")?,
         None => Map::new(),
@@ -564,7 +621,7 @@ pub(crate) fn resource_row(kind: ResourceKind, row: &impl Columns) -> StoreResul
 }
 
 /// A row of `stream_columns!()`.
-pub(crate) fn stream_row(row: &impl Columns) -> StoreResult<StreamRecord> {
+pub(crate) fn stream_row(row: &(impl Columns + ?Sized)) -> StoreResult<StreamRecord> {
     let kind = resource_kind(row.str(1)?, "stream scope")?;
     let artifact = match (
         row.optional_text(9)?,
@@ -594,7 +651,7 @@ pub(crate) fn stream_row(row: &impl Columns) -> StoreResult<StreamRecord> {
 /// A row of `artifact_columns!()`, an artifact of `resource`.
 pub(crate) fn artifact_row(
     resource: &ResourceRef,
-    row: &impl Columns,
+    row: &(impl Columns + ?Sized),
 ) -> StoreResult<ArtifactMeta> {
     Ok(ArtifactMeta {
         resource: resource.clone(),
@@ -608,7 +665,7 @@ pub(crate) fn artifact_row(
 }
 
 /// A row of a `tails` statement: kind, id, tail.
-pub(crate) fn tail_row(row: &impl Columns) -> StoreResult<(ResourceRef, i64)> {
+pub(crate) fn tail_row(row: &(impl Columns + ?Sized)) -> StoreResult<(ResourceRef, i64)> {
     let kind = resource_kind(row.str(0)?, "resource kind")?;
     Ok((ResourceRef::new(kind, row.text(1)?), row.int(2)?))
 }

@@ -23,10 +23,10 @@ use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
-use crate::store::sql::{self, Arg, ArgList, Columns, Statement};
+use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
 use crate::store::{
-    ArtifactMeta, MakeEvent, NewArtifact, NewEvent, StoreError, StoreResult, StreamArtifact,
-    StreamRecord, TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
+    ArtifactMeta, MakeEvent, NewArtifact, NewEvent, StoreError, StoreResult, StreamRecord,
+    TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
 };
 
 /// The resource row, held until the transaction ends.
@@ -200,82 +200,48 @@ impl<'p> PgRead<'p> {
     }
 }
 
+/// On the read's connection, taken from the pool at its first statement.
+impl Statements for PgRead<'_> {
+    async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
+        let done = query(&statement).execute(self.conn().await?).await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn first<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Option<T>>
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnOnce(&dyn Columns) -> StoreResult<T> + Send,
+    {
+        let row = query(&statement).fetch_optional(self.conn().await?).await?;
+        row.map(|row| decode(&row)).transpose()
+    }
+
+    async fn all<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Vec<T>>
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnMut(&dyn Columns) -> StoreResult<T> + Send,
+    {
+        let rows = query(&statement).fetch_all(self.conn().await?).await?;
+        decode_all(&rows, decode)
+    }
+}
+
+fn decode_all<T>(
+    rows: &[PgRow],
+    mut decode: impl FnMut(&dyn Columns) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    rows.iter().map(|row| decode(row)).collect()
+}
+
 impl Reads for PgRead<'_> {
-    async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        query(&sql::select_resource(r))
-            .fetch_optional(self.conn().await?)
-            .await?
-            .map(|row| sql::resource_row(r.kind, &row))
-            .transpose()
-    }
-
-    async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool> {
-        Ok(query(&sql::exists_resource(r))
-            .fetch_optional(self.conn().await?)
-            .await?
-            .is_some())
-    }
-
-    async fn events_since(
-        &mut self,
-        r: &ResourceRef,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<Vec<String>> {
-        let rows = query(&sql::events_page(r, since, limit))
-            .fetch_all(self.conn().await?)
-            .await?;
-        rows.iter().map(|row| row.text(0)).collect()
-    }
-
-    async fn artifact(
-        &mut self,
-        r: &ResourceRef,
-        kind: &str,
-        rev: Option<i64>,
-    ) -> StoreResult<Option<ArtifactMeta>> {
-        let query = match rev {
-            Some(rev) => query(&sql::select_artifact(r, kind, rev)),
-            None => query(&sql::select_latest_artifact(r, kind)),
-        };
-        query
-            .fetch_optional(self.conn().await?)
-            .await?
-            .map(|row| sql::artifact_row(r, &row))
-            .transpose()
-    }
-
-    async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        query(&sql::select_stream(id))
-            .fetch_optional(self.conn().await?)
-            .await?
-            .map(|row| sql::stream_row(&row))
-            .transpose()
-    }
-
-    async fn chunks_since(
-        &mut self,
-        id: &str,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<Vec<String>> {
-        let rows = query(&sql::chunks_page(id, since, limit))
-            .fetch_all(self.conn().await?)
-            .await?;
-        rows.iter().map(|row| row.text(0)).collect()
-    }
-
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let rows = counted(TAILS)
             .bind(crate::store::tails_param(resources))
             .fetch_all(self.conn().await?)
             .await?;
         rows.iter().map(sql::tail_row).collect()
-    }
-
-    async fn ping(&mut self) -> StoreResult<()> {
-        query(&sql::ping()).fetch_one(self.conn().await?).await?;
-        Ok(())
     }
 }
 
@@ -325,14 +291,6 @@ impl PgTx {
         }
     }
 
-    /// Run a shared statement in the transaction; the rows it changed.
-    async fn execute(&mut self, statement: &Statement<impl ArgList>) -> StoreResult<u64> {
-        Ok(query(statement)
-            .execute(self.tx().await?)
-            .await?
-            .rows_affected())
-    }
-
     /// Commit (`keep`) or roll back the transaction, if one was begun.
     pub async fn finish(self, keep: bool) -> StoreResult<()> {
         if let Conn::Open(tx) = self.conn {
@@ -343,6 +301,34 @@ impl PgTx {
             }
         }
         Ok(())
+    }
+}
+
+/// In the transaction, begun at the first statement.
+impl Statements for PgTx {
+    async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
+        let done = query(&statement).execute(self.tx().await?).await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn first<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Option<T>>
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnOnce(&dyn Columns) -> StoreResult<T> + Send,
+    {
+        let row = query(&statement).fetch_optional(self.tx().await?).await?;
+        row.map(|row| decode(&row)).transpose()
+    }
+
+    async fn all<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Vec<T>>
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnMut(&dyn Columns) -> StoreResult<T> + Send,
+    {
+        let rows = query(&statement).fetch_all(self.tx().await?).await?;
+        decode_all(&rows, decode)
     }
 }
 
@@ -520,20 +506,9 @@ impl Writes for PgTx {
     }
 
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        query(&sql::select_resource(r).with_text(LOCK_RESOURCE))
-            .fetch_optional(self.tx().await?)
-            .await?
-            .map(|row| sql::resource_row(r.kind, &row))
-            .transpose()
-    }
-
-    async fn insert_resource(
-        &mut self,
-        r: &ResourceRef,
-        attrs: Option<&str>,
-        now: i64,
-    ) -> StoreResult<bool> {
-        Ok(self.execute(&sql::insert_resource(r, attrs, now)).await? > 0)
+        let statement = sql::select_resource(r).with_text(LOCK_RESOURCE);
+        self.first(statement, |row| sql::resource_row(r.kind, row))
+            .await
     }
 
     async fn append_event(
@@ -544,8 +519,7 @@ impl Writes for PgTx {
         envelope: &str,
     ) -> StoreResult<()> {
         let statement = sql::append_event(r, seq, now, envelope).with_text(APPEND_EVENT);
-        self.execute(&statement).await?;
-        Ok(())
+        self.run(statement).await
     }
 
     async fn insert_artifacts(
@@ -557,11 +531,12 @@ impl Writes for PgTx {
         let mut metas = Vec::with_capacity(artifacts.len());
         for artifact in artifacts {
             let metadata = Value::Object(artifact.metadata.clone()).to_string();
-            let statement = sql::insert_artifact(r, &artifact, &metadata, now);
-            let revision = query(&statement.with_text(INSERT_ARTIFACT))
-                .fetch_one(self.tx().await?)
+            let statement =
+                sql::insert_artifact(r, &artifact, &metadata, now).with_text(INSERT_ARTIFACT);
+            let revision = self
+                .first(statement, |row| row.int(0))
                 .await?
-                .int(0)?;
+                .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
             metas.push(ArtifactMeta {
                 resource: r.clone(),
                 kind: artifact.kind,
@@ -575,122 +550,13 @@ impl Writes for PgTx {
         Ok(metas)
     }
 
-    async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        self.execute(&sql::touch(r, now)).await?;
-        Ok(())
-    }
-
-    async fn set_lease(
-        &mut self,
-        r: &ResourceRef,
-        holder: &str,
-        expires_at: i64,
-        ttl_ms: i64,
-        now: i64,
-    ) -> StoreResult<()> {
-        self.execute(&sql::set_lease(r, holder, expires_at, ttl_ms, now))
-            .await?;
-        Ok(())
-    }
-
-    async fn extend_lease(
-        &mut self,
-        r: &ResourceRef,
-        expires_at: i64,
-        heartbeat_at: i64,
-        now: i64,
-    ) -> StoreResult<()> {
-        self.execute(&sql::extend_lease(r, expires_at, heartbeat_at, now))
-            .await?;
-        Ok(())
-    }
-
-    async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        self.execute(&sql::clear_lease(r, now)).await?;
-        Ok(())
-    }
-
-    async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64> {
-        query(&sql::next_child_order(parent))
-            .fetch_one(self.tx().await?)
-            .await?
-            .int(0)
-    }
-
-    async fn insert_session(
-        &mut self,
-        id: &str,
-        attrs: &str,
-        now: i64,
-        repo: &str,
-        order: i64,
-    ) -> StoreResult<()> {
-        self.execute(&sql::insert_session(id, attrs, now, repo, order))
-            .await?;
-        Ok(())
-    }
-
-    async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()> {
-        self.execute(&sql::prune_closed_chunks(scope)).await?;
-        Ok(())
-    }
-
-    async fn prune_revisions(
-        &mut self,
-        r: &ResourceRef,
-        kind: &str,
-        keep: i64,
-        limit: i64,
-    ) -> StoreResult<u64> {
-        self.execute(&sql::prune_revisions(r, kind, keep, limit))
-            .await
-    }
-
-    async fn insert_stream(
-        &mut self,
-        id: &str,
-        scope: &ResourceRef,
-        label: &str,
-        now: i64,
-        order: i64,
-    ) -> StoreResult<()> {
-        self.execute(&sql::insert_stream(id, scope, label, now, order))
-            .await?;
-        Ok(())
-    }
-
-    async fn stream_scope(&mut self, id: &str) -> StoreResult<Option<ResourceRef>> {
-        query(&sql::select_stream(id))
-            .fetch_optional(self.tx().await?)
-            .await?
-            .map(|row| Ok(sql::stream_row(&row)?.scope))
-            .transpose()
-    }
-
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        query(&sql::select_stream(id).with_text(LOCK_STREAM))
-            .fetch_optional(self.tx().await?)
-            .await?
-            .map(|row| sql::stream_row(&row))
-            .transpose()
+        let statement = sql::select_stream(id).with_text(LOCK_STREAM);
+        self.first(statement, |row| sql::stream_row(row)).await
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
         let statement = sql::append_chunk(id, seq, chunk).with_text(APPEND_CHUNK);
-        self.execute(&statement).await?;
-        Ok(())
-    }
-
-    async fn mark_closed(
-        &mut self,
-        id: &str,
-        now: i64,
-        order: i64,
-        outcome: &str,
-        artifact: &StreamArtifact,
-    ) -> StoreResult<()> {
-        self.execute(&sql::close_stream(id, now, order, outcome, artifact))
-            .await?;
-        Ok(())
+        self.run(statement).await
     }
 }

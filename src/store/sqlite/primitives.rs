@@ -9,18 +9,14 @@
 
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{CachedStatement, Connection, Row, ToSql};
-use serde_json::Value;
 
 use super::stream::Out;
 
 use crate::clock::Clock;
 use crate::protocol::ResourceRef;
-use crate::store::ops::{Reads, ResourceRow, Writes};
-use crate::store::sql::{self, Arg, ArgList, Columns, Statement};
-use crate::store::{
-    ArtifactMeta, DatabaseError, DatabaseFailure, Listing, NewArtifact, StoreError, StoreResult,
-    StreamArtifact, StreamRecord,
-};
+use crate::store::ops::{Reads, Writes};
+use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
+use crate::store::{DatabaseError, DatabaseFailure, Listing, StoreError, StoreResult};
 
 /// Resource and stream tails of a JSON array of `{kind, id}` in one
 /// statement; a closed stream reports the largest tail so its readers wake.
@@ -30,12 +26,6 @@ const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r JOIN json_
      SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
      FROM streams s JOIN json_each($1) j \
      ON json_extract(j.value, '$.kind') = 'stream' AND s.id = json_extract(j.value, '$.id')";
-/// The metadata of the revision `$8` ([`sql::insert_artifact`]'s
-/// arguments assigned it).
-const INSERT_ARTIFACT: &str = "INSERT INTO artifacts \
-     (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
-     VALUES ($1, $2, $3, $8, $4, $5, $6, $7)";
-
 /// A page's `LIMIT` for "no limit": SQLite takes a negative one (and
 /// refuses `NULL`).
 const NO_LIMIT: i64 = -1;
@@ -129,57 +119,9 @@ impl<'c> Conn<'c> {
         Ok(prepared)
     }
 
-    fn execute(&self, statement: Statement<impl ArgList>) -> StoreResult<usize> {
-        Ok(self.prepared(&statement)?.raw_execute()?)
-    }
-
-    /// The first row, decoded.
-    fn first<T>(
-        &self,
-        statement: Statement<impl ArgList>,
-        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
-    ) -> StoreResult<Option<T>> {
-        let mut prepared = self.prepared(&statement)?;
-        let mut rows = prepared.raw_query();
-        rows.next()?.map(decode).transpose()
-    }
-
-    /// The first row, which must exist.
-    fn one<T>(
-        &self,
-        statement: Statement<impl ArgList>,
-        decode: impl FnOnce(&Row<'_>) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        self.first(statement, decode)?
-            .ok_or_else(|| rusqlite::Error::QueryReturnedNoRows.into())
-    }
-
-    fn all<T>(
-        &self,
-        statement: Statement<impl ArgList>,
-        mut decode: impl FnMut(&Row<'_>) -> StoreResult<T>,
-    ) -> StoreResult<Vec<T>> {
-        let mut prepared = self.prepared(&statement)?;
-        let mut rows = prepared.raw_query();
-        let mut all = Vec::new();
-        while let Some(row) = rows.next()? {
-            all.push(decode(row)?);
-        }
-        Ok(all)
-    }
-
-    fn resource_row(&self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        self.first(sql::select_resource(r), |row| {
-            sql::resource_row(r.kind, row)
-        })
-    }
-
-    fn stream_row(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        self.first(sql::select_stream(id), |row| sql::stream_row(row))
-    }
-
     fn exists_row(&self, r: &ResourceRef) -> StoreResult<bool> {
-        Ok(self.first(sql::exists_resource(r), |_| Ok(()))?.is_some())
+        let mut prepared = self.prepared(&sql::exists_resource(r))?;
+        Ok(prepared.raw_query().next()?.is_some())
     }
 
     /// Run `listing`'s statement, writing each row's wire JSON to `out` as
@@ -204,226 +146,56 @@ impl<'c> Conn<'c> {
     }
 }
 
-impl Reads for Conn<'_> {
-    async fn resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        self.resource_row(r)
+/// Synchronous: the futures are ready when first polled.
+impl Statements for Conn<'_> {
+    async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
+        let changed = self.prepared(&statement)?.raw_execute()?;
+        Ok(u64::try_from(changed).unwrap_or(u64::MAX))
     }
 
-    async fn exists(&mut self, r: &ResourceRef) -> StoreResult<bool> {
-        self.exists_row(r)
+    async fn first<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Option<T>>
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnOnce(&dyn Columns) -> StoreResult<T> + Send,
+    {
+        let mut prepared = self.prepared(&statement)?;
+        let mut rows = prepared.raw_query();
+        rows.next()?.map(|row| decode(row)).transpose()
     }
 
-    async fn events_since(
-        &mut self,
-        r: &ResourceRef,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<Vec<String>> {
-        self.all(sql::events_page(r, since, limit), |row| row.text(0))
-    }
-
-    async fn artifact(
-        &mut self,
-        r: &ResourceRef,
-        kind: &str,
-        rev: Option<i64>,
-    ) -> StoreResult<Option<ArtifactMeta>> {
-        let decode = |row: &Row<'_>| sql::artifact_row(r, row);
-        match rev {
-            Some(rev) => self.first(sql::select_artifact(r, kind, rev), decode),
-            None => self.first(sql::select_latest_artifact(r, kind), decode),
+    async fn all<A, T, D>(&mut self, statement: Statement<A>, mut decode: D) -> StoreResult<Vec<T>>
+    where
+        A: ArgList + Send,
+        T: Send,
+        D: FnMut(&dyn Columns) -> StoreResult<T> + Send,
+    {
+        let mut prepared = self.prepared(&statement)?;
+        let mut rows = prepared.raw_query();
+        let mut all = Vec::new();
+        while let Some(row) = rows.next()? {
+            all.push(decode(row)?);
         }
+        Ok(all)
     }
+}
 
-    async fn stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        self.stream_row(id)
-    }
-
-    async fn chunks_since(
-        &mut self,
-        id: &str,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<Vec<String>> {
-        self.all(sql::chunks_page(id, since, limit), |row| row.text(0))
-    }
-
+/// No row lock is needed ([`Writes::lock_resource`]'s default): the one
+/// writer connection already serialises every write.
+impl Reads for Conn<'_> {
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let param = crate::store::tails_param(resources);
         let statement = Statement {
             text: TAILS,
             args: [Arg::Text(&param)],
         };
-        self.all(statement, |row| sql::tail_row(row))
-    }
-
-    async fn ping(&mut self) -> StoreResult<()> {
-        self.one(sql::ping(), |_| Ok(()))
+        self.all(statement, |row| sql::tail_row(row)).await
     }
 }
 
 impl Writes for Conn<'_> {
     fn now(&self) -> i64 {
         self.clock.now_ms()
-    }
-
-    async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        self.resource_row(r)
-    }
-
-    async fn insert_resource(
-        &mut self,
-        r: &ResourceRef,
-        attrs: Option<&str>,
-        now: i64,
-    ) -> StoreResult<bool> {
-        Ok(self.execute(sql::insert_resource(r, attrs, now))? > 0)
-    }
-
-    async fn append_event(
-        &mut self,
-        r: &ResourceRef,
-        seq: i64,
-        now: i64,
-        envelope: &str,
-    ) -> StoreResult<()> {
-        let insert = sql::append_event(r, seq, now, envelope);
-        self.execute(insert)?;
-        self.execute(insert.with_text(sql::APPEND_EVENT_TAIL))?;
-        Ok(())
-    }
-
-    async fn insert_artifacts(
-        &mut self,
-        r: &ResourceRef,
-        artifacts: Vec<NewArtifact>,
-        now: i64,
-    ) -> StoreResult<Vec<ArtifactMeta>> {
-        let mut metas = Vec::with_capacity(artifacts.len());
-        for artifact in artifacts {
-            let metadata = Value::Object(artifact.metadata.clone()).to_string();
-            let next = sql::insert_artifact(r, &artifact, &metadata, now);
-            let revision = self.one(next, |row| row.int(0))?;
-            let [a1, a2, a3, a4, a5, a6, a7] = next.args;
-            self.execute(Statement {
-                text: INSERT_ARTIFACT,
-                args: [a1, a2, a3, a4, a5, a6, a7, Arg::Int(revision)],
-            })?;
-            metas.push(ArtifactMeta {
-                resource: r.clone(),
-                kind: artifact.kind,
-                revision,
-                blob_ref: artifact.blob_ref,
-                size: artifact.size,
-                metadata: artifact.metadata,
-                created_at: now,
-            });
-        }
-        Ok(metas)
-    }
-
-    async fn touch(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        self.execute(sql::touch(r, now))?;
-        Ok(())
-    }
-
-    async fn set_lease(
-        &mut self,
-        r: &ResourceRef,
-        holder: &str,
-        expires_at: i64,
-        ttl_ms: i64,
-        now: i64,
-    ) -> StoreResult<()> {
-        self.execute(sql::set_lease(r, holder, expires_at, ttl_ms, now))?;
-        Ok(())
-    }
-
-    async fn extend_lease(
-        &mut self,
-        r: &ResourceRef,
-        expires_at: i64,
-        heartbeat_at: i64,
-        now: i64,
-    ) -> StoreResult<()> {
-        self.execute(sql::extend_lease(r, expires_at, heartbeat_at, now))?;
-        Ok(())
-    }
-
-    async fn clear_lease(&mut self, r: &ResourceRef, now: i64) -> StoreResult<()> {
-        self.execute(sql::clear_lease(r, now))?;
-        Ok(())
-    }
-
-    async fn next_child_order(&mut self, parent: &ResourceRef) -> StoreResult<i64> {
-        self.one(sql::next_child_order(parent), |row| row.int(0))
-    }
-
-    async fn insert_session(
-        &mut self,
-        id: &str,
-        attrs: &str,
-        now: i64,
-        repo: &str,
-        order: i64,
-    ) -> StoreResult<()> {
-        self.execute(sql::insert_session(id, attrs, now, repo, order))?;
-        Ok(())
-    }
-
-    async fn prune_closed_chunks(&mut self, scope: &ResourceRef) -> StoreResult<()> {
-        self.execute(sql::prune_closed_chunks(scope))?;
-        Ok(())
-    }
-
-    async fn prune_revisions(
-        &mut self,
-        r: &ResourceRef,
-        kind: &str,
-        keep: i64,
-        limit: i64,
-    ) -> StoreResult<u64> {
-        let deleted = self.execute(sql::prune_revisions(r, kind, keep, limit))?;
-        Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
-    }
-
-    async fn insert_stream(
-        &mut self,
-        id: &str,
-        scope: &ResourceRef,
-        label: &str,
-        now: i64,
-        order: i64,
-    ) -> StoreResult<()> {
-        self.execute(sql::insert_stream(id, scope, label, now, order))?;
-        Ok(())
-    }
-
-    async fn stream_scope(&mut self, id: &str) -> StoreResult<Option<ResourceRef>> {
-        Ok(self.stream_row(id)?.map(|stream| stream.scope))
-    }
-
-    async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        self.stream_row(id)
-    }
-
-    async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        let insert = sql::append_chunk(id, seq, chunk);
-        self.execute(insert)?;
-        self.execute(insert.with_text(sql::APPEND_CHUNK_TAIL))?;
-        Ok(())
-    }
-
-    async fn mark_closed(
-        &mut self,
-        id: &str,
-        now: i64,
-        order: i64,
-        outcome: &str,
-        artifact: &StreamArtifact,
-    ) -> StoreResult<()> {
-        self.execute(sql::close_stream(id, now, order, outcome, artifact))?;
-        Ok(())
     }
 }
 
@@ -433,7 +205,8 @@ mod tests {
 
     use super::Conn;
     use crate::clock::TestClock;
-    use crate::store::sql::{Arg, Columns as _, Statement};
+    use crate::store::ops::run_synchronously;
+    use crate::store::sql::{Arg, Statement, Statements as _};
 
     /// SQLite numbers `$N` parameters by first appearance: bound by
     /// position, `$3` here would take the first argument.
@@ -441,26 +214,27 @@ mod tests {
     fn numbered_parameters_bind_by_number_in_any_order() {
         let mut conn = Connection::open_in_memory().unwrap();
         let clock = TestClock::new(0);
-        let conn = Conn::new(&mut conn, &clock);
+        let mut conn = Conn::new(&mut conn, &clock);
         let statement = Statement {
             text: "SELECT $3, $1, $3 + $1",
             args: [Arg::Int(10), Arg::Int(99), Arg::Int(7)],
         };
-        let row = conn
-            .one(statement, |row| Ok((row.int(0)?, row.int(1)?, row.int(2)?)))
-            .unwrap();
-        assert_eq!(row, (7, 10, 17));
+        let row = run_synchronously(
+            conn.first(statement, |row| Ok((row.int(0)?, row.int(1)?, row.int(2)?))),
+        )
+        .unwrap();
+        assert_eq!(row, Some((7, 10, 17)));
     }
 
     #[test]
     fn a_parameter_left_unbound_is_an_error() {
         let mut conn = Connection::open_in_memory().unwrap();
         let clock = TestClock::new(0);
-        let conn = Conn::new(&mut conn, &clock);
+        let mut conn = Conn::new(&mut conn, &clock);
         let statement = Statement {
             text: "SELECT $1, $2",
             args: [Arg::Int(1)],
         };
-        assert!(conn.one(statement, |_| Ok(())).is_err());
+        assert!(run_synchronously(conn.first(statement, |_| Ok(()))).is_err());
     }
 }
