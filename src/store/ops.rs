@@ -110,12 +110,7 @@ pub(crate) trait Reads: Statements {
         &mut self,
         r: &ResourceRef,
     ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send {
-        async move {
-            self.first(sql::select_resource(r), |row| {
-                sql::resource_row(r.kind, row)
-            })
-            .await
-        }
+        sql::resource(self, r)
     }
 
     fn exists(&mut self, r: &ResourceRef) -> impl Future<Output = StoreResult<bool>> + Send {
@@ -161,10 +156,7 @@ pub(crate) trait Reads: Statements {
         &mut self,
         id: &str,
     ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send {
-        async move {
-            self.first(sql::select_stream(id), |row| sql::stream_row(row))
-                .await
-        }
+        sql::stream(self, id)
     }
 
     /// Chunk texts with `seq > since`, in order, at most `limit`.
@@ -248,12 +240,7 @@ pub(crate) trait Writes: Statements {
         &mut self,
         r: &ResourceRef,
     ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send {
-        async move {
-            self.first(sql::select_resource(r), |row| {
-                sql::resource_row(r.kind, row)
-            })
-            .await
-        }
+        sql::resource(self, r)
     }
 
     /// Insert a resource with no events; `false` when it already exists.
@@ -283,35 +270,22 @@ pub(crate) trait Writes: Statements {
         }
     }
 
-    /// Assign the next revision of each artifact's kind and store the
-    /// metadata, in order.
-    fn insert_artifacts(
+    /// Assign the next revision of `artifact`'s kind and store its
+    /// metadata (`metadata`, serialised); returns the revision.
+    fn insert_artifact(
         &mut self,
         r: &ResourceRef,
-        artifacts: Vec<NewArtifact>,
+        artifact: &NewArtifact,
+        metadata: &str,
         now: i64,
-    ) -> impl Future<Output = StoreResult<Vec<ArtifactMeta>>> + Send {
+    ) -> impl Future<Output = StoreResult<i64>> + Send {
         async move {
-            let mut metas = Vec::with_capacity(artifacts.len());
-            for artifact in artifacts {
-                let metadata = Value::Object(artifact.metadata.clone()).to_string();
-                let next = sql::insert_artifact(r, &artifact, &metadata, now);
-                let revision = self
-                    .first(next, |row| row.int(0))
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
-                self.execute(sql::store_revision(next, revision)).await?;
-                metas.push(ArtifactMeta {
-                    resource: r.clone(),
-                    kind: artifact.kind,
-                    revision,
-                    blob_ref: artifact.blob_ref,
-                    size: artifact.size,
-                    metadata: artifact.metadata,
-                    created_at: now,
-                });
-            }
-            Ok(metas)
+            let next = sql::insert_artifact(r, artifact, metadata, now);
+            let revision = self.first(next, |row| row.int(0)).await?;
+            let revision =
+                revision.ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
+            self.run(sql::store_revision(next, revision)).await?;
+            Ok(revision)
         }
     }
 
@@ -426,23 +400,14 @@ pub(crate) trait Writes: Statements {
         &mut self,
         id: &str,
     ) -> impl Future<Output = StoreResult<Option<ResourceRef>>> + Send {
-        async move {
-            self.first(
-                sql::select_stream(id),
-                |row| Ok(sql::stream_row(row)?.scope),
-            )
-            .await
-        }
+        async move { Ok(sql::stream(self, id).await?.map(|stream| stream.scope)) }
     }
 
     fn lock_stream(
         &mut self,
         id: &str,
     ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send {
-        async move {
-            self.first(sql::select_stream(id), |row| sql::stream_row(row))
-                .await
-        }
+        sql::stream(self, id)
     }
 
     /// Store `chunk` as sequence `seq` and make it the stream's tail.
@@ -579,6 +544,31 @@ fn write_time(tx: &impl Writes, row: &ResourceRow) -> i64 {
     tx.now().max(row.record.updated_at)
 }
 
+/// Assign the next revision of each artifact's kind and store the
+/// metadata, in order.
+async fn insert_artifacts(
+    tx: &mut impl Writes,
+    r: &ResourceRef,
+    artifacts: Vec<NewArtifact>,
+    now: i64,
+) -> StoreResult<Vec<ArtifactMeta>> {
+    let mut metas = Vec::with_capacity(artifacts.len());
+    for artifact in artifacts {
+        let metadata = Value::Object(artifact.metadata.clone()).to_string();
+        let revision = tx.insert_artifact(r, &artifact, &metadata, now).await?;
+        metas.push(ArtifactMeta {
+            resource: r.clone(),
+            kind: artifact.kind,
+            revision,
+            blob_ref: artifact.blob_ref,
+            size: artifact.size,
+            metadata: artifact.metadata,
+            created_at: now,
+        });
+    }
+    Ok(metas)
+}
+
 /// Append `event` after `row`'s tail; returns the envelope text.
 async fn append_after(
     tx: &mut impl Writes,
@@ -679,8 +669,7 @@ pub(crate) async fn put_artifact(
 ) -> StoreResult<Written<ArtifactMeta>> {
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
-    let meta = tx
-        .insert_artifacts(r, vec![artifact], now)
+    let meta = insert_artifacts(tx, r, vec![artifact], now)
         .await?
         .pop()
         .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
@@ -710,7 +699,7 @@ pub(crate) async fn deposit(
     }
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
-    let metas = tx.insert_artifacts(r, artifacts, now).await?;
+    let metas = insert_artifacts(tx, r, artifacts, now).await?;
     let event = make_event(&metas)?;
     let envelope = append_after(tx, r, row.last_seq, now, &event).await?;
     let pruned = apply_retention(tx, r, &metas, retention).await?;
@@ -940,8 +929,7 @@ pub(crate) async fn close_stream(
         return Ok(Written::unchanged(CloseOutcome::Moved));
     }
     let now = write_time(tx, &row);
-    let meta = tx
-        .insert_artifacts(&scope, vec![artifact], now)
+    let meta = insert_artifacts(tx, &scope, vec![artifact], now)
         .await?
         .pop()
         .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;

@@ -243,6 +243,23 @@ fn statement<A>(text: &'static str, args: A) -> Statement<A> {
 
 // ------------------------------------------------------------------ reads
 
+/// A resource row, on any connection.
+pub(crate) async fn resource(
+    db: &mut (impl Statements + ?Sized),
+    r: &ResourceRef,
+) -> StoreResult<Option<ResourceRow>> {
+    db.first(select_resource(r), |row| resource_row(r.kind, row))
+        .await
+}
+
+/// A stream row, on any connection.
+pub(crate) async fn stream(
+    db: &mut (impl Statements + ?Sized),
+    id: &str,
+) -> StoreResult<Option<StreamRecord>> {
+    db.first(select_stream(id), |row| stream_row(row)).await
+}
+
 pub(crate) fn select_resource(r: &ResourceRef) -> Fixed<'_, 2> {
     const SQL: &str = select_resource_sql!();
     statement(SQL, args![r.kind.tag(), &r.id])

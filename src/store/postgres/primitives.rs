@@ -10,6 +10,7 @@
 //! transaction of five or six round trips. Each declines, having written
 //! nothing, whenever it cannot decide exactly as the transaction would.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -200,10 +201,21 @@ impl<'p> PgRead<'p> {
     }
 }
 
-/// On the read's connection, taken from the pool at its first statement.
-impl Statements for PgRead<'_> {
+/// A connection shared statements run on: a read's, or a transaction.
+trait Connection: Send {
+    fn connection(&mut self) -> impl Future<Output = StoreResult<&mut PgConnection>> + Send;
+}
+
+impl Connection for PgRead<'_> {
+    /// The read's connection, taken from the pool at its first statement.
+    async fn connection(&mut self) -> StoreResult<&mut PgConnection> {
+        self.conn().await
+    }
+}
+
+impl<C: Connection> Statements for C {
     async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
-        let done = query(&statement).execute(self.conn().await?).await?;
+        let done = query(&statement).execute(self.connection().await?).await?;
         Ok(done.rows_affected())
     }
 
@@ -213,26 +225,23 @@ impl Statements for PgRead<'_> {
         T: Send,
         D: FnOnce(&dyn Columns) -> StoreResult<T> + Send,
     {
-        let row = query(&statement).fetch_optional(self.conn().await?).await?;
+        let row = query(&statement)
+            .fetch_optional(self.connection().await?)
+            .await?;
         row.map(|row| decode(&row)).transpose()
     }
 
-    async fn all<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Vec<T>>
+    async fn all<A, T, D>(&mut self, statement: Statement<A>, mut decode: D) -> StoreResult<Vec<T>>
     where
         A: ArgList + Send,
         T: Send,
         D: FnMut(&dyn Columns) -> StoreResult<T> + Send,
     {
-        let rows = query(&statement).fetch_all(self.conn().await?).await?;
-        decode_all(&rows, decode)
+        let rows = query(&statement)
+            .fetch_all(self.connection().await?)
+            .await?;
+        rows.iter().map(|row| decode(row)).collect()
     }
-}
-
-fn decode_all<T>(
-    rows: &[PgRow],
-    mut decode: impl FnMut(&dyn Columns) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
-    rows.iter().map(|row| decode(row)).collect()
 }
 
 impl Reads for PgRead<'_> {
@@ -304,31 +313,10 @@ impl PgTx {
     }
 }
 
-/// In the transaction, begun at the first statement.
-impl Statements for PgTx {
-    async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
-        let done = query(&statement).execute(self.tx().await?).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn first<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Option<T>>
-    where
-        A: ArgList + Send,
-        T: Send,
-        D: FnOnce(&dyn Columns) -> StoreResult<T> + Send,
-    {
-        let row = query(&statement).fetch_optional(self.tx().await?).await?;
-        row.map(|row| decode(&row)).transpose()
-    }
-
-    async fn all<A, T, D>(&mut self, statement: Statement<A>, decode: D) -> StoreResult<Vec<T>>
-    where
-        A: ArgList + Send,
-        T: Send,
-        D: FnMut(&dyn Columns) -> StoreResult<T> + Send,
-    {
-        let rows = query(&statement).fetch_all(self.tx().await?).await?;
-        decode_all(&rows, decode)
+impl Connection for PgTx {
+    /// The transaction, begun at the first statement.
+    async fn connection(&mut self) -> StoreResult<&mut PgConnection> {
+        self.tx().await
     }
 }
 
@@ -522,32 +510,17 @@ impl Writes for PgTx {
         self.run(statement).await
     }
 
-    async fn insert_artifacts(
+    async fn insert_artifact(
         &mut self,
         r: &ResourceRef,
-        artifacts: Vec<NewArtifact>,
+        artifact: &NewArtifact,
+        metadata: &str,
         now: i64,
-    ) -> StoreResult<Vec<ArtifactMeta>> {
-        let mut metas = Vec::with_capacity(artifacts.len());
-        for artifact in artifacts {
-            let metadata = Value::Object(artifact.metadata.clone()).to_string();
-            let statement =
-                sql::insert_artifact(r, &artifact, &metadata, now).with_text(INSERT_ARTIFACT);
-            let revision = self
-                .first(statement, |row| row.int(0))
-                .await?
-                .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
-            metas.push(ArtifactMeta {
-                resource: r.clone(),
-                kind: artifact.kind,
-                revision,
-                blob_ref: artifact.blob_ref,
-                size: artifact.size,
-                metadata: artifact.metadata,
-                created_at: now,
-            });
-        }
-        Ok(metas)
+    ) -> StoreResult<i64> {
+        let statement = sql::insert_artifact(r, artifact, metadata, now).with_text(INSERT_ARTIFACT);
+        self.first(statement, |row| row.int(0))
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
