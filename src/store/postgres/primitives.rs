@@ -1,7 +1,7 @@
 //! The PostgreSQL primitives of [`Reads`] (over the pool) and [`Writes`]
-//! (over one transaction), running the shared statements ([`sql`]) and
-//! what only PostgreSQL has: row locks, statements fused with
-//! `WITH … AS (UPDATE …)`, and the fast paths. Writers to one resource serialise on its row
+//! (over one transaction): the shared statements ([`sql`]), and what only
+//! PostgreSQL has: row locks, statements fused with `WITH … AS (UPDATE …)`,
+//! and the fast paths. Writers to one resource serialise on its row
 //! (`SELECT … FOR UPDATE`, or the counter `UPDATE` of a fast path);
 //! different resources proceed in parallel.
 //!

@@ -1,6 +1,7 @@
 //! The SQLite primitives of [`Reads`] and [`Writes`] over one rusqlite
-//! connection, running the shared statements ([`sql`]). Every statement is
-//! prepared once per connection (`prepare_cached`). The futures never pend:
+//! connection: the shared statements ([`sql`]) as they are (the traits'
+//! defaults), and SQLite's own `tails` query. Every statement is prepared
+//! once per connection (`prepare_cached`). The futures never pend:
 //! [`run_synchronously`](crate::store::ops::run_synchronously) runs them.
 //!
 //! No row lock is needed: the one writer connection, inside the batch's
@@ -180,8 +181,6 @@ impl Statements for Conn<'_> {
     }
 }
 
-/// No row lock is needed ([`Writes::lock_resource`]'s default): the one
-/// writer connection already serialises every write.
 impl Reads for Conn<'_> {
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let param = crate::store::tails_param(resources);
@@ -193,6 +192,9 @@ impl Reads for Conn<'_> {
     }
 }
 
+/// Every primitive is the shared statement: no row lock is needed
+/// ([`Writes::lock_resource`]'s default reads the row), as the one writer
+/// connection already serialises every write.
 impl Writes for Conn<'_> {
     fn now(&self) -> i64 {
         self.clock.now_ms()
