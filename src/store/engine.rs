@@ -29,7 +29,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     type Read<'r>: Reads;
 
     /// Run `op` as one write, to its end even if the caller goes away
-    /// (DESIGN decision 14): commit its changes when its outcome is kept
+    /// (docs/decisions.md, 14): commit its changes when its outcome is kept
     /// (roll them back otherwise), then count what it pruned and wake the
     /// held reads of the resource it names.
     fn write<T, F>(&self, op: F) -> impl Future<Output = StoreResult<T>> + Send
