@@ -4,11 +4,12 @@
 //!
 //! Every rule lives here and nowhere else: the conditional append, the
 //! deposit composition, the lease truth table, stream close checks, chunk
-//! pruning and artifact retention. Backends only say how a primitive is
-//! stored, and may fuse statements to do it in fewer round trips, or offer a
-//! whole operation as one statement (the `try_*` fast paths of [`Writes`]),
-//! which the operation tries first and which declines to the transaction
-//! whenever it cannot decide exactly as the transaction would.
+//! pruning and artifact retention. A primitive is, by default, its shared
+//! statement ([`sql`]); a backend overrides only what its dialect does
+//! otherwise (row locks, statements fused into fewer round trips), and may
+//! offer a whole operation as one statement (the `try_*` fast paths of
+//! [`Writes`]), which the operation tries first and which declines to the
+//! transaction whenever it cannot decide exactly as the transaction would.
 //!
 //! The methods return futures: PostgreSQL awaits its round trips, while the
 //! SQLite implementation never pends (rusqlite is synchronous), so its writer

@@ -9,10 +9,12 @@
 //! SQLite binds what appears, while PostgreSQL's form fused from two shared
 //! texts uses every argument (see [`append_event`]).
 //!
-//! What stays in each backend is what only its dialect has: PostgreSQL's row
-//! locks (`FOR UPDATE`), its statements fused with `WITH … AS (UPDATE …)`
-//! and its one-statement fast paths; each side's `tails` query (JSON table
-//! functions differ); SQLite's split forms of the fused statements.
+//! Backends run them through [`Statements`], and `Reads`/`Writes` default
+//! each primitive to its statement here. What stays in each backend is what
+//! only its dialect has: PostgreSQL's row locks (`FOR UPDATE`), its
+//! statements fused with `WITH … AS (UPDATE …)` from two texts here, and its
+//! one-statement fast paths; each side's `tails` query (JSON table functions
+//! differ).
 //!
 //! Rows are read by position, through [`Columns`], which both drivers' rows
 //! implement: the column lists below fix the positions.
