@@ -83,7 +83,7 @@ pub struct Db {
     pub url: String,
     /// SQLite: the file's path.
     pub path: Option<PathBuf>,
-    pg: Option<scratch_pg::ScratchDb>,
+    pg: Option<abstore_testkit::scratch_pg::ScratchDb>,
 }
 
 impl Db {
@@ -111,10 +111,12 @@ impl Db {
                     .pg_base
                     .clone()
                     .ok_or_else(|| anyhow!("PostgreSQL is not configured"))?;
-                let db =
-                    scratch_pg::ScratchDb::create(&format!("{base}/postgres"), "abstore_bench")
-                        .await
-                        .map_err(|e| anyhow!(e))?;
+                let db = abstore_testkit::scratch_pg::ScratchDb::create(
+                    &format!("{base}/postgres"),
+                    "abstore_bench",
+                )
+                .await
+                .map_err(|e| anyhow!(e))?;
                 Ok(Db {
                     backend,
                     url: db.url.clone(),

@@ -20,8 +20,6 @@
 //! - [`checks`]: the registry of checks, one module per spec section family.
 //! - [`fixtures`]: sample event writes from `fixtures/conformance/`.
 //! - [`runner`]: clock detection, filtering, bounded concurrency, reporting.
-//! - [`scratch_pg`]: scratch PostgreSQL databases for tests.
-//! - [`skip`]: tests that cannot run record why instead of passing silently.
 //! - [`spawn`]: start, stop and restart an `abstore` binary for tests.
 //! - [`token`]: section 7 bearer tokens (HMAC-SHA256), minted from the secret.
 //! - [`util`]: time arithmetic, unique names, percent-encoding, base64, sha256.
@@ -30,8 +28,6 @@ pub mod checks;
 pub mod client;
 pub mod fixtures;
 pub mod runner;
-pub mod scratch_pg;
-pub mod skip;
 pub mod spawn;
 pub mod token;
 pub mod util;

@@ -4,9 +4,9 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use abstore_conformance::runner::check_credentials;
+use abstore_conformance::{Ctx, all_checks, authenticate, is_abstore_specific, run_checks};
 use clap::Parser;
-use conformance::runner::check_credentials;
-use conformance::{Ctx, all_checks, authenticate, is_abstore_specific, run_checks};
 
 /// Black-box HTTP conformance checks for Autobuild's Remote BuildStore protocol.
 #[derive(Parser, Debug)]
@@ -63,7 +63,7 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(dir) = args.catalog_fixtures.clone()
-        && let Err(e) = conformance::fixtures::set_catalog_dir(dir)
+        && let Err(e) = abstore_conformance::fixtures::set_catalog_dir(dir)
     {
         eprintln!("--catalog-fixtures: {e}");
         return ExitCode::from(2);
@@ -75,7 +75,7 @@ async fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let tls = conformance::Tls {
+    let tls = abstore_conformance::Tls {
         ca_file: args.ca_file.clone(),
         insecure: args.insecure,
     };

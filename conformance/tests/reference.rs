@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use conformance::{Ctx, Outcome, all_checks, authenticate, is_abstore_specific, run_checks};
+use abstore_conformance::{
+    Ctx, Outcome, all_checks, authenticate, is_abstore_specific, run_checks,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -79,7 +81,7 @@ async fn start_reference(autobuild: &str) -> (Child, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_against_autobuild_reference_fails_only_listed_features() {
     let Ok(autobuild) = std::env::var("ABC_AUTOBUILD") else {
-        conformance::skip::needs_user_supplied(
+        abstore_testkit::skip::needs_user_supplied(
             "runner_against_autobuild_reference_fails_only_listed_features",
             "set ABC_AUTOBUILD to an Autobuild checkout (and ABC_BUN) to run it",
         );

@@ -129,9 +129,11 @@ async fn tables_match_the_migrated_sqlite_schema() {
 
 #[tokio::test]
 async fn tables_match_the_migrated_postgres_schema() {
-    let Some(db) =
-        conformance::scratch_pg::for_test("archive tables vs PostgreSQL schema", "abstore_schema")
-            .await
+    let Some(db) = abstore_testkit::scratch_pg::for_test(
+        "archive tables vs PostgreSQL schema",
+        "abstore_schema",
+    )
+    .await
     else {
         return;
     };

@@ -50,7 +50,7 @@ struct Harness {
     store: Arc<dyn Store>,
     clock: Arc<TestClock>,
     _dir: Option<tempfile::TempDir>,
-    pg_database: Option<conformance::scratch_pg::ScratchDb>,
+    pg_database: Option<abstore_testkit::scratch_pg::ScratchDb>,
 }
 
 impl Harness {
@@ -93,8 +93,9 @@ impl Harness {
     /// `None` (with a loud note) when no PostgreSQL is configured; a panic in
     /// CI, where PostgreSQL is required.
     async fn postgres() -> Option<Harness> {
-        let db = conformance::scratch_pg::for_test("PostgreSQL store contract", "abstore_contract")
-            .await?;
+        let db =
+            abstore_testkit::scratch_pg::for_test("PostgreSQL store contract", "abstore_contract")
+                .await?;
         let url = db.url.clone();
         let clock = Arc::new(TestClock::new(T0));
         let store = open(

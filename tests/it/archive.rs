@@ -12,8 +12,8 @@ use crate::support;
 use std::path::{Path, PathBuf};
 
 use abstore::blobs::{Blobs, blob_ref};
-use conformance::util::{b64, enc, random_hex};
-use conformance::{Ctx, Res, Server, all_checks, run_checks};
+use abstore_conformance::util::{b64, enc, random_hex};
+use abstore_conformance::{Ctx, Res, Server, all_checks, run_checks};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
 use support::{
@@ -73,7 +73,7 @@ async fn pg_count(url: &str, table: &str) -> i64 {
 /// A fresh S3 prefix; `None` (with the skip recorded) without S3.
 fn s3_prefix() -> Option<String> {
     let Ok(base) = std::env::var("ABSTORE_TEST_S3_URL") else {
-        conformance::skip::skipped(
+        abstore_testkit::skip::skipped(
             "archive round trip through S3",
             "run scripts/s3-test-server",
         );

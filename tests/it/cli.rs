@@ -114,7 +114,7 @@ fn migrate_creates_a_usable_sqlite_database() {
 
 #[tokio::test]
 async fn healthcheck_follows_readyz_and_responses_carry_request_ids() {
-    let server = conformance::Server::start(
+    let server = abstore_conformance::Server::start(
         env!("CARGO_BIN_EXE_abstore"),
         &[
             "serve",
@@ -247,7 +247,7 @@ fn every_flag_and_variable_is_documented() {
 /// loses the answer nor reuses a connection the server then closes.
 #[tokio::test]
 async fn responses_before_the_body_close_the_connection_explicitly() {
-    let server = conformance::Server::start(
+    let server = abstore_conformance::Server::start(
         env!("CARGO_BIN_EXE_abstore"),
         &[
             "serve",
@@ -478,7 +478,7 @@ async fn create_secret_file_makes_missing_directories_or_names_the_path() {
 async fn the_configuration_line_shows_the_effective_cap_and_latency_is_rounded() {
     // 1024 descriptors: 128 are kept for the database and blobs.
     let script = "ulimit -n 1024 && exec \"$0\" \"$@\"";
-    let server = conformance::Server::start(
+    let server = abstore_conformance::Server::start(
         "sh",
         &[
             "-c",

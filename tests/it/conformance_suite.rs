@@ -14,9 +14,9 @@ use crate::support;
 
 use std::path::Path;
 
-use conformance::checks::is_mode_skip;
-use conformance::util::{b64, random_hex};
-use conformance::{Ctx, Outcome, Res, Server, all_checks, authenticate, run_checks};
+use abstore_conformance::checks::is_mode_skip;
+use abstore_conformance::util::{b64, random_hex};
+use abstore_conformance::{Ctx, Outcome, Res, Server, all_checks, authenticate, run_checks};
 use serde_json::{Value, json};
 
 use crate::support::{CLOCK, VERSION, bin};
@@ -216,7 +216,7 @@ async fn snapshot(ctx: &Ctx, res: Res, id: &str) -> Result<Snapshot, String> {
     for meta in artifacts.as_array().into_iter().flatten() {
         let q = format!(
             "?kind={}&rev={}",
-            conformance::util::enc(meta["kind"].as_str().unwrap_or_default()),
+            abstore_conformance::util::enc(meta["kind"].as_str().unwrap_or_default()),
             meta["revision"]
         );
         reads.push(ctx.get_artifact(res, id, &q).await?);
@@ -300,7 +300,7 @@ async fn continuity_body(server: &mut Server) -> Result<(), String> {
         .post(
             &format!(
                 "/builds/{}/events/conditional",
-                conformance::util::enc(&slug)
+                abstore_conformance::util::enc(&slug)
             ),
             &json!({"expectedSeq": 3, "event": Res::Build.simple_event()}),
         )
@@ -357,7 +357,7 @@ async fn continuity_body(server: &mut Server) -> Result<(), String> {
         .find(|r| r["meta"]["kind"] == json!("blob") && r["meta"]["revision"] == json!(0));
     let got = bytes
         .and_then(|r| r["contentBase64"].as_str())
-        .and_then(conformance::util::unb64);
+        .and_then(abstore_conformance::util::unb64);
     if got.as_deref() != Some(&binary[..]) {
         return Err("binary artifact bytes differ after restart".into());
     }
@@ -385,7 +385,7 @@ async fn continuity_body(server: &mut Server) -> Result<(), String> {
         .post(
             &format!(
                 "/builds/{}/events/conditional",
-                conformance::util::enc(&slug)
+                abstore_conformance::util::enc(&slug)
             ),
             &json!({"expectedSeq": 5, "event": Res::Build.simple_event()}),
         )
@@ -450,7 +450,7 @@ async fn the_runner_says_what_credentials_an_authenticated_server_needs() {
     let runner = Path::new(bin()).with_file_name("abstore-conformance");
     assert!(
         runner.is_file(),
-        "{} is missing: build it with `cargo build -p conformance`",
+        "{} is missing: build it with `cargo build -p abstore-conformance`",
         runner.display()
     );
     let run = |extra: &[&str]| {

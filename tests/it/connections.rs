@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use conformance::Server;
+use abstore_conformance::Server;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use conformance::fixtures::build_event;
-use conformance::util::{b64, sha256_hex, unb64};
+use abstore_conformance::fixtures::build_event;
+use abstore_conformance::util::{b64, sha256_hex, unb64};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -200,7 +200,7 @@ async fn worker(base: String, acked: Shared, seed: u64, until: Instant) {
 async fn check_blob(base: &str, build: &str, kind: &str, rev: i64, blob: &str) {
     let path = format!(
         "/builds/{build}/artifacts?kind={}&rev={rev}",
-        conformance::util::enc(kind)
+        abstore_conformance::util::enc(kind)
     );
     let read = get_json(base, &path).await;
     assert_eq!(read["meta"]["blobRef"], blob, "{path}: {read}");

@@ -17,8 +17,8 @@ use crate::support;
 use std::sync::Arc;
 
 use abstore::protocol::ident::MAX_ID_BYTES;
-use conformance::fixtures::{build_event, repo_event, session_event};
-use conformance::token;
+use abstore_conformance::fixtures::{build_event, repo_event, session_event};
+use abstore_conformance::token;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom as _;
 use rand::{Rng, SeedableRng};
@@ -434,7 +434,7 @@ async fn fuzz(database: &str, secret: Option<&str>) {
     if let Some(secret) = secret {
         args.extend(["--secret", secret]);
     }
-    let mut server = conformance::Server::start(support::bin(), &args)
+    let mut server = abstore_conformance::Server::start(support::bin(), &args)
         .await
         .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
     let base: Arc<str> = Arc::from(server.url());
@@ -470,7 +470,9 @@ async fn fuzz(database: &str, secret: Option<&str>) {
 }
 
 fn secret() -> String {
-    (0..4).map(|_| conformance::util::random_hex()).collect()
+    (0..4)
+        .map(|_| abstore_conformance::util::random_hex())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

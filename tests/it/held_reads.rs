@@ -9,8 +9,8 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use conformance::Server;
-use conformance::scratch_pg::{self, ScratchDb};
+use abstore_conformance::Server;
+use abstore_testkit::scratch_pg::{self, ScratchDb};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 

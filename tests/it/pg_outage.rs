@@ -100,7 +100,7 @@ fn assert_unavailable(reply: &Reply, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgres_outage_answers_503_quickly_and_recovers_without_a_restart() {
     let Some(bin) = pg_bin_dir() else {
-        conformance::skip::skipped(
+        abstore_testkit::skip::skipped(
             "PostgreSQL outage test",
             "no /usr/lib/postgresql/*/bin/initdb; install Debian's postgresql package",
         );

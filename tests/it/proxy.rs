@@ -9,7 +9,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use conformance::{Ctx, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, Server, all_checks, run_checks};
 
 use crate::support::{self, free_port};
 
@@ -184,7 +184,7 @@ fn make_certs(dir: &std::path::Path) -> Option<Certs> {
 #[tokio::test]
 async fn conformance_through_nginx() {
     let Some(nginx) = nginx_binary() else {
-        conformance::skip::skipped(
+        abstore_testkit::skip::skipped(
             "nginx proxy conformance",
             "no nginx binary; apt-get install nginx-light",
         );
@@ -196,7 +196,7 @@ async fn conformance_through_nginx() {
         .output()
         .is_ok_and(|out| out.status.success())
     {
-        conformance::skip::skipped("nginx proxy conformance", "no openssl command");
+        abstore_testkit::skip::skipped("nginx proxy conformance", "no openssl command");
         return;
     }
     let server = Server::start(
@@ -288,7 +288,7 @@ async fn conformance_through_nginx() {
                 .is_err(),
             "a certificate from an unknown CA was accepted"
         );
-        let insecure = conformance::Tls {
+        let insecure = abstore_conformance::Tls {
             ca_file: None,
             insecure: true,
         };
@@ -300,7 +300,7 @@ async fn conformance_through_nginx() {
             .await
             .unwrap();
         assert_eq!(health.status(), 200);
-        let trusted = conformance::Tls {
+        let trusted = abstore_conformance::Tls {
             ca_file: Some(certs.ca.clone()),
             insecure: false,
         };

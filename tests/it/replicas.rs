@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use conformance::scratch_pg;
-use conformance::{Ctx, Outcome, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, Outcome, Server, all_checks, run_checks};
+use abstore_testkit::scratch_pg;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Accept connections and splice each to the next upstream in turn.

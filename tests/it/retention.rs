@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use abstore::blobs::{Blobs, blob_ref};
-use conformance::util::b64;
-use conformance::{Ctx, Res, Server};
+use abstore_conformance::util::b64;
+use abstore_conformance::{Ctx, Res, Server};
 use serde_json::{Value, json};
 use support::{export, path_text as s};
 
@@ -46,12 +46,16 @@ fn ctx(server: &Server) -> Ctx {
 
 /// The revisions of `kind` the artifact list shows.
 async fn revisions(c: &Ctx, res: Res, id: &str, kind: &str) -> Vec<i64> {
-    c.list_artifacts(res, id, &format!("?kind={}", conformance::util::enc(kind)))
-        .await
-        .unwrap()
-        .iter()
-        .map(|m| m["revision"].as_i64().unwrap())
-        .collect()
+    c.list_artifacts(
+        res,
+        id,
+        &format!("?kind={}", abstore_conformance::util::enc(kind)),
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|m| m["revision"].as_i64().unwrap())
+    .collect()
 }
 
 async fn put(c: &Ctx, res: Res, id: &str, kind: &str, bytes: &[u8]) -> i64 {

@@ -11,7 +11,7 @@
 use crate::support;
 
 use abstore::protocol::ident::MAX_ID_BYTES;
-use conformance::fixtures::{build_event, repo_event};
+use abstore_conformance::fixtures::{build_event, repo_event};
 use serde_json::{Value, json};
 use support::{Raw, Reply, await_readiness, enc, start, with_pg};
 

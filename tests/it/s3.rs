@@ -8,12 +8,12 @@
 //! under `CI=true`, otherwise skips loudly.
 
 use abstore::blobs::{Blobs, blob_ref};
-use conformance::{Ctx, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, Server, all_checks, run_checks};
 
 /// A fresh prefix in the test bucket, or `None` when S3 is not configured.
 fn s3_location() -> Option<String> {
     let Ok(base) = std::env::var("ABSTORE_TEST_S3_URL") else {
-        conformance::skip::skipped(
+        abstore_testkit::skip::skipped(
             "S3 blob tests",
             "ABSTORE_TEST_S3_URL is unset; eval \"$(scripts/s3-test-server)\" sets it",
         );

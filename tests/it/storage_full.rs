@@ -13,7 +13,7 @@
 //!   with no restart; a restart afterwards (SIGKILL) finds it all again.
 //!
 //! Mounting needs root (and the PostgreSQL case the server binaries):
-//! elsewhere these tests skip loudly (`conformance::skip`), and with
+//! elsewhere these tests skip loudly (`abstore_testkit::skip`), and with
 //! `CI=true` they must run.
 
 use crate::support;
@@ -23,8 +23,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use conformance::fixtures::build_event;
-use conformance::util::{b64, enc, sha256_hex, unb64};
+use abstore_conformance::fixtures::build_event;
+use abstore_conformance::util::{b64, enc, sha256_hex, unb64};
 use serde_json::{Value, json};
 use sqlx::Connection as _;
 use support::cluster::{Cluster, is_root, pg_bin_dir};
@@ -53,7 +53,7 @@ impl Tmpfs {
             Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             Err(err) => format!("running mount: {err}"),
         };
-        conformance::skip::skipped(CHECK, &format!("cannot mount a tmpfs (needs root): {why}"));
+        abstore_testkit::skip::skipped(CHECK, &format!("cannot mount a tmpfs (needs root): {why}"));
         None
     }
 
@@ -480,7 +480,7 @@ impl Ledger {
 }
 
 /// Start the server with its metrics on a port of their own.
-async fn serve(database: &str, blobs: &Path) -> (conformance::Server, String) {
+async fn serve(database: &str, blobs: &Path) -> (abstore_conformance::Server, String) {
     let metrics_listen = format!("127.0.0.1:{}", free_port());
     let server = start_with_args(
         database,
@@ -637,7 +637,7 @@ async fn a_full_disk_under_the_sqlite_file() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_disk_under_postgresql() {
     let Some(bin) = pg_bin_dir() else {
-        conformance::skip::skipped(
+        abstore_testkit::skip::skipped(
             "storage full on PostgreSQL",
             "no /usr/lib/postgresql/*/bin/initdb; install Debian's postgresql package",
         );

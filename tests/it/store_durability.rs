@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conformance::Server;
-use conformance::scratch_pg;
+use abstore_conformance::Server;
+use abstore_testkit::scratch_pg;
 use serde_json::{Value, json};
 
 use crate::support;

@@ -339,7 +339,7 @@ async fn compressed_reads(database: &str) {
 /// runtime is absent, and .ci/run installs both).
 async fn fetch_decodes(runtime: &str) {
     let Some(program) = javascript_runtime(runtime) else {
-        conformance::skip::skipped(
+        abstore_testkit::skip::skipped(
             &format!("compressed reads through {runtime}'s fetch"),
             &format!("{runtime} is not installed"),
         );

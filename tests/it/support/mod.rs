@@ -51,7 +51,7 @@ pub fn free_port() -> u16 {
 
 /// `abstore serve` on `database` with `memory://` blobs and Prometheus
 /// metrics on a port of their own; returns the server and the metrics URL.
-pub async fn start_with_metrics(database: &str) -> (conformance::Server, String) {
+pub async fn start_with_metrics(database: &str) -> (abstore_conformance::Server, String) {
     let metrics_listen = format!("127.0.0.1:{}", free_port());
     let args = [
         "serve",
@@ -64,7 +64,7 @@ pub async fn start_with_metrics(database: &str) -> (conformance::Server, String)
         "--metrics-listen",
         &metrics_listen,
     ];
-    let server = conformance::Server::start(bin(), &args)
+    let server = abstore_conformance::Server::start(bin(), &args)
         .await
         .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"));
     (server, format!("http://{metrics_listen}/metrics"))
@@ -157,7 +157,11 @@ pub fn assert_same_archive_body(a: &std::path::Path, b: &std::path::Path, what: 
 }
 
 /// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
-pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conformance::Server {
+pub async fn start(
+    database: &str,
+    blobs: &str,
+    secret: Option<&str>,
+) -> abstore_conformance::Server {
     match secret {
         Some(secret) => start_with_args(database, blobs, &["--secret", secret]).await,
         None => start_with_args(database, blobs, &[]).await,
@@ -165,7 +169,11 @@ pub async fn start(database: &str, blobs: &str, secret: Option<&str>) -> conform
 }
 
 /// Start `abstore serve` on `database` and `blobs` with `extra` flags.
-pub async fn start_with_args(database: &str, blobs: &str, extra: &[&str]) -> conformance::Server {
+pub async fn start_with_args(
+    database: &str,
+    blobs: &str,
+    extra: &[&str],
+) -> abstore_conformance::Server {
     let mut args = vec![
         "serve",
         "--listen",
@@ -176,7 +184,7 @@ pub async fn start_with_args(database: &str, blobs: &str, extra: &[&str]) -> con
         blobs,
     ];
     args.extend_from_slice(extra);
-    conformance::Server::start(bin(), &args)
+    abstore_conformance::Server::start(bin(), &args)
         .await
         .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
 }
@@ -435,17 +443,17 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
 /// Percent-encode one path segment completely (every byte outside
 /// unreserved characters), so NUL and `/` travel inside the segment.
 pub fn enc(segment: &str) -> String {
-    conformance::util::enc(segment)
+    abstore_conformance::util::enc(segment)
 }
 
 // ── PostgreSQL scratch databases ────────────────────────────────────────────
 
-pub use conformance::scratch_pg::ScratchDb as PgDb;
+pub use abstore_testkit::scratch_pg::ScratchDb as PgDb;
 
 /// A fresh database on `ABSTORE_TEST_POSTGRES_URL`; `None` (with a loud
 /// banner) when it is unset outside CI, a panic under `CI=true`.
 pub async fn pg_database(prefix: &str) -> Option<PgDb> {
-    conformance::scratch_pg::for_test(
+    abstore_testkit::scratch_pg::for_test(
         &format!("PostgreSQL part of {prefix} tests"),
         &format!("abstore_{prefix}"),
     )

@@ -1,6 +1,7 @@
 //! Scratch PostgreSQL databases: the one place that creates and drops them,
-//! shared by the store contract suite, the integration tests (through the
-//! conformance crate, which adds the skip policy) and `abstore-load`.
+//! shared by the store contract suite, the integration tests and
+//! `abstore-load`; tests get theirs from [`for_test`], which keeps the skip
+//! rule of [`crate::skip`].
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,4 +69,22 @@ fn random() -> u64 {
     hasher.write_u32(std::process::id());
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.finish()
+}
+
+/// The variable naming the PostgreSQL server tests create databases on.
+pub const TEST_URL_VAR: &str = "ABSTORE_TEST_POSTGRES_URL";
+
+/// A fresh database for the test `what`; `None` after recording the skip
+/// when `ABSTORE_TEST_POSTGRES_URL` is unset (a failure under `CI=true` and
+/// under scripts/test).
+pub async fn for_test(what: &str, prefix: &str) -> Option<ScratchDb> {
+    let Ok(admin_url) = std::env::var(TEST_URL_VAR) else {
+        crate::skip::skipped(what, &format!("set {TEST_URL_VAR}"));
+        return None;
+    };
+    Some(
+        ScratchDb::create(&admin_url, prefix)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
 }
