@@ -73,6 +73,8 @@ impl std::fmt::Debug for Entry {
 #[derive(Debug)]
 pub(crate) struct Catalog {
     family: Family,
+    /// The document's name as errors give it.
+    file: String,
     entries: Vec<Entry>,
     index: HashMap<String, usize>,
     /// `a, b, c` in catalog order, for the unknown-type message.
@@ -149,10 +151,15 @@ impl Catalog {
             .join(", ");
         Ok(Catalog {
             family,
+            file: file.to_owned(),
             entries,
             index,
             known,
         })
+    }
+
+    pub(crate) fn file(&self) -> &str {
+        &self.file
     }
 
     pub(crate) fn event_types(&self) -> Vec<&str> {

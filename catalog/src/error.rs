@@ -94,4 +94,20 @@ pub enum CatalogError {
         /// The schema compiler's diagnostic.
         message: String,
     },
+    /// A version index (`versions.json`) that cannot be used.
+    #[error("catalog index {file}: {message}")]
+    Index {
+        /// The index file that failed.
+        file: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// No catalogs exist for the requested Autobuild version.
+    #[error("no event catalogs for Autobuild version \"{version}\" (known versions: {known})")]
+    UnknownVersion {
+        /// The version as requested.
+        version: String,
+        /// Comma-separated versions that have catalogs.
+        known: String,
+    },
 }

@@ -15,6 +15,12 @@
 //! Schemas are compiled once when the catalogs load; a valid write costs one
 //! schema pass and no allocation beyond what the schema engine needs.
 //!
+//! Catalogs are versioned with Autobuild: `catalog/catalogs/versions.json`
+//! names, for every Autobuild version the server knows, the document each
+//! family uses, so versions share the documents that did not change
+//! ([`VersionedCatalogs`], [`Catalogs::embedded_for`]). A shared document is
+//! compiled once and its compiled form shared between versions.
+//!
 //! # Layout
 //! - `actor`: the seven actor variants and the `via` rule, in code (they are
 //!   protocol, not catalog data).
@@ -22,6 +28,7 @@
 //! - `detail`: turning a schema failure into a deterministic, path-naming message.
 //! - `rules`: the fixed set of named cross-field rules a document may cite.
 //! - `error`: [`EventValidationError`] and [`CatalogError`].
+//! - `versions`: the version index (`versions.json`) and [`VersionedCatalogs`].
 
 mod actor;
 mod detail;
@@ -29,13 +36,16 @@ mod document;
 mod error;
 mod normalize;
 mod rules;
+mod versions;
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 pub use error::{CatalogError, EventValidationError};
+pub use versions::{EMBEDDED_DOCUMENTS, VersionedCatalogs};
 
 use document::Catalog;
 
@@ -101,50 +111,70 @@ impl std::fmt::Display for Family {
 /// The compiled build, repository and session catalogs.
 ///
 /// Immutable after loading, so one instance is shared by every request
-/// (`Arc<Catalogs>` in server state).
-#[derive(Debug)]
+/// (`Arc<Catalogs>` in server state). Each family's compiled document is held
+/// behind an `Arc`, so catalog sets of two Autobuild versions that use the
+/// same document share one compiled copy ([`Catalogs::shares_document`]).
+#[derive(Debug, Clone)]
 pub struct Catalogs {
-    build: Catalog,
-    repository: Catalog,
-    session: Catalog,
+    build: Arc<Catalog>,
+    repository: Arc<Catalog>,
+    session: Arc<Catalog>,
 }
 
-const EMBEDDED_BUILD: &str = include_str!("../catalogs/build.json");
-const EMBEDDED_REPOSITORY: &str = include_str!("../catalogs/repository.json");
-const EMBEDDED_SESSION: &str = include_str!("../catalogs/session.json");
-
 impl Catalogs {
-    /// The default catalogs embedded in the binary (`catalog/catalogs/*.json`),
-    /// compiled once. Call this once at startup and share the result.
+    /// The default catalogs embedded in the binary: the set of the default
+    /// Autobuild version named by `catalog/catalogs/versions.json` (0.8.0, the
+    /// version the server serves today). Call this once at startup and share
+    /// the result.
     pub fn embedded() -> Result<Catalogs, CatalogError> {
-        Ok(Catalogs {
-            build: Catalog::compile(Family::Build, EMBEDDED_BUILD, "embedded build.json")?,
-            repository: Catalog::compile(
-                Family::Repository,
-                EMBEDDED_REPOSITORY,
-                "embedded repository.json",
-            )?,
-            session: Catalog::compile(Family::Session, EMBEDDED_SESSION, "embedded session.json")?,
-        })
+        Catalogs::embedded_for(versions::embedded_default_version())
+    }
+
+    /// The embedded catalogs of one Autobuild version (the client's
+    /// `X-Autobuild-Version`, exactly as sent), e.g. `"0.8.0"`. A version the
+    /// index does not name is [`CatalogError::UnknownVersion`]. Compiles only
+    /// that version's three documents; to hold every version at once, with
+    /// shared documents compiled once, use [`VersionedCatalogs::embedded`].
+    pub fn embedded_for(version: &str) -> Result<Catalogs, CatalogError> {
+        versions::embedded_catalogs_for(version)
+    }
+
+    /// The Autobuild versions that have embedded catalogs, in index order
+    /// (oldest first).
+    pub fn embedded_versions() -> Vec<&'static str> {
+        versions::embedded_versions()
     }
 
     /// Load `build.json`, `repository.json` and `session.json` from a directory
     /// (the `--catalog DIR` flag). All three must be present: a partial override
     /// would silently mix catalog versions.
     pub fn from_dir(dir: &Path) -> Result<Catalogs, CatalogError> {
-        let load = |family: Family| -> Result<Catalog, CatalogError> {
+        let load = |family: Family| -> Result<Arc<Catalog>, CatalogError> {
             let path = dir.join(family.file_name());
             let text = std::fs::read_to_string(&path).map_err(|source| CatalogError::Io {
                 path: path.display().to_string(),
                 source,
             })?;
-            Catalog::compile(family, &text, &path.display().to_string())
+            Catalog::compile(family, &text, &path.display().to_string()).map(Arc::new)
         };
         Ok(Catalogs {
             build: load(Family::Build)?,
             repository: load(Family::Repository)?,
             session: load(Family::Session)?,
         })
+    }
+
+    /// The name of the document a family was compiled from, as errors name it
+    /// (e.g. `embedded 0.9.0/build.json`, or a path for [`Catalogs::from_dir`]).
+    pub fn document(&self, family: Family) -> &str {
+        self.catalog(family).file()
+    }
+
+    /// Whether `self` and `other` use the very same compiled document for
+    /// `family` (not merely equal text): true between two versions of one
+    /// [`VersionedCatalogs`] whose index names the same document.
+    pub fn shares_document(&self, other: &Catalogs, family: Family) -> bool {
+        Arc::ptr_eq(self.arc(family), other.arc(family))
     }
 
     /// Validate one event write before any mutation: the *validated payload*
@@ -175,6 +205,10 @@ impl Catalogs {
     }
 
     fn catalog(&self, family: Family) -> &Catalog {
+        self.arc(family)
+    }
+
+    fn arc(&self, family: Family) -> &Arc<Catalog> {
         match family {
             Family::Build => &self.build,
             Family::Repository => &self.repository,

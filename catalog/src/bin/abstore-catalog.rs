@@ -1,4 +1,5 @@
-//! `abstore-catalog normalize`: runs the embedded catalogs' validator over
+//! `abstore-catalog normalize [--autobuild VERSION]`: runs the embedded
+//! catalogs' validator (the default version's, or VERSION's) over
 //! event writes read from stdin, one JSON object per line
 //! (`{"family": "build", "actor": …, "type": …, "payload": …}`), and prints one
 //! line per write: `{"ok": <validated payload>}` or `{"error": "<422 message>"}`.
@@ -37,11 +38,20 @@ fn answer(catalogs: &Catalogs, line: &str) -> Value {
 }
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() != Some("normalize") || std::env::args().count() != 2 {
-        eprintln!("usage: abstore-catalog normalize < writes.jsonl");
-        return ExitCode::from(2);
-    }
-    let catalogs = match Catalogs::embedded() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let version = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["normalize"] => None,
+        ["normalize", "--autobuild", version] => Some(version.to_owned()),
+        _ => {
+            eprintln!("usage: abstore-catalog normalize [--autobuild VERSION] < writes.jsonl");
+            return ExitCode::from(2);
+        }
+    };
+    let loaded = match &version {
+        None => Catalogs::embedded(),
+        Some(version) => Catalogs::embedded_for(version),
+    };
+    let catalogs = match loaded {
         Ok(catalogs) => catalogs,
         Err(error) => {
             eprintln!("abstore-catalog: {error}");
