@@ -92,8 +92,17 @@ pub fn sqlite_row(table: &Table, row: &rusqlite::Row<'_>) -> anyhow::Result<Vec<
 
 /// A PostgreSQL row as archive values.
 pub fn pg_row(table: &Table, row: &PgRow) -> anyhow::Result<Vec<Val>> {
-    table
-        .columns
+    pg_values(table, row, table.columns.len())
+}
+
+/// The key of a row from a statement that returned only the key columns.
+pub fn pg_key(table: &Table, row: &PgRow) -> anyhow::Result<Vec<Val>> {
+    pg_values(table, row, table.key_len)
+}
+
+/// The first `count` columns of `table`, from a row holding them in order.
+fn pg_values(table: &Table, row: &PgRow, count: usize) -> anyhow::Result<Vec<Val>> {
+    table.columns[..count]
         .iter()
         .enumerate()
         .map(|(i, column)| {

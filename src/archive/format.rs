@@ -239,6 +239,29 @@ impl Table {
         format!("{} ({})", self.record, parts.join(", "))
     }
 
+    /// PostgreSQL: inserts `rows` rows unless their key exists, and returns
+    /// the key of each row it inserted.
+    pub fn insert_many_sql(&self, rows: usize) -> String {
+        let width = self.columns.len();
+        let values: Vec<String> = (0..rows)
+            .map(|r| {
+                let row: Vec<String> = (1..=width).map(|c| format!("${}", r * width + c)).collect();
+                format!("({})", row.join(", "))
+            })
+            .collect();
+        let key: Vec<&str> = self.columns[..self.key_len]
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        format!(
+            "INSERT INTO {} ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING {}",
+            self.table,
+            self.column_list(),
+            values.join(", "),
+            key.join(", ")
+        )
+    }
+
     /// The archive line of a row (without the newline).
     pub fn encode(&self, row: &[Val]) -> String {
         let mut object = Map::new();
@@ -286,7 +309,7 @@ impl Table {
 }
 
 /// One column value.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Val {
     Null,
     Int(i64),

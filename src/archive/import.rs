@@ -8,6 +8,7 @@
 //! creates nothing either: a destination database or local blob directory
 //! that does not exist yet is read as empty, not created.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
@@ -138,6 +139,9 @@ async fn import_rows(
 ) -> anyhow::Result<()> {
     let mut reader = ArchiveReader::open(&options.file)?;
     let mut progress = Progress::new("import records", options.quiet);
+    // Rows of one table go in batches: over a network a round trip per row
+    // was most of PostgreSQL's import time.
+    let mut batch = Batch::default();
     while let Some(line) = reader.next_line()? {
         let bytes = line.len() as u64;
         let record = reader.parse()?;
@@ -146,43 +150,78 @@ async fn import_rows(
             Record::Header(_) => continue,
             Record::Blob { .. } | Record::Footer(_) => break,
         };
+        if batch.table != Some(index) || batch.rows.len() == BATCH_ROWS {
+            batch.flush(destination, report, &mut progress).await?;
+            batch.table = Some(index);
+        }
+        batch.rows.push(row);
+        batch.bytes += bytes;
+    }
+    batch.flush(destination, report, &mut progress).await?;
+    progress.finish();
+    Ok(())
+}
+
+/// Rows per insert statement: PostgreSQL takes at most 65,535 parameters in
+/// one statement, and no table has more than 64 columns.
+const BATCH_ROWS: usize = 512;
+
+/// Consecutive archive rows of one table, not yet inserted.
+#[derive(Default)]
+struct Batch {
+    table: Option<usize>,
+    rows: Vec<Vec<Val>>,
+    bytes: u64,
+}
+
+impl Batch {
+    async fn flush(
+        &mut self,
+        destination: &mut dyn Destination,
+        report: &mut ImportReport,
+        progress: &mut Progress,
+    ) -> anyhow::Result<()> {
+        let Some(index) = self.table else {
+            return Ok(());
+        };
         let table = &TABLES[index];
-        // Insert first: into a new store every row is new, so one statement
-        // a row; only a row whose key exists is read back and compared.
-        let inserted = destination
-            .insert(table, &row)
-            .await
-            .with_context(|| format!("inserting {}", table.describe_key(&row)))?;
-        if inserted {
-            report.new_records += 1;
-        } else {
-            let existing = destination.find(table, &row).await?;
-            if existing.as_ref() != Some(&row) {
+        // Insert first: into a new store every row is new; only a row whose
+        // key exists is read back and compared.
+        let inserted = destination.insert(table, &self.rows).await?;
+        for (row, inserted) in self.rows.iter().zip(inserted) {
+            if inserted {
+                report.new_records += 1;
+                continue;
+            }
+            let existing = destination.find(table, row).await?;
+            if existing.as_ref() != Some(row) {
                 let column = existing
                     .iter()
-                    .flat_map(|existing| table.columns.iter().zip(existing.iter().zip(&row)))
+                    .flat_map(|existing| table.columns.iter().zip(existing.iter().zip(row)))
                     .find(|(_, (a, b))| a != b)
                     .map_or("?", |(c, _)| c.name);
                 bail!(
                     "{} already exists with different content ({} differs)",
-                    table.describe_key(&row),
+                    table.describe_key(row),
                     column
                 );
             }
             report.present_records += 1;
         }
-        progress.add(1, bytes);
+        progress.add(self.rows.len() as u64, self.bytes);
+        self.rows.clear();
+        self.bytes = 0;
+        Ok(())
     }
-    progress.finish();
-    Ok(())
 }
 
 /// Where rows go: one open transaction.
 #[async_trait(?Send)]
 trait Destination {
     async fn find(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<Option<Vec<Val>>>;
-    /// Inserts the row unless its key exists; true when it did.
-    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool>;
+    /// Inserts each row unless its key exists: for each row, true when it
+    /// did. An error names the row that failed.
+    async fn insert(&mut self, table: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>>;
     /// Commits when `commit`, rolls back otherwise.
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()>;
 }
@@ -226,8 +265,8 @@ impl Destination for EmptyDestination {
     async fn find(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<Option<Vec<Val>>> {
         Ok(None)
     }
-    async fn insert(&mut self, _: &Table, _: &[Val]) -> anyhow::Result<bool> {
-        Ok(true)
+    async fn insert(&mut self, _: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>> {
+        Ok(vec![true; rows.len()])
     }
     async fn finish(&mut self, _: bool) -> anyhow::Result<()> {
         Ok(())
@@ -252,11 +291,19 @@ impl Destination for SqliteDestination {
         }
     }
 
-    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool> {
+    async fn insert(&mut self, table: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>> {
+        // In-process SQLite pays no round trip: one prepared statement a row.
         let mut statement = self
             .conn
             .prepare_cached(&table.insert_sql(db::sqlite_placeholder))?;
-        Ok(statement.execute(rusqlite::params_from_iter(db::sqlite_params(row)))? == 1)
+        rows.iter()
+            .map(|row| {
+                let done = statement
+                    .execute(rusqlite::params_from_iter(db::sqlite_params(row)))
+                    .with_context(|| format!("inserting {}", table.describe_key(row)))?;
+                Ok(done == 1)
+            })
+            .collect()
     }
 
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {
@@ -268,6 +315,22 @@ impl Destination for SqliteDestination {
 
 struct PgDestination {
     conn: sqlx::PgConnection,
+}
+
+impl PgDestination {
+    /// A statement a row, to name the row a batch failed on.
+    async fn insert_each(&mut self, table: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>> {
+        let sql = table.insert_sql(db::pg_placeholder);
+        let mut inserted = Vec::with_capacity(rows.len());
+        for row in rows {
+            let done = db::pg_bind(sqlx::query(sqlx::AssertSqlSafe(sql.clone())), table, row)
+                .execute(&mut self.conn)
+                .await
+                .with_context(|| format!("inserting {}", table.describe_key(row)))?;
+            inserted.push(done.rows_affected() == 1);
+        }
+        Ok(inserted)
+    }
 }
 
 #[async_trait(?Send)]
@@ -285,12 +348,31 @@ impl Destination for PgDestination {
         }
     }
 
-    async fn insert(&mut self, table: &Table, row: &[Val]) -> anyhow::Result<bool> {
-        let sql = table.insert_sql(db::pg_placeholder);
-        let done = db::pg_bind(sqlx::query(sqlx::AssertSqlSafe(sql)), table, row)
-            .execute(&mut self.conn)
-            .await?;
-        Ok(done.rows_affected() == 1)
+    async fn insert(&mut self, table: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>> {
+        // One statement for the batch, inside a savepoint: if it fails, the
+        // rows go again one by one so that the error names the row.
+        self.conn.execute("SAVEPOINT batch").await?;
+        let sql = table.insert_many_sql(rows.len());
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in rows {
+            query = db::pg_bind(query, table, row);
+        }
+        let returned = match query.fetch_all(&mut self.conn).await {
+            Ok(returned) => returned,
+            Err(_) => {
+                self.conn.execute("ROLLBACK TO SAVEPOINT batch").await?;
+                return self.insert_each(table, rows).await;
+            }
+        };
+        self.conn.execute("RELEASE SAVEPOINT batch").await?;
+        let inserted: HashSet<Vec<Val>> = returned
+            .iter()
+            .map(|found| db::pg_key(table, found))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(rows
+            .iter()
+            .map(|row| inserted.contains(&row[..table.key_len]))
+            .collect())
     }
 
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {

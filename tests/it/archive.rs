@@ -360,6 +360,73 @@ async fn export_during_writes_is_a_consistent_snapshot() {
     assert!(written > 0, "no write ran during the exports");
 }
 
+/// Into PostgreSQL, rows go in batches of several hundred: a store of more
+/// rows than one batch imports whole, again as "already present", and a
+/// record that exists with other content still fails the whole import,
+/// named, with nothing of it kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn batched_import_into_postgres_names_a_conflict_and_keeps_nothing() {
+    let Some(pg) = support::pg_database("archive_batch").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("src.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let mut server = serve(&db, &blobs).await;
+    seed_small(&ctx(&server)).await;
+    let (slug, _) = ctx(&server).new_build().await.unwrap();
+    ctx(&server)
+        .append_n(Res::Build, &slug, 1200)
+        .await
+        .unwrap();
+    server.stop().await.unwrap();
+    let good = dir.path().join("good.ndjson");
+    export(&db, &blobs, &good);
+    let records = lines(&good).len() - 2;
+    assert!(records > 1200, "{records} records: fewer than two batches");
+
+    let pg_blobs = s(&dir.path().join("pg-blobs")).to_string();
+    let (ok_, out, err) = import(&good, &pg.url, &pg_blobs, true);
+    assert!(ok_, "{err}");
+    assert!(out.contains(" 0 already present;"), "{out}");
+    let (ok_, out, err) = import(&good, &pg.url, &pg_blobs, true);
+    assert!(ok_, "{err}");
+    assert!(out.contains(" 0 records new"), "re-import wrote: {out}");
+    let copy = dir.path().join("copy.ndjson");
+    export(&pg.url, &pg_blobs, &copy);
+    assert_same_body(&good, &copy, "the PostgreSQL import changed the archive");
+
+    let repo = lines(&good)
+        .iter()
+        .find(|l| l["type"] == "resource" && l["kind"] == "repo")
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let mut on_pg = serve(&pg.url, &pg_blobs).await;
+    ctx(&on_pg).append_n(Res::Repo, &repo, 1).await.unwrap();
+    on_pg.stop().await.unwrap();
+    let before = dir.path().join("before.ndjson");
+    export(&pg.url, &pg_blobs, &before);
+    let mut server = serve(&db, &blobs).await;
+    let (new_slug, _) = ctx(&server).new_build().await.unwrap();
+    server.stop().await.unwrap();
+    let newer = dir.path().join("newer.ndjson");
+    export(&db, &blobs, &newer);
+    let (ok_, _, stderr) = import(&newer, &pg.url, &pg_blobs, true);
+    assert!(!ok_, "a conflicting import passed");
+    assert!(
+        stderr.contains(&format!(
+            "resource (repo, {repo}) already exists with different content"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was imported"), "{stderr}");
+    let after = dir.path().join("after.ndjson");
+    export(&pg.url, &pg_blobs, &after);
+    assert_same_body(&before, &after, "a failed import changed the store");
+    assert!(!body(&after).contains(&new_slug));
+    support::drop_pg(pg).await;
+}
+
 /// Damaged archives are refused naming the place, and importing them writes
 /// nothing; a record that exists with other content fails the whole import.
 #[tokio::test(flavor = "multi_thread")]
