@@ -389,6 +389,57 @@ async fn leases(h: &Harness) {
     assert!(s.get_record(&b).await.unwrap().unwrap().lease.is_none());
 }
 
+/// A session's compare-and-append (protocol 3) is the build family's rule:
+/// a stale sequence appends nothing and touches no time; of concurrent
+/// writers expecting the same tail exactly one wins.
+async fn session_conditional_append(h: &Harness) {
+    let s = h.store.clone();
+    s.ensure_repo("acme/s").await.unwrap();
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), "acme/s".into());
+    attrs.insert("operator".into(), "alice".into());
+    let first = || -> super::StoreResult<NewEvent> { Ok(event(1)) };
+    s.create_session("acme/s", "os_c", attrs, Box::new(first))
+        .await
+        .unwrap();
+    let os = ResourceRef::new(ResourceKind::Session, "os_c");
+    h.clock.set(T0 + 10);
+    // `0` never matches: session.created is sequence 1.
+    assert!(s.append(&os, event(2), Some(0)).await.unwrap().is_none());
+    assert!(s.append(&os, event(2), Some(2)).await.unwrap().is_none());
+    let rec = s.get_record(&os).await.unwrap().unwrap();
+    assert_eq!(
+        rec.updated_at, T0,
+        "a stale comparison leaves updatedAt untouched"
+    );
+    assert_eq!(events(&s, &os, 0).await.unwrap().len(), 1);
+    let envelope = s.append(&os, event(2), Some(1)).await.unwrap().unwrap();
+    assert_eq!(seq_of(&envelope), 2);
+    assert!(
+        envelope.starts_with(r#"{"session":"os_c","seq":2,"#),
+        "{envelope}"
+    );
+    assert_eq!(
+        s.get_record(&os).await.unwrap().unwrap().updated_at,
+        T0 + 10
+    );
+    assert!(matches!(
+        s.append(&ResourceRef::new(ResourceKind::Session, "os_missing"), event(1), Some(0)).await,
+        Err(StoreError::NotFound(r)) if r.id == "os_missing"
+    ));
+    let racers = (0..16).map(|n| {
+        let (s, os) = (s.clone(), os.clone());
+        tokio::spawn(async move { s.append(&os, event(n), Some(2)).await.unwrap().is_some() })
+    });
+    let won = futures_join(racers)
+        .await
+        .into_iter()
+        .filter(|w| *w)
+        .count();
+    assert_eq!(won, 1);
+    assert_eq!(events(&s, &os, 0).await.unwrap().len(), 3);
+}
+
 async fn concurrency(h: &Harness) {
     let s = h.store.clone();
     s.create_build("x", attrs()).await.unwrap();
@@ -1152,6 +1203,7 @@ macro_rules! contract {
 contract!(
     records_and_sequences,
     conditional_append,
+    session_conditional_append,
     artifacts_and_deposits,
     leases,
     concurrency,
