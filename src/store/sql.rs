@@ -14,7 +14,8 @@
 //! only its dialect has: PostgreSQL's row locks (`FOR UPDATE`), its
 //! statements fused with `WITH … AS (UPDATE …)` from two texts here, and its
 //! one-statement fast paths; each side's `tails` query (JSON table functions
-//! differ).
+//! differ). Protocol 3's two derived reads (build digests, state events),
+//! which look into the stored JSON, are written here once per [`Dialect`].
 //!
 //! Rows are read by position, through [`Columns`], which both drivers' rows
 //! implement: the column lists below fix the positions.
