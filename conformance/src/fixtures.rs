@@ -207,3 +207,15 @@ pub fn catalog_fixtures() -> Vec<CatalogFixture> {
         })
         .collect()
 }
+
+/// The event write of one valid catalog fixture (`family`: `build`,
+/// `repository` or `session`; `ty`: its type directory; `file`: e.g.
+/// `valid-kernel.json`), without its test annotations. Panics when absent:
+/// a programming error in a check.
+pub fn catalog_event(family: &str, ty: &str, file: &str) -> Value {
+    catalog_fixtures()
+        .into_iter()
+        .find(|f| f.family == family && f.dir == ty && f.file == file)
+        .map(|f| f.event)
+        .unwrap_or_else(|| panic!("no catalog fixture {family}/{ty}/{file}"))
+}

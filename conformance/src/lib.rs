@@ -12,7 +12,9 @@
 //! Checks named `s<section>.…` assert only what the spec (and the Autobuild
 //! behaviour it names) requires. Checks named `abstore.…` assert abstore's
 //! own choices — message details, limit defaults — and `--strict-spec` skips
-//! them, so the pure protocol suite runs against any server.
+//! them, so the pure protocol suite runs against any server. Checks named
+//! `p3.…` cover what protocol 3 (Autobuild 0.9.0) adds; the runner runs them
+//! only when it speaks protocol 3 ([`checks_for`]).
 //!
 //! Layout:
 //! - [`client`]: [`Ctx`] (base URL, identity headers, request helpers) and
@@ -32,7 +34,10 @@ pub mod spawn;
 pub mod token;
 pub mod util;
 
-pub use checks::{Check, CheckResult, Failure, all_checks, is_abstore_specific};
+pub use checks::{
+    Check, CheckResult, Failure, all_checks, checks_for, every_check, introduced_by,
+    is_abstore_specific,
+};
 pub use client::{Ctx, Res, Resp, Tls};
 pub use runner::{Outcome, Report, authenticate, run_checks};
 pub use spawn::Server;

@@ -5,7 +5,9 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use abstore_conformance::runner::check_credentials;
-use abstore_conformance::{Ctx, all_checks, authenticate, is_abstore_specific, run_checks};
+use abstore_conformance::{
+    Ctx, authenticate, checks_for, every_check, is_abstore_specific, run_checks,
+};
 use clap::Parser;
 
 /// Black-box HTTP conformance checks for Autobuild's Remote BuildStore protocol.
@@ -69,9 +71,12 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if args.list {
-        for c in all_checks() {
+        for c in every_check() {
             let clock = if c.clock { " (test clock)" } else { "" };
-            println!("{}  §{}{clock}", c.id, c.section);
+            println!(
+                "{}  §{}  protocol {}+{clock}",
+                c.id, c.section, c.min_protocol
+            );
         }
         return ExitCode::SUCCESS;
     }
@@ -101,7 +106,8 @@ async fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let (checks, abstore_only): (Vec<_>, Vec<_>) = all_checks()
+    // The checks of the protocol this run speaks (and of earlier ones).
+    let (checks, abstore_only): (Vec<_>, Vec<_>) = checks_for(&ctx.protocol_version)
         .into_iter()
         .partition(|c| !(args.strict_spec && is_abstore_specific(&c.id)));
     for c in abstore_only

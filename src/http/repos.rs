@@ -7,17 +7,24 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 
 use super::extract::json_body;
+use super::path::ResourcePath;
 use super::resources::family_routes;
-use super::{ApiResult, SharedState, json};
+use super::rows::{fixed_suffix, rows_response};
+use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::protocol::ResourceKind;
 use crate::protocol::wire;
+use crate::store::Listing;
 
 pub fn router() -> Router<SharedState> {
     Router::new()
         .route("/repos", post(ensure_repo))
+        // Protocol 3's derived reads; authorized as the repository's own
+        // routes (admin, deployment, that repository's token).
+        .route("/repos/{id}/build-digests", get(build_digests))
+        .route("/repos/{id}/state-events", get(state_events))
         .merge(family_routes(ResourceKind::Repo))
         .merge(super::streams::routes(ResourceKind::Repo))
 }
@@ -29,4 +36,34 @@ async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<
     let repo = wire::identifier(obj, "repo")?;
     let record = state.store.ensure_repo(repo).await?;
     Ok(json(StatusCode::OK, &record.to_json()))
+}
+
+/// `listBuildDigests` (protocol 3): `GET /repos/{repo}/build-digests`, one
+/// digest per build of the repository, by slug. Answered before any
+/// existence check: an unknown repository (even one whose id could never be
+/// stored) has no builds, `200 []`.
+async fn build_digests(
+    State(state): State<SharedState>,
+    path: ResourcePath,
+) -> ApiResult<Response> {
+    let repo = match path.resource() {
+        Ok(repo) => repo,
+        Err(ApiError::NotFound(_)) => return Ok(json_response(StatusCode::OK, "[]".into())),
+        Err(err) => return Err(err),
+    };
+    let digests = state.store.build_digests(&repo.id).await?;
+    Ok(json(StatusCode::OK, &digests))
+}
+
+/// `getRepoStateEvents` (protocol 3): `GET /repos/{repo}/state-events`, the
+/// durable events and the tail from the latest `dispatcher.run-started`, as
+/// stored envelopes in sequence order, streamed from one statement. An
+/// unknown repository is `404`, as for its events.
+async fn state_events(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
+    let repo = path.resource()?;
+    let rows = state
+        .store
+        .read(Listing::StateEvents { repo: repo.id })
+        .await?;
+    Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
 }

@@ -108,8 +108,10 @@ pub async fn append_event(
     }
 }
 
-/// `appendIfCurrent`: `POST /builds/{slug}/events/conditional`. A stale
-/// sequence answers `200 null`, but only after the candidate validated.
+/// `appendIfCurrent`: `POST /builds/{slug}/events/conditional`, and the
+/// session family's `POST /sessions/{id}/events/conditional` (protocol 3).
+/// A stale sequence answers `200 null`, but only after the candidate
+/// validated.
 pub async fn append_conditional(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,

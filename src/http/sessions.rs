@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::extract::json_body;
 use super::path::ResourcePath;
-use super::resources::{family_routes, lookup_on_failure};
+use super::resources::{append_conditional, family_routes, lookup_on_failure};
 use super::{ApiResult, SharedState};
 use crate::protocol::{ResourceKind, ident, wire};
 use crate::store::{Listing, NewEvent, StoreError};
@@ -22,6 +22,12 @@ pub fn router() -> Router<SharedState> {
         .route(
             "/repos/{id}/sessions",
             post(create_session).get(list_sessions),
+        )
+        // `appendIfCurrent` for sessions (protocol 3): the build family's
+        // handler and store rule, under the session family's authorization.
+        .route(
+            "/sessions/{id}/events/conditional",
+            post(append_conditional),
         )
         .merge(family_routes(ResourceKind::Session))
         .merge(super::streams::routes(ResourceKind::Session))

@@ -389,6 +389,368 @@ async fn leases(h: &Harness) {
     assert!(s.get_record(&b).await.unwrap().unwrap().lease.is_none());
 }
 
+/// A session's compare-and-append (protocol 3) is the build family's rule:
+/// a stale sequence appends nothing and touches no time; of concurrent
+/// writers expecting the same tail exactly one wins.
+async fn session_conditional_append(h: &Harness) {
+    let s = h.store.clone();
+    s.ensure_repo("acme/s").await.unwrap();
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), "acme/s".into());
+    attrs.insert("operator".into(), "alice".into());
+    let first = || -> super::StoreResult<NewEvent> { Ok(event(1)) };
+    s.create_session("acme/s", "os_c", attrs, Box::new(first))
+        .await
+        .unwrap();
+    let os = ResourceRef::new(ResourceKind::Session, "os_c");
+    h.clock.set(T0 + 10);
+    // `0` never matches: session.created is sequence 1.
+    assert!(s.append(&os, event(2), Some(0)).await.unwrap().is_none());
+    assert!(s.append(&os, event(2), Some(2)).await.unwrap().is_none());
+    let rec = s.get_record(&os).await.unwrap().unwrap();
+    assert_eq!(
+        rec.updated_at, T0,
+        "a stale comparison leaves updatedAt untouched"
+    );
+    assert_eq!(events(&s, &os, 0).await.unwrap().len(), 1);
+    let envelope = s.append(&os, event(2), Some(1)).await.unwrap().unwrap();
+    assert_eq!(seq_of(&envelope), 2);
+    assert!(
+        envelope.starts_with(r#"{"session":"os_c","seq":2,"#),
+        "{envelope}"
+    );
+    assert_eq!(
+        s.get_record(&os).await.unwrap().unwrap().updated_at,
+        T0 + 10
+    );
+    assert!(matches!(
+        s.append(&ResourceRef::new(ResourceKind::Session, "os_missing"), event(1), Some(0)).await,
+        Err(StoreError::NotFound(r)) if r.id == "os_missing"
+    ));
+    let racers = (0..16).map(|n| {
+        let (s, os) = (s.clone(), os.clone());
+        tokio::spawn(async move { s.append(&os, event(n), Some(2)).await.unwrap().is_some() })
+    });
+    let won = futures_join(racers)
+        .await
+        .into_iter()
+        .filter(|w| *w)
+        .count();
+    assert_eq!(won, 1);
+    assert_eq!(events(&s, &os, 0).await.unwrap().len(), 3);
+}
+
+fn typed(event_type: &str, n: i64) -> NewEvent {
+    NewEvent {
+        actor_json: r#"{"kind":"kernel"}"#.into(),
+        type_json: Value::String(event_type.into()).to_string(),
+        payload_json: json!({ "n": n }).to_string(),
+    }
+}
+
+/// A small deterministic generator (the cases must not depend on a seed
+/// nobody recorded).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+fn build_in(repo: &str) -> Map<String, Value> {
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), repo.into());
+    attrs
+}
+
+/// The digest of one build's whole log, computed here from every envelope
+/// (the ground truth the store's indexed derivation must equal).
+fn digest_by_scan(slug: &str, envelopes: &[String]) -> Value {
+    let (mut terminal, mut merged, mut observations) = (None, None, Vec::new());
+    for text in envelopes {
+        let e: Value = serde_json::from_str(text).unwrap();
+        match e["type"].as_str().unwrap() {
+            "build.completed" => terminal = Some("done"),
+            "build.aborted" => terminal = Some("aborted"),
+            "pr.merged" => merged = Some(e["ts"].clone()),
+            "observation.recorded" => {
+                observations.push(json!({ "seq": e["seq"], "ts": e["ts"] }));
+            }
+            _ => {}
+        }
+    }
+    let mut out = json!({ "slug": slug, "observations": observations });
+    if let Some(t) = terminal {
+        out["terminal"] = t.into();
+    }
+    if let Some(m) = merged {
+        out["merged"] = m;
+    }
+    out
+}
+
+async fn digests_json(s: &Arc<dyn Store>, repo: &str) -> Vec<Value> {
+    let digests = s.build_digests(repo).await.unwrap();
+    digests
+        .iter()
+        .map(|d| serde_json::to_value(d).unwrap())
+        .collect()
+}
+
+/// Build digests (protocol 3): by slug, only the repository's builds, the
+/// four types read in log order (latest terminal and merge win), absent
+/// members omitted, an unknown repository empty; and on a generated log of
+/// interleaved types, exactly what a scan of every envelope computes.
+async fn build_digests(h: &Harness) {
+    let s = h.store.clone();
+    assert!(s.build_digests("acme/none").await.unwrap().is_empty());
+    for slug in ["d-b", "d-a", "d-c"] {
+        s.create_build(slug, build_in("acme/d")).await.unwrap();
+    }
+    s.create_build("d-other", build_in("acme/other"))
+        .await
+        .unwrap();
+    let a = build("d-a");
+    let steps = [
+        "build.created",
+        "observation.recorded",
+        "build.completed",
+        "observation.recorded",
+        "pr.merged",
+        "build.aborted",
+        "spec.revised",
+        "pr.merged",
+    ];
+    for (n, ty) in steps.iter().enumerate() {
+        h.clock.set(T0 + 1000 * (n as i64 + 1));
+        s.append(&a, typed(ty, n as i64), None).await.unwrap();
+    }
+    s.append(&build("d-c"), typed("build.completed", 0), None)
+        .await
+        .unwrap();
+    s.append(&build("d-other"), typed("observation.recorded", 0), None)
+        .await
+        .unwrap();
+    let got = digests_json(&s, "acme/d").await;
+    assert_eq!(
+        got,
+        vec![
+            json!({
+                "slug": "d-a",
+                "terminal": "aborted",
+                "observations": [
+                    { "seq": 2, "ts": "2026-07-15T12:00:02.000Z" },
+                    { "seq": 4, "ts": "2026-07-15T12:00:04.000Z" }
+                ],
+                "merged": "2026-07-15T12:00:08.000Z"
+            }),
+            json!({ "slug": "d-b", "observations": [] }),
+            json!({ "slug": "d-c", "terminal": "done", "observations": [] }),
+        ]
+    );
+    assert_eq!(
+        serde_json::to_string(&s.build_digests("acme/d").await.unwrap()[1]).unwrap(),
+        r#"{"slug":"d-b","observations":[]}"#
+    );
+
+    // Ground truth: 24 builds, 600 events of digest and other types
+    // interleaved across them, each digest equal to a whole-log scan.
+    let types = [
+        "build.completed",
+        "build.aborted",
+        "pr.merged",
+        "observation.recorded",
+        "observation.recorded",
+        "spec.revised",
+        "agent.step",
+        "build.created",
+    ];
+    let slugs: Vec<String> = (0..24).map(|i| format!("g-{:02}", (i * 7) % 24)).collect();
+    for slug in &slugs {
+        s.create_build(slug, build_in("acme/g")).await.unwrap();
+    }
+    let mut rng = Lcg(24);
+    for n in 0..600 {
+        h.clock.set(T0 + 10_000 + n);
+        let slug = &slugs[rng.below(slugs.len())];
+        let ty = types[rng.below(types.len())];
+        s.append(&build(slug), typed(ty, n), None).await.unwrap();
+    }
+    let got = digests_json(&s, "acme/g").await;
+    let mut sorted = slugs.clone();
+    sorted.sort();
+    let mut expected = Vec::new();
+    for slug in &sorted {
+        let log = events(&s, &build(slug), 0).await.unwrap();
+        expected.push(digest_by_scan(slug, &log));
+    }
+    assert_eq!(got, expected);
+}
+
+/// A repository journal's types, in sequence order, as state events reads it.
+async fn state_types(s: &Arc<dyn Store>, repo: &str) -> super::StoreResult<Vec<String>> {
+    let listing = Listing::StateEvents {
+        repo: repo.to_owned(),
+    };
+    Ok(listed(s, listing)
+        .await?
+        .iter()
+        .map(|e| format!("{}:{}", e["seq"], e["type"].as_str().unwrap()))
+        .collect())
+}
+
+/// Whether a repository type is durable (protocol 3's partition).
+fn durable(ty: &str) -> bool {
+    ty.starts_with("harvest.")
+        || ty.starts_with("orchestrator.sandbox.")
+        || matches!(
+            ty,
+            "dispatcher.intake-set" | "dispatcher.pause-set" | "dispatcher.auto-merge-default-set"
+        )
+}
+
+/// State events (protocol 3): durable types anywhere; from the latest
+/// `dispatcher.run-started` on, everything; no anchor, no tail; an
+/// unknown repository `NotFound`; envelopes exactly as stored.
+async fn state_events(h: &Harness) {
+    let s = h.store.clone();
+    assert!(matches!(
+        state_types(&s, "acme/missing").await,
+        Err(StoreError::NotFound(r)) if r == ResourceRef::new(ResourceKind::Repo, "acme/missing")
+    ));
+    s.ensure_repo("acme/st").await.unwrap();
+    assert!(state_types(&s, "acme/st").await.unwrap().is_empty());
+    let repo = ResourceRef::new(ResourceKind::Repo, "acme/st");
+    let append = |ty: &'static str| {
+        let (s, repo) = (s.clone(), repo.clone());
+        async move { s.append(&repo, typed(ty, 0), None).await.unwrap().unwrap() }
+    };
+    // No anchor: durable types only (prefix look-alikes are not durable).
+    for ty in [
+        "dispatcher.status",
+        "harvest.started",
+        "harvester.noise",
+        "orchestrator.sandbox.created",
+        "orchestrator.sandboxes",
+        "dispatcher.pause-set",
+        "dispatcher.config-reloaded",
+        "harvest.execution.released",
+    ] {
+        append(ty).await;
+    }
+    assert_eq!(
+        state_types(&s, "acme/st").await.unwrap(),
+        [
+            "2:harvest.started",
+            "4:orchestrator.sandbox.created",
+            "6:dispatcher.pause-set",
+            "8:harvest.execution.released"
+        ]
+    );
+    // An anchor: everything from it on, durable before it.
+    for ty in [
+        "dispatcher.run-started",
+        "dispatcher.status",
+        "dispatcher.intake-set",
+    ] {
+        append(ty).await;
+    }
+    assert_eq!(
+        state_types(&s, "acme/st").await.unwrap(),
+        [
+            "2:harvest.started",
+            "4:orchestrator.sandbox.created",
+            "6:dispatcher.pause-set",
+            "8:harvest.execution.released",
+            "9:dispatcher.run-started",
+            "10:dispatcher.status",
+            "11:dispatcher.intake-set"
+        ]
+    );
+    // Several anchors: the latest decides; the earlier run's run-scoped
+    // events (and the earlier anchor) drop out, its durable ones stay.
+    let tail = [
+        "dispatcher.run-started",
+        "dispatcher.auto-merge-default-set",
+        "dispatcher.config-reloaded",
+    ];
+    for ty in tail {
+        append(ty).await;
+    }
+    assert_eq!(
+        state_types(&s, "acme/st").await.unwrap(),
+        [
+            "2:harvest.started",
+            "4:orchestrator.sandbox.created",
+            "6:dispatcher.pause-set",
+            "8:harvest.execution.released",
+            "11:dispatcher.intake-set",
+            "12:dispatcher.run-started",
+            "13:dispatcher.auto-merge-default-set",
+            "14:dispatcher.config-reloaded"
+        ]
+    );
+    // The envelopes are the stored texts.
+    let text = s
+        .read(Listing::StateEvents {
+            repo: "acme/st".into(),
+        })
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+        .0;
+    let all = events(&s, &repo, 0).await.unwrap();
+    assert!(text.contains(&all[13]), "{text}");
+
+    // Ground truth on a generated journal: what a scan of every envelope selects.
+    s.ensure_repo("acme/sg").await.unwrap();
+    let repo = ResourceRef::new(ResourceKind::Repo, "acme/sg");
+    let types = [
+        "dispatcher.status",
+        "dispatcher.status",
+        "dispatcher.tick-yielded",
+        "dispatcher.run-started",
+        "harvest.started",
+        "harvest.execution.started",
+        "orchestrator.sandbox.ready",
+        "dispatcher.intake-set",
+        "dispatcher.config-reloaded",
+    ];
+    let mut rng = Lcg(7);
+    for n in 0..300 {
+        s.append(&repo, typed(types[rng.below(types.len())], n), None)
+            .await
+            .unwrap();
+    }
+    let all: Vec<Value> = events(&s, &repo, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let anchor = all
+        .iter()
+        .filter(|e| e["type"] == "dispatcher.run-started")
+        .map(|e| e["seq"].as_i64().unwrap())
+        .max();
+    let expected: Vec<String> = all
+        .iter()
+        .filter(|e| {
+            durable(e["type"].as_str().unwrap())
+                || anchor.is_some_and(|a| e["seq"].as_i64().unwrap() >= a)
+        })
+        .map(|e| format!("{}:{}", e["seq"], e["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(state_types(&s, "acme/sg").await.unwrap(), expected);
+}
+
 async fn concurrency(h: &Harness) {
     let s = h.store.clone();
     s.create_build("x", attrs()).await.unwrap();
@@ -1152,6 +1514,9 @@ macro_rules! contract {
 contract!(
     records_and_sequences,
     conditional_append,
+    session_conditional_append,
+    build_digests,
+    state_events,
     artifacts_and_deposits,
     leases,
     concurrency,

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 use super::ops::{self, Reads, Writes, Written};
 use super::retention::Retention;
 use super::{
-    ArtifactMeta, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent,
-    PoolStats, Record, Rows, Store, StoreResult, StreamRecord,
+    ArtifactMeta, BuildDigest, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact,
+    NewEvent, PoolStats, Record, Rows, Store, StoreResult, StreamRecord,
 };
 use crate::protocol::ResourceRef;
 
@@ -83,6 +83,13 @@ impl<B: Backend> Store for Engine<B> {
         let r = r.clone();
         self.backend
             .read(move |db| Box::pin(async move { ops::get_record(db, &r).await }))
+            .await
+    }
+
+    async fn build_digests(&self, repo: &str) -> StoreResult<Vec<BuildDigest>> {
+        let repo = repo.to_owned();
+        self.backend
+            .read(move |db| Box::pin(async move { ops::build_digests(db, &repo).await }))
             .await
     }
 

@@ -30,7 +30,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-pub use records::{ArtifactMeta, Lease, Record, STREAM_FORMAT, StreamArtifact, StreamRecord};
+pub use records::{
+    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, STREAM_FORMAT,
+    StreamArtifact, StreamRecord, Terminal,
+};
 pub use rows::{Listing, Rows};
 pub use url::DatabaseUrl;
 
@@ -178,6 +181,10 @@ pub trait Store: Send + Sync + 'static {
     /// `ensureRepo`: creates or returns the record without touching it.
     async fn ensure_repo(&self, repo: &str) -> StoreResult<Record>;
     async fn get_record(&self, resource: &ResourceRef) -> StoreResult<Option<Record>>;
+    /// The digest of every build whose `repo` is `repo`, by slug (protocol
+    /// 3), derived from the build logs in one snapshot. An unknown
+    /// repository has none: no `NotFound`.
+    async fn build_digests(&self, repo: &str) -> StoreResult<Vec<BuildDigest>>;
 
     /// Append; with `expected_seq`, only when the tail is exactly that
     /// sequence (`Ok(None)` otherwise, writing nothing). Returns the envelope text.

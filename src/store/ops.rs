@@ -520,6 +520,32 @@ pub(crate) async fn chunks_page(
 }
 
 /// The held-read sweep: resources and streams in at most two queries.
+/// The digests of `repo`'s builds, by slug (protocol 3), folded from one
+/// statement's rows (one snapshot). Built whole: a digest is a slug, a
+/// terminal fact, a merge time and one `{seq, ts}` per observation, so even
+/// a repository of thousands of builds answers in a few hundred kilobytes,
+/// and `Vec` order is already the answer's (the statement orders by slug).
+pub(crate) async fn build_digests<R: Reads>(
+    db: &mut R,
+    repo: &str,
+) -> StoreResult<Vec<super::BuildDigest>> {
+    let rows = db
+        .all(sql::build_digests(repo, R::DIALECT), |row| {
+            sql::digest_row(row)
+        })
+        .await?;
+    let mut digests: Vec<super::BuildDigest> = Vec::new();
+    for (slug, event) in rows {
+        if digests.last().is_none_or(|d| d.slug != slug) {
+            digests.push(super::BuildDigest::new(slug));
+        }
+        if let (Some((seq, event_type, ts)), Some(digest)) = (event, digests.last_mut()) {
+            digest.apply(seq, &event_type, &ts);
+        }
+    }
+    Ok(digests)
+}
+
 pub(crate) async fn tails(
     db: &mut impl Reads,
     resources: &[ResourceRef],

@@ -147,3 +147,66 @@ impl StreamRecord {
         Value::Object(out)
     }
 }
+
+/// One build's digest (protocol 3, `GET /repos/{repo}/build-digests`),
+/// derived from its log on every read: the latest terminal fact, every
+/// `observation.recorded` as `{seq, ts}`, the latest `pr.merged`'s `ts`.
+/// Absent members are omitted, never `null`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BuildDigest {
+    pub slug: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<Terminal>,
+    pub observations: Vec<Observation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged: Option<String>,
+}
+
+/// A build's terminal fact: `build.completed` or `build.aborted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Terminal {
+    Done,
+    Aborted,
+}
+
+/// An `observation.recorded` event's place in its log.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Observation {
+    pub seq: i64,
+    pub ts: String,
+}
+
+/// The four event types a digest reads, as the digest statement selects them.
+pub const DIGEST_TYPES: [&str; 4] = [
+    "build.completed",
+    "build.aborted",
+    "pr.merged",
+    "observation.recorded",
+];
+
+impl BuildDigest {
+    pub fn new(slug: String) -> Self {
+        BuildDigest {
+            slug,
+            terminal: None,
+            observations: Vec::new(),
+            merged: None,
+        }
+    }
+
+    /// Fold one event of the build's log, taken in sequence order; types
+    /// other than [`DIGEST_TYPES`] change nothing.
+    pub fn apply(&mut self, seq: i64, event_type: &str, ts: &str) {
+        match event_type {
+            "build.completed" => self.terminal = Some(Terminal::Done),
+            "build.aborted" => self.terminal = Some(Terminal::Aborted),
+            "pr.merged" => self.merged = Some(ts.to_owned()),
+            "observation.recorded" => self.observations.push(Observation {
+                seq,
+                ts: ts.to_owned(),
+            }),
+            _ => {}
+        }
+    }
+}

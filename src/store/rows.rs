@@ -28,6 +28,9 @@ use crate::protocol::{ResourceKind, ResourceRef};
 pub enum Listing {
     /// Envelopes of `resource` with `seq > since`.
     Events { resource: ResourceRef, since: i64 },
+    /// A repository's state events (protocol 3): every event of a durable
+    /// type, and every event from the latest `dispatcher.run-started` on.
+    StateEvents { repo: String },
     /// Chunks of stream `id` with `seq > since`.
     Chunks { id: String, since: i64 },
     /// Every build record (`listBuilds`).
@@ -51,7 +54,9 @@ impl Listing {
             Listing::Events { resource, .. } | Listing::Artifacts { resource, .. } => {
                 Some(resource.clone())
             }
-            Listing::Sessions { repo } => Some(ResourceRef::new(ResourceKind::Repo, repo)),
+            Listing::Sessions { repo } | Listing::StateEvents { repo } => {
+                Some(ResourceRef::new(ResourceKind::Repo, repo))
+            }
             Listing::Streams { scope } => Some(scope.clone()),
             // The handler resolved the stream before reading its chunks.
             Listing::Chunks { .. } | Listing::Builds => None,

@@ -14,7 +14,8 @@
 //! only its dialect has: PostgreSQL's row locks (`FOR UPDATE`), its
 //! statements fused with `WITH … AS (UPDATE …)` from two texts here, and its
 //! one-statement fast paths; each side's `tails` query (JSON table functions
-//! differ).
+//! differ). Protocol 3's two derived reads (build digests, state events),
+//! which look into the stored JSON, are written here once per [`Dialect`].
 //!
 //! Rows are read by position, through [`Columns`], which both drivers' rows
 //! implement: the column lists below fix the positions.
@@ -115,6 +116,82 @@ pub(crate) use {
     next_revision_sql, resource_columns, select_resource_sql, select_stream_sql, stream_columns,
 };
 
+/// Which SQL a statement written per dialect takes: protocol 3's derived
+/// reads look into the envelope and record JSON, which the two databases
+/// spell differently (`json_extract` / `::json ->>`). The expressions are
+/// exactly those migration 0005 indexes, so the planners can use them;
+/// SQLite, whose planner keeps the primary key without statistics, is told
+/// to (`INDEXED BY`: a statement that could not use the index fails to
+/// prepare rather than scan).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// The build digests of a repository (protocol 3): one row per event of the
+/// four digest types of each of its builds, by slug then sequence, and a
+/// row with `NULL`s for a build without any. `$1`: the repository.
+macro_rules! build_digests_sql {
+    ($events:literal, $ty:literal, $ts:literal, $repo:literal) => {
+        concat!(
+            "SELECT b.id, e.seq, ",
+            $ty,
+            ", ",
+            $ts,
+            " FROM resources b LEFT JOIN ",
+            $events,
+            " ON e.kind = 'build' AND e.resource_id = b.id AND ",
+            $ty,
+            " IN ('build.completed', 'build.aborted', 'pr.merged', 'observation.recorded') \
+             WHERE b.kind = 'build' AND ",
+            $repo,
+            " = $1 ORDER BY b.id, e.seq"
+        )
+    };
+}
+
+/// A repository's state events (protocol 3): every event of a durable type
+/// (`harvest.*`, `orchestrator.sandbox.*`, and three `dispatcher.*` settings)
+/// and every event from the latest `dispatcher.run-started` on, when there is
+/// one; in sequence order, one statement (one snapshot). Each part is a range
+/// of the type index (or of the primary key, from the anchor), so neither the
+/// journal nor its envelopes are scanned whole. `$1`: the repository.
+macro_rules! state_events_sql {
+    ($by_type:literal, $ty:literal) => {
+        concat!(
+            "SELECT envelope FROM events WHERE kind = 'repo' AND resource_id = $1 AND seq IN (",
+            "SELECT seq FROM ",
+            $by_type,
+            " WHERE kind = 'repo' AND resource_id = $1 AND ",
+            $ty,
+            " >= 'harvest.' AND ",
+            $ty,
+            " < 'harvest/' UNION ALL ",
+            "SELECT seq FROM ",
+            $by_type,
+            " WHERE kind = 'repo' AND resource_id = $1 AND ",
+            $ty,
+            " >= 'orchestrator.sandbox.' AND ",
+            $ty,
+            " < 'orchestrator.sandbox/' UNION ALL ",
+            "SELECT seq FROM ",
+            $by_type,
+            " WHERE kind = 'repo' AND resource_id = $1 AND ",
+            $ty,
+            " IN ('dispatcher.intake-set', 'dispatcher.pause-set', \
+             'dispatcher.auto-merge-default-set') UNION ALL ",
+            "SELECT seq FROM events WHERE kind = 'repo' AND resource_id = $1 AND seq >= (",
+            "SELECT seq FROM ",
+            $by_type,
+            " WHERE kind = 'repo' AND resource_id = $1 AND ",
+            $ty,
+            " = 'dispatcher.run-started' ORDER BY seq DESC LIMIT 1)",
+            ") ORDER BY seq"
+        )
+    };
+}
+
 // ------------------------------------------------------------- statements
 
 /// A statement argument, as both drivers bind it.
@@ -199,6 +276,9 @@ type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;
 
 /// What runs the shared statements: a backend's connection or transaction.
 pub(crate) trait Statements: Send {
+    /// The SQL dialect the statements run in.
+    const DIALECT: Dialect;
+
     /// Run `statement`; the number of rows it changed.
     fn execute<A: ArgList + Send>(
         &mut self,
@@ -312,12 +392,49 @@ pub(crate) fn chunks_page(id: &str, since: i64, limit: Option<i64>) -> Fixed<'_,
     statement(SQL, [id, since, Arg::Limit(limit)])
 }
 
+/// The digest rows of `repo`'s builds ([`digest_row`] reads them).
+pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    const SQLITE: &str = build_digests_sql!(
+        "events e INDEXED BY events_by_type",
+        "json_extract(e.envelope, '$.type')",
+        "json_extract(e.envelope, '$.ts')",
+        "json_extract(b.attrs, '$.repo')"
+    );
+    const POSTGRES: &str = build_digests_sql!(
+        "events e",
+        "((e.envelope::json ->> 'type') COLLATE \"C\")",
+        "(e.envelope::json ->> 'ts')",
+        "((b.attrs::json ->> 'repo') COLLATE \"C\")"
+    );
+    let text = match dialect {
+        Dialect::Sqlite => SQLITE,
+        Dialect::Postgres => POSTGRES,
+    };
+    statement(text, args![repo])
+}
+
+/// A digest event's seq, type and ts.
+pub(crate) type DigestEvent = (i64, String, String);
+
+/// A row of [`build_digests`]: slug, and the event's seq, type and ts
+/// (`None` for a build without digest events).
+pub(crate) fn digest_row(
+    row: &(impl Columns + ?Sized),
+) -> StoreResult<(String, Option<DigestEvent>)> {
+    let slug = row.text(0)?;
+    let event = match row.optional_int(1)? {
+        Some(seq) => Some((seq, row.text(2)?, row.text(3)?)),
+        None => None,
+    };
+    Ok((slug, event))
+}
+
 pub(crate) fn ping() -> Fixed<'static, 0> {
     statement("SELECT 1 AS one", [])
 }
 
 /// The one statement a streamed read runs.
-pub(crate) fn listing(listing: &Listing) -> Statement<Vec<Arg<'_>>> {
+pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<'_>>> {
     const EVENTS: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
     const CHUNKS: &str =
         "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
@@ -346,9 +463,22 @@ pub(crate) fn listing(listing: &Listing) -> Statement<Vec<Arg<'_>>> {
         stream_columns!(),
         " FROM streams WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order"
     );
+    const STATE_EVENTS_SQLITE: &str = state_events_sql!(
+        "events INDEXED BY events_by_type",
+        "json_extract(envelope, '$.type')"
+    );
+    const STATE_EVENTS_POSTGRES: &str =
+        state_events_sql!("events", "((envelope::json ->> 'type') COLLATE \"C\")");
     match listing {
         Listing::Events { resource: r, since } => {
             statement(EVENTS, args![r.kind.tag(), &r.id, *since].into())
+        }
+        Listing::StateEvents { repo } => {
+            let text = match dialect {
+                Dialect::Sqlite => STATE_EVENTS_SQLITE,
+                Dialect::Postgres => STATE_EVENTS_POSTGRES,
+            };
+            statement(text, args![repo].into())
         }
         Listing::Chunks { id, since } => statement(CHUNKS, args![id, *since].into()),
         Listing::Builds => statement(BUILDS, Vec::new()),
@@ -567,7 +697,7 @@ pub(crate) fn render(
     piece: &mut BytesMut,
 ) -> StoreResult<()> {
     match listing {
-        Listing::Events { .. } | Listing::Chunks { .. } => {
+        Listing::Events { .. } | Listing::StateEvents { .. } | Listing::Chunks { .. } => {
             // Stored as the served JSON text: copied as is.
             piece.extend_from_slice(row.str(0)?.as_bytes());
             Ok(())

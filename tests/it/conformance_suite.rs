@@ -16,7 +16,9 @@ use std::path::Path;
 
 use abstore_conformance::checks::is_mode_skip;
 use abstore_conformance::util::{b64, random_hex};
-use abstore_conformance::{Ctx, Outcome, Res, Server, all_checks, authenticate, run_checks};
+use abstore_conformance::{
+    Ctx, Outcome, Res, Server, all_checks, authenticate, introduced_by, run_checks,
+};
 use serde_json::{Value, json};
 
 use crate::support::{CLOCK, VERSION, bin};
@@ -60,14 +62,23 @@ async fn start_with(database: &str, blobs: &str, secret: Option<&str>) -> Server
     }
 }
 
-/// Runs every check against `server`; panics listing the failures (and the
-/// server's stderr tail) if any failed.
+/// Runs every check against `server`: the shipped protocol's as an 0.8.0
+/// client, then protocol 3's as [`support::PROTOCOL3_CLIENT`]; panics
+/// listing the failures (and the server's stderr tail) if any failed.
 async fn run_all(label: &str, server: &Server, secret: Option<&str>) {
     let mut ctx = Ctx::new(server.url(), VERSION).expect("http client");
     if let Err(e) = authenticate(&mut ctx, secret, None).await {
         panic!("conformance [{label}]: setting up authenticated mode: {e}");
     }
-    let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
+    let mut report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
+    let mut p3 = support::protocol3_ctx(server.url());
+    if let Err(e) = authenticate(&mut p3, secret, None).await {
+        panic!("conformance [{label}]: setting up authenticated mode (protocol 3): {e}");
+    }
+    let p3_checks = introduced_by(3);
+    assert!(!p3_checks.is_empty(), "no protocol-3 checks registered");
+    let p3_report = run_checks(&p3, p3_checks, None, 8, |_, _| {}).await;
+    report.results.extend(p3_report.results);
     eprintln!("conformance [{label}]: {}", report.summary());
     let failures = report.failures();
     if !failures.is_empty() {

@@ -6,6 +6,9 @@
 //! path would cost two or three more each, so these bounds fail if the fast
 //! paths stop being taken.
 //!
+//! Protocol 3's session conditional append takes the same fast path, and its
+//! two derived reads are one statement each.
+//!
 //! Requests are sequential and the counter is read once it has settled, so
 //! each write's `NOTIFY` falls inside its own count; no held read makes the
 //! sweep query.
@@ -51,6 +54,19 @@ impl Client {
             }
             last = now;
         }
+    }
+
+    /// Statements the server ran for one `GET path` answering 200.
+    async fn read_statements(&self, path: &str) -> f64 {
+        let before = self.settled_queries().await;
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "GET {path}");
+        self.settled_queries().await - before
     }
 
     /// Statements the server ran for `n` sequential `POST path body`s,
@@ -134,6 +150,43 @@ async fn writes_on_postgres_take_one_statement() {
         chunks <= 3.0 * N as f64,
         "{N} chunk appends ran {chunks} statements"
     );
+
+    // Protocol 3 (sent with the identity of its tests).
+    let c = Client {
+        http: support::protocol3_client(),
+        ..c
+    };
+    assert_eq!(c.post("/repos", &json!({"repo": "r"})).await.0, 200);
+    let (status, session) = c
+        .post(
+            "/repos/r/sessions",
+            &json!({"repo": "r", "operator": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{session}");
+    let path = format!(
+        "/sessions/{}/events/conditional",
+        session["id"].as_str().unwrap()
+    );
+    let message = json!({"expectedSeq": 1, "event": {"actor": {"kind": "human", "user": "alice"},
+        "type": "message.posted", "payload": {"id": "m_1", "text": "round trips"}}});
+    let conditionals = c.statements(1, &path, &message, 201).await;
+    assert!(
+        conditionals <= 2.0,
+        "a session conditional append ran {conditionals} statements"
+    );
+    let stale = c.statements(1, &path, &message, 200).await;
+    assert!(
+        stale <= 1.0,
+        "a stale session conditional append ran {stale} statements"
+    );
+    let digests = c.read_statements("/repos/r/build-digests").await;
+    assert!(digests <= 1.0, "build digests ran {digests} statements");
+    let pause = json!({"actor": {"kind": "human", "user": "alice"},
+        "type": "dispatcher.pause-set", "payload": {"enabled": false}});
+    assert_eq!(c.post("/repos/r/events", &pause).await.0, 201);
+    let state = c.read_statements("/repos/r/state-events").await;
+    assert!(state <= 1.0, "state events ran {state} statements");
 
     drop(server);
     let _ = db.drop_db().await;

@@ -2,6 +2,12 @@
 //! the spec section it covers, and whether it moves the server's test clock.
 //!
 //! Modules group checks by spec section family; each exposes `register(&mut Vec<Check>)`.
+//!
+//! Every check also names the protocol version that introduced what it
+//! checks (`min_protocol`: 2 for the shipped protocol, 3 for the routes
+//! Autobuild 0.9.0 adds; those checks' ids start with `p3.`). A client of
+//! protocol N runs the checks of protocols up to N ([`checks_for`]); the
+//! runner selects them by the protocol version it sends.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,6 +26,7 @@ pub mod deposits;
 pub mod errors;
 pub mod health;
 pub mod leases;
+pub mod protocol3;
 pub mod repos;
 pub mod sessions;
 pub mod streams;
@@ -76,6 +83,9 @@ pub struct Check {
     pub section: String,
     /// Moves the test clock: runs serially, skipped without a clock route.
     pub clock: bool,
+    /// The protocol version that introduced what the check asserts: a
+    /// client of an older protocol does not run it.
+    pub min_protocol: u8,
     pub run: Arc<RunFn>,
 }
 
@@ -85,17 +95,36 @@ impl std::fmt::Debug for Check {
             .field("id", &self.id)
             .field("section", &self.section)
             .field("clock", &self.clock)
+            .field("min_protocol", &self.min_protocol)
             .finish()
     }
 }
 
 /// Collects checks while modules register them.
-#[derive(Default)]
 pub struct Registry {
     pub checks: Vec<Check>,
+    /// The `min_protocol` of the checks registered from now on.
+    protocol: u8,
 }
 
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            checks: Vec::new(),
+            protocol: SHIPPED_PROTOCOL,
+        }
+    }
+}
+
+/// The protocol the released client (Autobuild 0.8.0) speaks.
+pub const SHIPPED_PROTOCOL: u8 = 2;
+
 impl Registry {
+    /// Checks registered after this call belong to `protocol`.
+    pub fn since_protocol(&mut self, protocol: u8) {
+        self.protocol = protocol;
+    }
+
     /// Registers a check that does not touch the clock.
     pub fn add<F, Fut>(&mut self, id: impl Into<String>, section: &str, f: F)
     where
@@ -149,13 +178,40 @@ impl Registry {
             id,
             section: section.to_string(),
             clock,
+            min_protocol: self.protocol,
             run: Arc::new(move |ctx| Box::pin(f(ctx))),
         });
     }
 }
 
-/// Every check, in a stable order (by section family).
+/// The checks of the shipped protocol (2), in a stable order: what every
+/// client of Autobuild 0.8.0 relies on.
 pub fn all_checks() -> Vec<Check> {
+    checks_for(&SHIPPED_PROTOCOL.to_string())
+}
+
+/// The checks a client sending `X-Autobuild-Protocol-Version: protocol`
+/// runs: those of every protocol up to it (an unparsable version: the
+/// shipped protocol's).
+pub fn checks_for(protocol: &str) -> Vec<Check> {
+    let protocol = protocol.parse::<u8>().unwrap_or(SHIPPED_PROTOCOL);
+    every_check()
+        .into_iter()
+        .filter(|c| c.min_protocol <= protocol)
+        .collect()
+}
+
+/// Only the checks protocol `protocol` introduced.
+pub fn introduced_by(protocol: u8) -> Vec<Check> {
+    every_check()
+        .into_iter()
+        .filter(|c| c.min_protocol == protocol)
+        .collect()
+}
+
+/// Every check of every protocol, in a stable order (by section family,
+/// then protocol).
+pub fn every_check() -> Vec<Check> {
     let mut r = Registry::default();
     transport::register(&mut r);
     builds::register(&mut r);
@@ -172,5 +228,7 @@ pub fn all_checks() -> Vec<Check> {
     auth::register(&mut r);
     auth_sessions::register(&mut r);
     clock::register(&mut r);
+    r.since_protocol(3);
+    protocol3::register(&mut r);
     r.checks
 }

@@ -214,6 +214,8 @@ impl Connection for PgRead<'_> {
 }
 
 impl<C: Connection> Statements for C {
+    const DIALECT: sql::Dialect = sql::Dialect::Postgres;
+
     async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
         let done = query(&statement).execute(self.connection().await?).await?;
         Ok(done.rows_affected())

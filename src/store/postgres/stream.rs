@@ -38,7 +38,7 @@ async fn produce(
     listing: &Listing,
     sink: &mut RowSink<()>,
 ) -> StoreResult<()> {
-    let query = super::primitives::query(&sql::listing(listing));
+    let query = super::primitives::query(&sql::listing(listing, sql::Dialect::Postgres));
     let mut gone = false;
     {
         let mut rows = query.fetch(read.conn().await?);

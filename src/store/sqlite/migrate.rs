@@ -73,7 +73,7 @@ mod tests {
 
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
     /// from a database the sqlx-based server migrated).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 4] = [
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 5] = [
         (
             1,
             "initial",
@@ -93,6 +93,11 @@ mod tests {
             4,
             "builds by creation",
             "D17419F0CB30680F8940DF911F129E096994346DF4841E08D0820D3AFE3531C364BD6895F7A8D892EDD8A3E6B60B470E",
+        ),
+        (
+            5,
+            "event types",
+            "3AEC6BC5004DB88BE79E1F34F2E6361179064D1376C7D27375B6F14F021FEA9474EE3DA3BE2E5368B7D4C78495E6D56A",
         ),
     ];
 

@@ -130,7 +130,7 @@ impl<'c> Conn<'c> {
     /// as it fills; an empty answer of an unknown owner is `NotFound`.
     pub(super) fn stream(&self, listing: &Listing, out: &mut Out) -> StoreResult<()> {
         {
-            let mut prepared = self.prepared(&sql::listing(listing))?;
+            let mut prepared = self.prepared(&sql::listing(listing, sql::Dialect::Sqlite))?;
             let mut rows = prepared.raw_query();
             while let Some(row) = rows.next()? {
                 sql::render(listing, row, out.row())?;
@@ -149,6 +149,8 @@ impl<'c> Conn<'c> {
 
 /// Synchronous: the futures are ready when first polled.
 impl Statements for Conn<'_> {
+    const DIALECT: sql::Dialect = sql::Dialect::Sqlite;
+
     async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
         let changed = self.prepared(&statement)?.raw_execute()?;
         Ok(u64::try_from(changed).unwrap_or(u64::MAX))
@@ -238,5 +240,34 @@ mod tests {
             args: [Arg::Int(1)],
         };
         assert!(run_synchronously(conn.first(statement, |_| Ok(()))).is_err());
+    }
+
+    /// The plan SQLite's planner takes for `text`, one line per step.
+    fn plan(conn: &Connection, text: &str) -> String {
+        let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {text}")).unwrap();
+        let rows = statement
+            .query_map([Option::<String>::None], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        rows.join("\n")
+    }
+
+    /// Protocol 3's derived reads cost little: the builds of a repository
+    /// come from `builds_by_repo`, their digest events and a journal's
+    /// durable events and anchor from `events_by_type` (migration 0005);
+    /// no table or journal is scanned whole.
+    #[test]
+    fn protocol_3_reads_use_their_indexes() {
+        use crate::store::{Listing, sql};
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::migrate::run(&mut conn).unwrap();
+        let digests = plan(&conn, sql::build_digests("r", sql::Dialect::Sqlite).text);
+        assert!(digests.contains("INDEX builds_by_repo"), "{digests}");
+        assert!(digests.contains("INDEX events_by_type"), "{digests}");
+        let listing = Listing::StateEvents { repo: "r".into() };
+        let state = plan(&conn, sql::listing(&listing, sql::Dialect::Sqlite).text);
+        assert_eq!(state.matches("INDEX events_by_type").count(), 4, "{state}");
+        assert!(!state.contains("SCAN"), "{state}");
     }
 }

@@ -15,6 +15,38 @@ pub const VERSION: &str = "0.8.0";
 pub const PROTOCOL: &str = "2";
 pub const CLOCK: &str = "2026-07-15T12:00:00.000Z";
 
+/// The identity (`X-Autobuild-Version`, `X-Autobuild-Protocol-Version`) the
+/// tests of protocol 3's routes send. Until the server gates those routes to
+/// protocol-3 clients it serves them to today's identity, so this is
+/// 0.8.0 / 2; switch it here, once, to ("0.9.0", "3") with the gate.
+pub const PROTOCOL3_CLIENT: (&str, &str) = (VERSION, PROTOCOL);
+
+/// A `reqwest` client that sends [`PROTOCOL3_CLIENT`] with every request.
+pub fn protocol3_client() -> reqwest::Client {
+    let (version, protocol) = PROTOCOL3_CLIENT;
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        "x-autobuild-version",
+        reqwest::header::HeaderValue::from_static(version),
+    );
+    headers.insert(
+        "x-autobuild-protocol-version",
+        reqwest::header::HeaderValue::from_static(protocol),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("reqwest client")
+}
+
+/// A conformance context for `url` speaking [`PROTOCOL3_CLIENT`].
+pub fn protocol3_ctx(url: &str) -> abstore_conformance::Ctx {
+    let (version, protocol) = PROTOCOL3_CLIENT;
+    let mut ctx = abstore_conformance::Ctx::new(url, version).expect("http client");
+    ctx.protocol_version = protocol.to_owned();
+    ctx
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
 }
