@@ -558,6 +558,23 @@ async fn build_digests(h: &Harness) {
         r#"{"slug":"d-b","observations":[]}"#
     );
 
+    // Text that JSON escapes, NUL included (PostgreSQL's JSON functions
+    // refuse `\u0000`), in the repository and in a payload: the digest
+    // still finds the build and its events.
+    let odd = "acme/\"odd\\\u{0}é";
+    s.create_build("d-odd", build_in(odd)).await.unwrap();
+    let mut nul = typed("observation.recorded", 0);
+    nul.payload_json = json!({ "summary": "a\u{0}b \"type\":\"pr.merged\"" }).to_string();
+    h.clock.set(T0 + 9000);
+    s.append(&build("d-odd"), nul, None).await.unwrap();
+    assert_eq!(
+        digests_json(&s, odd).await,
+        vec![json!({
+            "slug": "d-odd",
+            "observations": [{ "seq": 1, "ts": "2026-07-15T12:00:09.000Z" }]
+        })]
+    );
+
     // Ground truth: 24 builds, 600 events of digest and other types
     // interleaved across them, each digest equal to a whole-log scan.
     let types = [

@@ -529,8 +529,14 @@ pub(crate) async fn build_digests<R: Reads>(
     db: &mut R,
     repo: &str,
 ) -> StoreResult<Vec<super::BuildDigest>> {
+    // PostgreSQL compares the repository as the attributes' JSON text
+    // writes it, escapes included (migration 0005, abstore_json_member).
+    let repo = match R::DIALECT {
+        sql::Dialect::Sqlite => repo.to_owned(),
+        sql::Dialect::Postgres => json_string_text(repo),
+    };
     let rows = db
-        .all(sql::build_digests(repo, R::DIALECT), |row| {
+        .all(sql::build_digests(&repo, R::DIALECT), |row| {
             sql::digest_row(row)
         })
         .await?;
@@ -544,6 +550,13 @@ pub(crate) async fn build_digests<R: Reads>(
         }
     }
     Ok(digests)
+}
+
+/// `text` as the inside of a JSON string: serde_json's escaping, the one
+/// every stored record's JSON was written with.
+fn json_string_text(text: &str) -> String {
+    let quoted = Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 pub(crate) async fn tails(

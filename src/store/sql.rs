@@ -118,7 +118,9 @@ pub(crate) use {
 
 /// Which SQL a statement written per dialect takes: protocol 3's derived
 /// reads look into the envelope and record JSON, which the two databases
-/// spell differently (`json_extract` / `::json ->>`). The expressions are
+/// spell differently (`json_extract` / `abstore_json_member`, migration 0005:
+/// PostgreSQL's own JSON functions refuse a document holding `\u0000`, and
+/// it reads the member's text as written, still escaped). The expressions are
 /// exactly those migration 0005 indexes, so the planners can use them;
 /// SQLite, whose planner keeps the primary key without statistics, is told
 /// to (`INDEXED BY`: a statement that could not use the index fails to
@@ -402,9 +404,9 @@ pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
     );
     const POSTGRES: &str = build_digests_sql!(
         "events e",
-        "((e.envelope::json ->> 'type') COLLATE \"C\")",
-        "(e.envelope::json ->> 'ts')",
-        "((b.attrs::json ->> 'repo') COLLATE \"C\")"
+        "(abstore_json_member(e.envelope, 'type') COLLATE \"C\")",
+        "abstore_json_member(e.envelope, 'ts')",
+        "(abstore_json_member(b.attrs, 'repo') COLLATE \"C\")"
     );
     let text = match dialect {
         Dialect::Sqlite => SQLITE,
@@ -467,8 +469,10 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
         "events INDEXED BY events_by_type",
         "json_extract(envelope, '$.type')"
     );
-    const STATE_EVENTS_POSTGRES: &str =
-        state_events_sql!("events", "((envelope::json ->> 'type') COLLATE \"C\")");
+    const STATE_EVENTS_POSTGRES: &str = state_events_sql!(
+        "events",
+        "(abstore_json_member(envelope, 'type') COLLATE \"C\")"
+    );
     match listing {
         Listing::Events { resource: r, since } => {
             statement(EVENTS, args![r.kind.tag(), &r.id, *since].into())
