@@ -54,6 +54,12 @@ impl App {
             args.retention_policy.as_deref(),
             args.retention_prune_limit,
         )?;
+        // The accepted client identities and their catalogs (compiled once).
+        let clients = crate::http::Clients::resolve(
+            &args.accept_clients,
+            args.autobuild_version.as_deref(),
+            args.catalog.as_deref(),
+        )?;
         let secret = resolve_secret(args)?;
         let listener = TcpListener::bind(args.listen)
             .await
@@ -70,13 +76,6 @@ impl App {
         let clock: Arc<dyn Clock> = match &test_clock {
             Some(clock) => clock.clone(),
             None => Arc::new(SystemClock),
-        };
-        let catalogs = match &args.catalog {
-            Some(dir) => abstore_catalog::Catalogs::from_dir(dir)
-                .with_context(|| format!("loading catalogs from {}", dir.display()))?,
-            None => {
-                abstore_catalog::Catalogs::embedded().context("compiling the embedded catalogs")?
-            }
         };
         let notifier = Arc::new(Notifier::new());
         let options = StoreOptions {
@@ -108,9 +107,8 @@ impl App {
         let state = Arc::new(AppState {
             store,
             blobs,
-            catalogs,
             access: Access {
-                autobuild_version: args.autobuild_version.clone(),
+                clients,
                 secret,
                 clock,
             },
@@ -130,7 +128,13 @@ impl App {
         });
         crate::metrics::record_build_info(args.db.database.backend());
         let max_connections = crate::connections::effective_max_connections(args.max_connections);
-        log_configuration(args, &catalog_source(args), &retention, max_connections);
+        log_configuration(
+            args,
+            &catalog_source(args),
+            &state.access.clients.describe(),
+            &retention,
+            max_connections,
+        );
         Ok(App {
             listener,
             state,
@@ -236,6 +240,7 @@ fn catalog_source(args: &ServeConfig) -> String {
 fn log_configuration(
     args: &ServeConfig,
     catalog: &str,
+    clients: &str,
     retention: &store::retention::Retention,
     max_connections: u32,
 ) {
@@ -248,7 +253,7 @@ fn log_configuration(
         db_unavailable_acquire_timeout_ms = args.db.db_unavailable_acquire_timeout_ms,
         blobs = %redact(&args.blobs),
         auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
-        autobuild_version = %args.autobuild_version,
+        accept_clients = %clients,
         max_artifact_bytes = args.max_artifact_bytes,
         max_body_bytes = args.max_body_bytes,
         max_stream_batch_bytes = args.max_stream_batch_bytes,

@@ -9,7 +9,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::boolish;
-use crate::config::{DatabaseConfig, SecretConfig, ServeConfig};
+use crate::config::{ClientIdentity, DatabaseConfig, SecretConfig, ServeConfig};
 use crate::store::DatabaseUrl;
 
 #[derive(Debug, Args, Clone)]
@@ -60,9 +60,23 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_NO_MIGRATE", value_parser = boolish())]
     pub no_migrate: bool,
 
-    /// The Autobuild package version clients must send.
-    #[arg(long, env = "ABSTORE_AUTOBUILD_VERSION", default_value = "0.8.0")]
-    pub autobuild_version: String,
+    /// The one Autobuild package version clients must send, with protocol 2
+    /// (the same as `--accept-client VERSION/2`; cannot be combined with it).
+    /// Without either flag the server accepts 0.8.0/2.
+    #[arg(long, env = "ABSTORE_AUTOBUILD_VERSION", value_name = "VERSION")]
+    pub autobuild_version: Option<String>,
+
+    /// Accept clients of this Autobuild version and protocol, e.g. `0.9.0/3`;
+    /// repeat for several (the variable is comma separated). Each is served
+    /// its own event catalogs and protocol; the first is what `/health`
+    /// reports. Default: 0.8.0/2.
+    #[arg(
+        long = "accept-client",
+        env = "ABSTORE_ACCEPT_CLIENTS",
+        value_name = "VERSION/PROTOCOL",
+        value_delimiter = ','
+    )]
+    pub accept_clients: Vec<ClientIdentity>,
 
     /// Largest decoded artifact in bytes; larger ones are 413.
     #[arg(long, env = "ABSTORE_MAX_ARTIFACT_BYTES", default_value_t = 1_048_576)]
@@ -206,6 +220,7 @@ impl ServeArgs {
             blobs,
             no_migrate,
             autobuild_version,
+            accept_clients,
             max_artifact_bytes,
             max_body_bytes,
             max_stream_batch_bytes,
@@ -236,6 +251,7 @@ impl ServeArgs {
             blobs,
             no_migrate,
             autobuild_version,
+            accept_clients,
             max_artifact_bytes,
             max_body_bytes,
             max_stream_batch_bytes,

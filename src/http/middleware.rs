@@ -162,13 +162,33 @@ async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Requ
     }
 }
 
-/// Identity (409), then auth (401/403), then the route's handler.
+/// Identity (409), then auth (401/403), then the route's handler, which
+/// finds the client's identity (its catalogs, its protocol) in the request's
+/// extensions. A route newer than the client's protocol is answered exactly
+/// as an unknown route: authorized as one (no matched route), then `404`.
 async fn checked(state: &SharedState, route: Route, mut request: Request) -> Response {
-    if let Err(refused) = identity::check(state, &request) {
-        return refused.into_response();
+    let template = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|matched| matched.as_str().to_owned());
+    let admission = match identity::admit(&state.access.clients, &request, template.as_deref()) {
+        Ok(admission) => admission,
+        Err(refused) => return refused.into_response(),
+    };
+    if matches!(admission, identity::Admission::UnknownToClient) {
+        request.extensions_mut().remove::<MatchedPath>();
     }
     if let Err(refused) = auth::check(state, &mut request).await {
         return refused.into_response();
+    }
+    match admission {
+        identity::Admission::UnknownToClient => {
+            return super::unknown_route(request.method(), request.uri()).into_response();
+        }
+        identity::Admission::Client(client) => {
+            request.extensions_mut().insert(client);
+        }
+        identity::Admission::Outside => {}
     }
     match route.oneshot(request).await {
         Ok(response) => response,

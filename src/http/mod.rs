@@ -37,8 +37,7 @@ use crate::clock::TestClock;
 use crate::held::HeldReads;
 use crate::store::Store;
 
-/// The protocol version this server speaks (spec section 1).
-pub const PROTOCOL_VERSION: &str = "2";
+pub use identity::{Client, Clients, SUPPORTED_PROTOCOLS, min_protocol};
 
 /// Configured bounds (docs/decisions.md, 10); each is a flag.
 #[derive(Clone, Debug)]
@@ -60,10 +59,10 @@ pub struct Limits {
     pub compress_min_bytes: Option<u16>,
 }
 
-/// Who may call: the identity check's version and the token check.
+/// Who may call: the identity check's accepted identities and the token check.
 pub struct Access {
-    /// The Autobuild package version clients must send.
-    pub autobuild_version: String,
+    /// The accepted client identities, each with its catalogs.
+    pub clients: Clients,
     /// The token secret; `None` is open mode.
     pub secret: Option<crate::secret::Secret>,
     /// The one clock: token expiry is judged by it too.
@@ -75,7 +74,6 @@ pub struct Access {
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub blobs: Blobs,
-    pub catalogs: abstore_catalog::Catalogs,
     pub access: Access,
     pub limits: Limits,
     pub held: Arc<HeldReads>,
@@ -109,6 +107,12 @@ pub fn router(state: SharedState) -> Router {
 
 /// Unknown routes and unsupported methods are both `404 not-found`.
 async fn no_route(method: Method, uri: Uri) -> ApiError {
+    unknown_route(&method, &uri)
+}
+
+/// The unknown-route answer, also given to a client whose protocol predates
+/// the route it reached ([`min_protocol`]).
+fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
     ApiError::NotFound(format!("no route: {method} {}", uri.path()))
 }
 

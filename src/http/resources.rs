@@ -10,6 +10,7 @@
 //! answers 404, as if the lookup had come first ([`lookup_on_failure`]), without
 //! costing a lookup on success.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value};
 
 use super::auth::{Caller, attribute};
 use super::extract::{json_body, query_param};
+use super::identity::Client;
 use super::path::ResourcePath;
 use super::rows::{fixed_suffix, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
@@ -59,18 +61,19 @@ async fn existing(state: &SharedState, resource: &ResourceRef) -> ApiResult<()> 
     }
 }
 
-/// Check an event write against its family's catalog and serialise it with
-/// the *validated* payload: the catalog's normalisation (defaults, trims) is
-/// what the envelope carries (spec section 3), as in Autobuild.
+/// Check an event write against its family's catalog — the catalogs of the
+/// client's identity ([`Client`]) — and serialise it with the *validated*
+/// payload: the catalog's normalisation (defaults, trims) is what the
+/// envelope carries (spec section 3), as in Autobuild.
 fn validated_event(
-    state: &SharedState,
+    client: &Client,
     kind: ResourceKind,
     write: &EventWrite,
 ) -> Result<NewEvent, String> {
     let Some(catalog) = kind.catalog() else {
         return Err(format!("{} events have no catalog", kind.noun()));
     };
-    let payload = state
+    let payload = client
         .catalogs
         .validate(catalog, &write.actor, &write.event_type, &write.payload)
         .map_err(|err| err.message)?;
@@ -85,6 +88,7 @@ fn validated_event(
 pub async fn append_event(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
+    Extension(client): Extension<Arc<Client>>,
     path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
@@ -93,7 +97,7 @@ pub async fn append_event(
         let body = json_body(body, state.limits.max_body_bytes).await?;
         let mut write = wire::event_write(&body, "the request body")?;
         attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
-        validated_event(&state, r.kind, &write).map_err(ApiError::Unprocessable)
+        validated_event(&client, r.kind, &write).map_err(ApiError::Unprocessable)
     })
     .await?;
     match state.store.append(&r, event, None).await {
@@ -115,6 +119,7 @@ pub async fn append_event(
 pub async fn append_conditional(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
+    Extension(client): Extension<Arc<Client>>,
     path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
@@ -125,7 +130,7 @@ pub async fn append_conditional(
         let expected = wire::nonnegative_int(obj, "expectedSeq")?;
         let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
         attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
-        let event = validated_event(&state, r.kind, &write).map_err(ApiError::Unprocessable)?;
+        let event = validated_event(&client, r.kind, &write).map_err(ApiError::Unprocessable)?;
         Ok((expected, event))
     })
     .await?;
@@ -285,6 +290,7 @@ pub async fn put_artifact(
 pub async fn deposit(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
+    Extension(client): Extension<Arc<Client>>,
     path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
@@ -312,7 +318,7 @@ pub async fn deposit(
     existing(&state, &r).await?;
     let artifacts = write_blobs(&state, prepared).await?;
     // Owned: the store may run it after this handler is gone (docs/decisions.md, 14).
-    let (event_state, kind) = (state.clone(), r.kind);
+    let kind = r.kind;
     let make_event = move |metas: &[crate::store::ArtifactMeta]| {
         let assigned: Vec<Assigned<'_>> = metas
             .iter()
@@ -327,7 +333,7 @@ pub async fn deposit(
             payload: write.payload.clone(),
         };
         placeholders::substitute(&mut substituted.payload, &assigned);
-        validated_event(&event_state, kind, &substituted).map_err(StoreError::Rejected)
+        validated_event(&client, kind, &substituted).map_err(StoreError::Rejected)
     };
     let (envelope, metas) = state
         .store

@@ -2,15 +2,18 @@
 //! repository (`/repos/{repo}/sessions`), addressed as `/sessions/{id}` with
 //! events, deposits, artifacts and streams like any resource, and no leases.
 
-use axum::Router;
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
+use axum::{Extension, Router};
 use serde_json::{Map, Value, json};
 
 use super::extract::json_body;
+use super::identity::Client;
 use super::path::ResourcePath;
 use super::resources::{append_conditional, family_routes, lookup_on_failure};
 use super::{ApiResult, SharedState};
@@ -43,6 +46,7 @@ fn new_session_id() -> String {
 /// (sequence 1, the operator as a human actor) commit together.
 async fn create_session(
     State(state): State<SharedState>,
+    Extension(client): Extension<Arc<Client>>,
     path: ResourcePath,
     body: Body,
 ) -> ApiResult<Response> {
@@ -73,11 +77,10 @@ async fn create_session(
     })
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
-    let payload = Value::Object(attrs.clone());
+    let payload = created_payload(&client, &attrs);
     // Owned: the store may run it after this handler is gone (docs/decisions.md, 14).
-    let event_state = state.clone();
     let make_event = move || {
-        let validated = event_state
+        let validated = client
             .catalogs
             .validate(
                 abstore_catalog::Family::Session,
@@ -103,6 +106,22 @@ async fn create_session(
         .await?;
     metrics::counter!("abstore_sessions_created_total").increment(1);
     Ok(super::json(StatusCode::CREATED, &record.to_json()))
+}
+
+/// `session.created`'s payload in the client's protocol: `{repo, operator,
+/// title?}` for protocol 2, `{title?}` from protocol 3 on (Autobuild 0.9.0's
+/// session catalog; docs/protocol-versions.md). The record carries `repo`
+/// and `operator` either way.
+fn created_payload(client: &Client, attrs: &Map<String, Value>) -> Value {
+    if client.protocol >= 3 {
+        let mut payload = Map::new();
+        if let Some(title) = attrs.get("title") {
+            payload.insert("title".into(), title.clone());
+        }
+        Value::Object(payload)
+    } else {
+        Value::Object(attrs.clone())
+    }
 }
 
 /// `listSessions`: creation order.

@@ -15,6 +15,7 @@ mod support;
 
 mod archive;
 mod cli;
+mod clients;
 mod compose;
 mod conformance_suite;
 mod connections;
