@@ -38,6 +38,6 @@ pub use checks::{
     Check, CheckResult, Failure, all_checks, checks_for, every_check, introduced_by,
     is_abstore_specific,
 };
-pub use client::{Ctx, Res, Resp, Tls};
+pub use client::{Ctx, PROTOCOL_VERSION, Res, Resp, Tls};
 pub use runner::{Outcome, Report, authenticate, run_checks};
 pub use spawn::Server;

@@ -17,9 +17,16 @@ struct Args {
     /// Base URL of the server under test, e.g. http://127.0.0.1:8787
     #[arg(long, env = "ABSTORE_CONFORMANCE_URL")]
     url: String,
-    /// Autobuild package version the client claims (and the server must serve).
+    /// Autobuild package version the client claims (and the server must serve),
+    /// with protocol 2; `--client VERSION/PROTOCOL` names both.
     #[arg(long, default_value = "0.8.0")]
     autobuild_version: String,
+    /// The client identity every check sends (`X-Autobuild-Version` /
+    /// `X-Autobuild-Protocol-Version`) and expects from `/health`, e.g.
+    /// `0.8.0/2` (the default). The checks' event fixtures are Autobuild
+    /// 0.8.0's, so other identities are for smoke runs of the identity rules.
+    #[arg(long, value_name = "VERSION/PROTOCOL", conflicts_with = "autobuild_version", value_parser = parse_client)]
+    client: Option<(String, String)>,
     /// Run only checks whose id contains this substring.
     #[arg(long)]
     filter: Option<String>,
@@ -61,6 +68,18 @@ struct Args {
     insecure: bool,
 }
 
+/// `VERSION/PROTOCOL`, both nonempty.
+fn parse_client(text: &str) -> Result<(String, String), String> {
+    match text.rsplit_once('/') {
+        Some((version, protocol)) if !version.is_empty() && !protocol.is_empty() => {
+            Ok((version.to_owned(), protocol.to_owned()))
+        }
+        _ => Err(format!(
+            "expected VERSION/PROTOCOL, e.g. 0.8.0/2, not {text:?}"
+        )),
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
@@ -84,13 +103,20 @@ async fn main() -> ExitCode {
         ca_file: args.ca_file.clone(),
         insecure: args.insecure,
     };
-    let mut ctx = match Ctx::with_tls(&args.url, &args.autobuild_version, &tls) {
+    let (version, protocol) = args.client.clone().unwrap_or_else(|| {
+        (
+            args.autobuild_version.clone(),
+            abstore_conformance::PROTOCOL_VERSION.to_owned(),
+        )
+    });
+    let mut ctx = match Ctx::with_tls(&args.url, &version, &tls) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("cannot build an HTTP client: {e}");
             return ExitCode::from(2);
         }
     };
+    ctx.protocol_version = protocol;
     ctx.max_artifact_bytes = args.max_artifact_bytes;
     // Pre-flight: a server that cannot be reached would fail every check with
     // the same transport error; say it once instead.

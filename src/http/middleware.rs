@@ -167,11 +167,9 @@ async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Requ
 /// extensions. A route newer than the client's protocol is answered exactly
 /// as an unknown route: authorized as one (no matched route), then `404`.
 async fn checked(state: &SharedState, route: Route, mut request: Request) -> Response {
-    let template = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|matched| matched.as_str().to_owned());
-    let admission = match identity::admit(&state.access.clients, &request, template.as_deref()) {
+    let template = request.extensions().get::<MatchedPath>().cloned();
+    let template = template.as_ref().map(MatchedPath::as_str);
+    let admission = match identity::admit(&state.access.clients, &request, template) {
         Ok(admission) => admission,
         Err(refused) => return refused.into_response(),
     };

@@ -194,6 +194,19 @@ async fn conformance_postgres_authenticated() {
 
 // ── restart continuity ──────────────────────────────────────────────────────
 
+/// Accepting a second identity changes nothing for the first: the whole
+/// suite, as a 0.8.0/2 client, against a server that also accepts 0.9.0/3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory_beside_a_second_identity() {
+    let mut args = serve_args("sqlite::memory:", "memory://", None);
+    args.extend(["--accept-client", "0.8.0/2", "--accept-client", "0.9.0/3"].map(str::to_string));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(bin(), &args)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"));
+    run_all("sqlite-memory, 0.8.0/2 beside 0.9.0/3", &server, None).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restart_continuity_sqlite_file() {
     let dir = tempfile::tempdir().expect("tempdir");

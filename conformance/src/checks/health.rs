@@ -1,5 +1,7 @@
 //! Section 11: `GET /health` is always open and returns exactly
-//! `{"ok":true,"autobuildVersion":"<package>","protocolVersion":"2"}`.
+//! `{"ok":true,"autobuildVersion":"<package>","protocolVersion":"2"}` — the
+//! identity the runner sends (`--client`, default `0.8.0/2`), which must be
+//! the server's one (or, with several, its first) accepted identity.
 
 use serde_json::json;
 
@@ -15,7 +17,7 @@ pub fn register(r: &mut Registry) {
 async fn exact(c: Ctx) -> CheckResult {
     let r = c.get("/health").send().await?;
     let v = r.json_status(200)?;
-    let want = json!({"ok": true, "autobuildVersion": c.autobuild_version, "protocolVersion": "2"});
+    let want = json!({"ok": true, "autobuildVersion": c.autobuild_version, "protocolVersion": c.protocol_version});
     same(&format!("GET /health body (sent {})", r.sent), &v, &want)?;
     Ok(())
 }
@@ -23,7 +25,7 @@ async fn exact(c: Ctx) -> CheckResult {
 async fn no_headers(c: Ctx) -> CheckResult {
     let r = c.get("/health").no_identity().send().await?;
     let v = r.json_status(200)?;
-    let want = json!({"ok": true, "autobuildVersion": c.autobuild_version, "protocolVersion": "2"});
+    let want = json!({"ok": true, "autobuildVersion": c.autobuild_version, "protocolVersion": c.protocol_version});
     same("GET /health without identity headers", &v, &want)?;
     Ok(())
 }
@@ -36,7 +38,7 @@ async fn wrong_identity(c: Ctx) -> CheckResult {
         .send()
         .await?;
     let v = r.json_status(200)?;
-    let want = json!({"ok": true, "autobuildVersion": c.autobuild_version, "protocolVersion": "2"});
+    let want = json!({"ok": true, "autobuildVersion": c.autobuild_version, "protocolVersion": c.protocol_version});
     same("GET /health with mismatched identity headers", &v, &want)?;
     Ok(())
 }
