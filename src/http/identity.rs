@@ -130,7 +130,7 @@ impl Clients {
         let source = CatalogSource::open(catalog_dir)?;
         let list = if accept.is_empty() {
             let version = autobuild_version.unwrap_or(DEFAULT_VERSION);
-            let catalogs = source.legacy(version)?;
+            let catalogs = source.legacy(version);
             vec![Client::new(version, DEFAULT_PROTOCOL, catalogs)]
         } else {
             if accept.len() > 1
@@ -161,11 +161,6 @@ impl Clients {
     /// The identity `/health` reports: the first one configured.
     pub fn primary(&self) -> &Client {
         &self.list[0]
-    }
-
-    /// Every accepted identity, in configured order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Client>> {
-        self.list.iter()
     }
 
     /// `0.8.0/2, 0.9.0/3`: for logs.
@@ -246,39 +241,33 @@ impl CatalogSource {
         })
     }
 
-    fn index(&self) -> Option<&VersionedCatalogs> {
-        match self {
-            CatalogSource::Embedded(index) | CatalogSource::Versioned(_, index) => Some(index),
-            CatalogSource::Flat(..) => None,
-        }
-    }
-
     /// `--autobuild-version V` (or nothing): the pair `(V, 2)` when the index
     /// has it, else the index's default set; a flat directory's set.
-    fn legacy(&self, version: &str) -> anyhow::Result<Arc<Catalogs>> {
+    fn legacy(&self, version: &str) -> Arc<Catalogs> {
         match self {
-            CatalogSource::Flat(_, catalogs) => Ok(catalogs.clone()),
-            _ => {
-                let index = self.index().expect("an indexed source");
+            CatalogSource::Flat(_, catalogs) => catalogs.clone(),
+            CatalogSource::Embedded(index) | CatalogSource::Versioned(_, index) => {
                 let catalogs = match index.protocol(version) {
                     Some(p) if p == DEFAULT_PROTOCOL.to_string() => index.get(version),
                     _ => None,
                 }
                 .unwrap_or_else(|| index.default_catalogs());
-                Ok(Arc::new(catalogs.clone()))
+                Arc::new(catalogs.clone())
             }
         }
     }
 
     /// `--accept-client V/P`: the index entry for exactly `(V, P)`.
     fn for_identity(&self, identity: &ClientIdentity) -> anyhow::Result<Arc<Catalogs>> {
-        let index = match self {
+        let (index, where_) = match self {
             CatalogSource::Flat(_, catalogs) => return Ok(catalogs.clone()),
-            _ => self.index().expect("an indexed source"),
-        };
-        let where_ = match self {
-            CatalogSource::Versioned(dir, _) => format!("{}/versions.json", dir.display()),
-            _ => "the embedded catalogs (catalog/catalogs/versions.json)".to_owned(),
+            CatalogSource::Embedded(index) => (
+                index,
+                "the embedded catalogs (catalog/catalogs/versions.json)".to_owned(),
+            ),
+            CatalogSource::Versioned(dir, index) => {
+                (index, format!("{}/versions.json", dir.display()))
+            }
         };
         let known = || {
             join(
