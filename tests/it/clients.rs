@@ -201,6 +201,12 @@ async fn protocol_3_routes_are_unknown_routes_to_protocol_2_clients() {
             "{method} {path}"
         );
     }
+    // The same routes answer a protocol-3 client.
+    let new = As::new(server.url(), "0.9.0", "3");
+    let (status, digests) = new.get("/repos/acme%2Fw/build-digests").await;
+    assert_eq!((status, digests), (200, json!([])));
+    let (status, events) = new.get("/repos/acme%2Fw/state-events").await;
+    assert_eq!((status, events), (200, json!([])));
 }
 
 #[tokio::test]

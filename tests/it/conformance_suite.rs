@@ -43,6 +43,7 @@ fn serve_args(database: &str, blobs: &str, secret: Option<&str>) -> Vec<String> 
     .iter()
     .map(|s| s.to_string())
     .collect();
+    args.extend(support::ACCEPT_PROTOCOL3.map(str::to_string));
     if let Some(secret) = secret {
         args.extend(["--secret".to_string(), secret.to_string()]);
     }
@@ -194,17 +195,34 @@ async fn conformance_postgres_authenticated() {
 
 // ── restart continuity ──────────────────────────────────────────────────────
 
-/// Accepting a second identity changes nothing for the first: the whole
-/// suite, as a 0.8.0/2 client, against a server that also accepts 0.9.0/3.
+/// The servers above accept 0.9.0/3 beside 0.8.0/2 (for the protocol-3
+/// checks). Started with default flags (0.8.0/2 only), the server passes the
+/// shipped protocol's checks exactly as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn conformance_sqlite_memory_beside_a_second_identity() {
-    let mut args = serve_args("sqlite::memory:", "memory://", None);
-    args.extend(["--accept-client", "0.8.0/2", "--accept-client", "0.9.0/3"].map(str::to_string));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+async fn conformance_sqlite_memory_default_identity() {
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        "sqlite::memory:",
+        "--blobs",
+        "memory://",
+        "--test-clock",
+        CLOCK,
+    ];
     let server = Server::start(bin(), &args)
         .await
         .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"));
-    run_all("sqlite-memory, 0.8.0/2 beside 0.9.0/3", &server, None).await;
+    let ctx = Ctx::new(server.url(), VERSION).expect("http client");
+    let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
+    let failures = report.failures();
+    assert!(
+        failures.is_empty(),
+        "{} checks failed with default flags:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

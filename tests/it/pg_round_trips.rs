@@ -169,7 +169,7 @@ async fn writes_on_postgres_take_one_statement() {
         session["id"].as_str().unwrap()
     );
     let message = json!({"expectedSeq": 1, "event": {"actor": {"kind": "human", "user": "alice"},
-        "type": "message.posted", "payload": {"id": "m_1", "text": "round trips"}}});
+        "type": "message.posted", "payload": {"text": "round trips"}}});
     let conditionals = c.statements(1, &path, &message, 201).await;
     assert!(
         conditionals <= 2.0,

@@ -12,7 +12,7 @@ use super::sessions::{new_session, session_events, session_path, unknown_session
 use super::{CheckResult, Registry};
 use crate::client::{Ctx, Res, same, shape};
 use crate::ensure;
-use crate::fixtures::{catalog_event, session_event};
+use crate::fixtures::catalog_event;
 use crate::token::{deployment_scope, resource_scope};
 use crate::util::{enc, unique};
 
@@ -86,10 +86,14 @@ fn state_path(repo: &str) -> String {
     format!("/repos/{}/state-events", enc(repo))
 }
 
+/// A human's `message.posted` in Autobuild 0.9.0's session catalog
+/// (`{text}`), the catalog protocol-3 clients are served.
 fn message(n: usize) -> Value {
-    let mut event = session_event("messageHuman");
-    event["payload"]["id"] = json!(format!("m_p3_{n}"));
-    event
+    json!({
+        "actor": {"kind": "human", "user": "alice"},
+        "type": "message.posted",
+        "payload": {"text": format!("p3 message {n}")}
+    })
 }
 
 /// `GET` a JSON array (expects 200).

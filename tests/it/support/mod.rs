@@ -16,10 +16,13 @@ pub const PROTOCOL: &str = "2";
 pub const CLOCK: &str = "2026-07-15T12:00:00.000Z";
 
 /// The identity (`X-Autobuild-Version`, `X-Autobuild-Protocol-Version`) the
-/// tests of protocol 3's routes send. Until the server gates those routes to
-/// protocol-3 clients it serves them to today's identity, so this is
-/// 0.8.0 / 2; switch it here, once, to ("0.9.0", "3") with the gate.
-pub const PROTOCOL3_CLIENT: (&str, &str) = (VERSION, PROTOCOL);
+/// tests of protocol 3's routes send: the server answers those routes only to
+/// protocol-3 clients, with their (0.9.0) catalogs.
+pub const PROTOCOL3_CLIENT: (&str, &str) = ("0.9.0", "3");
+
+/// `abstore serve` flags accepting today's identity and [`PROTOCOL3_CLIENT`].
+pub const ACCEPT_PROTOCOL3: [&str; 4] =
+    ["--accept-client", "0.8.0/2", "--accept-client", "0.9.0/3"];
 
 /// A `reqwest` client that sends [`PROTOCOL3_CLIENT`] with every request.
 pub fn protocol3_client() -> reqwest::Client {
@@ -95,6 +98,10 @@ pub async fn start_with_metrics(database: &str) -> (abstore_conformance::Server,
         "memory://",
         "--metrics-listen",
         &metrics_listen,
+        ACCEPT_PROTOCOL3[0],
+        ACCEPT_PROTOCOL3[1],
+        ACCEPT_PROTOCOL3[2],
+        ACCEPT_PROTOCOL3[3],
     ];
     let server = abstore_conformance::Server::start(bin(), &args)
         .await
