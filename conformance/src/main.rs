@@ -23,8 +23,10 @@ struct Args {
     autobuild_version: String,
     /// The client identity every check sends (`X-Autobuild-Version` /
     /// `X-Autobuild-Protocol-Version`) and expects from `/health`, e.g.
-    /// `0.8.0/2` (the default). The checks' event fixtures are Autobuild
-    /// 0.8.0's, so other identities are for smoke runs of the identity rules.
+    /// `0.8.0/2` (the default). The protocol selects the checks (a
+    /// protocol-3 identity adds the `p3.*` checks); the shipped checks' event
+    /// fixtures are Autobuild 0.8.0's, so those whose types changed fail
+    /// under another version's catalogs.
     #[arg(long, value_name = "VERSION/PROTOCOL", conflicts_with = "autobuild_version", value_parser = parse_client)]
     client: Option<(String, String)>,
     /// Run only checks whose id contains this substring.
