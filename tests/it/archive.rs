@@ -360,6 +360,46 @@ async fn export_during_writes_is_a_consistent_snapshot() {
     assert!(written > 0, "no write ran during the exports");
 }
 
+/// A conflicting record fails the whole import and keeps nothing of it:
+/// `dest` (which `good` was imported into) gains a repository event the
+/// archive lacks, then a newer export of `source` (with one more build,
+/// which sorts before the repository) is imported into it.
+async fn conflicting_import_keeps_nothing(
+    dir: &Path,
+    (source_db, source_blobs): (&str, &str),
+    good: &Path,
+    (dest, dest_blobs): (&str, &str),
+) {
+    let repo = lines(good)
+        .iter()
+        .find(|l| l["type"] == "resource" && l["kind"] == "repo")
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let mut server = serve(dest, dest_blobs).await;
+    ctx(&server).append_n(Res::Repo, &repo, 1).await.unwrap();
+    server.stop().await.unwrap();
+    let before = dir.join("before.ndjson");
+    export(dest, dest_blobs, &before);
+    let mut server = serve(source_db, source_blobs).await;
+    let (new_slug, _) = ctx(&server).new_build().await.unwrap();
+    server.stop().await.unwrap();
+    let newer = dir.join("newer.ndjson");
+    export(source_db, source_blobs, &newer);
+    let (ok_, _, stderr) = import(&newer, dest, dest_blobs, true);
+    assert!(!ok_, "a conflicting import passed");
+    assert!(
+        stderr.contains(&format!(
+            "resource (repo, {repo}) already exists with different content"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was imported"), "{stderr}");
+    let after = dir.join("after.ndjson");
+    export(dest, dest_blobs, &after);
+    assert_same_body(&before, &after, "a failed import changed the store");
+    assert!(!body(&after).contains(&new_slug));
+}
+
 /// Into PostgreSQL, rows go in batches of several hundred: a store of more
 /// rows than one batch imports whole, again as "already present", and a
 /// record that exists with other content still fails the whole import,
@@ -396,34 +436,7 @@ async fn batched_import_into_postgres_names_a_conflict_and_keeps_nothing() {
     export(&pg.url, &pg_blobs, &copy);
     assert_same_body(&good, &copy, "the PostgreSQL import changed the archive");
 
-    let repo = lines(&good)
-        .iter()
-        .find(|l| l["type"] == "resource" && l["kind"] == "repo")
-        .map(|l| l["id"].as_str().unwrap().to_string())
-        .unwrap();
-    let mut on_pg = serve(&pg.url, &pg_blobs).await;
-    ctx(&on_pg).append_n(Res::Repo, &repo, 1).await.unwrap();
-    on_pg.stop().await.unwrap();
-    let before = dir.path().join("before.ndjson");
-    export(&pg.url, &pg_blobs, &before);
-    let mut server = serve(&db, &blobs).await;
-    let (new_slug, _) = ctx(&server).new_build().await.unwrap();
-    server.stop().await.unwrap();
-    let newer = dir.path().join("newer.ndjson");
-    export(&db, &blobs, &newer);
-    let (ok_, _, stderr) = import(&newer, &pg.url, &pg_blobs, true);
-    assert!(!ok_, "a conflicting import passed");
-    assert!(
-        stderr.contains(&format!(
-            "resource (repo, {repo}) already exists with different content"
-        )),
-        "{stderr}"
-    );
-    assert!(stderr.contains("nothing was imported"), "{stderr}");
-    let after = dir.path().join("after.ndjson");
-    export(&pg.url, &pg_blobs, &after);
-    assert_same_body(&before, &after, "a failed import changed the store");
-    assert!(!body(&after).contains(&new_slug));
+    conflicting_import_keeps_nothing(dir.path(), (&db, &blobs), &good, (&pg.url, &pg_blobs)).await;
     support::drop_pg(pg).await;
 }
 
@@ -505,34 +518,7 @@ async fn damaged_archives_and_conflicts_write_nothing() {
     let dest_blobs = s(&dir.path().join("conflict-blobs")).to_string();
     let (ok_, _, err) = import(&good, &dest, &dest_blobs, true);
     assert!(ok_, "{err}");
-    let repo = lines(&good)
-        .iter()
-        .find(|l| l["type"] == "resource" && l["kind"] == "repo")
-        .map(|l| l["id"].as_str().unwrap().to_string())
-        .unwrap();
-    let mut server = serve(&dest, &dest_blobs).await;
-    ctx(&server).append_n(Res::Repo, &repo, 1).await.unwrap();
-    server.stop().await.unwrap();
-    let before = dir.path().join("before.ndjson");
-    export(&dest, &dest_blobs, &before);
-    let mut server = serve(&db, &blobs).await;
-    let (new_slug, _) = ctx(&server).new_build().await.unwrap();
-    server.stop().await.unwrap();
-    let newer = dir.path().join("newer.ndjson");
-    export(&db, &blobs, &newer);
-    let (ok_, _, stderr) = import(&newer, &dest, &dest_blobs, true);
-    assert!(!ok_, "a conflicting import passed");
-    assert!(
-        stderr.contains(&format!(
-            "resource (repo, {repo}) already exists with different content"
-        )),
-        "{stderr}"
-    );
-    assert!(stderr.contains("nothing was imported"), "{stderr}");
-    let after = dir.path().join("after.ndjson");
-    export(&dest, &dest_blobs, &after);
-    assert_same_body(&before, &after, "a failed import changed the store");
-    assert!(!body(&after).contains(&new_slug));
+    conflicting_import_keeps_nothing(dir.path(), (&db, &blobs), &good, (&dest, &dest_blobs)).await;
 }
 
 /// gc lists and removes the blob of a deposit whose transaction failed,
