@@ -178,7 +178,7 @@ async fn open_mode_on_a_network_address_is_an_explicit_choice() {
     }
     // Both spellings of the choice start an open server.
     let flag = Served::start(&["--listen", "0.0.0.0:0", "--open"], &[]).await;
-    assert!(flag.stderr().contains("OPEN MODE"), "{}", flag.stderr());
+    until_logged(&flag, "OPEN MODE").await;
     let port = flag.url.rsplit(':').next().unwrap().to_owned();
     assert_eq!(
         list_builds(&format!("http://127.0.0.1:{port}"), None).await,
