@@ -123,6 +123,7 @@ impl App {
                 compress_min_bytes: (!args.no_compression).then_some(args.compress_min_bytes),
             },
             held: Arc::new(held),
+            sealed: history_cache(args),
             test_clock,
             shutdown,
         });
@@ -268,6 +269,7 @@ fn log_configuration(
         body_read_timeout_seconds = args.body_read_timeout_seconds,
         read_stall_timeout_seconds = args.read_stall_timeout_seconds,
         compression = if args.no_compression { "off".to_owned() } else { format!("zstd, br, gzip from {} bytes", args.compress_min_bytes) },
+        history_cache = if history_cache(args).is_none() { "off".to_owned() } else { format!("{} bytes, chunks of {} events", args.history_cache_bytes, args.history_chunk_events) },
         metrics_listen = ?args.metrics_listen,
         catalog = %catalog,
         retention = %retention.policy,
@@ -277,4 +279,15 @@ fn log_configuration(
         migrate = !args.no_migrate,
         "configuration"
     );
+}
+
+/// The sealed-chunk cache, unless compression or the cache is off.
+fn history_cache(args: &ServeConfig) -> Option<Arc<crate::http::SealedChunks>> {
+    (!args.no_compression && args.history_cache_bytes > 0).then(|| {
+        Arc::new(crate::http::SealedChunks::new(
+            args.history_chunk_events,
+            args.history_cache_bytes,
+            Duration::from_secs(args.read_stall_timeout_seconds),
+        ))
+    })
 }

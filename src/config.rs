@@ -37,6 +37,8 @@ pub struct ServeConfig {
     pub read_stall_timeout_seconds: u64,
     pub compress_min_bytes: u16,
     pub no_compression: bool,
+    pub history_cache_bytes: usize,
+    pub history_chunk_events: u32,
     pub max_held_reads: usize,
     pub catalog: Option<PathBuf>,
     pub retention_policy: Option<PathBuf>,

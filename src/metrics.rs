@@ -72,6 +72,15 @@ fn describe() {
         "abstore_artifact_revisions_pruned_total",
         "Artifact revisions deleted by the retention policy, by resource family."
     );
+    describe_counter!(
+        "abstore_history_chunks_total",
+        "Sealed history chunks sent in zstd answers, by source (cache or database)."
+    );
+    describe_gauge!(
+        "abstore_history_cache_bytes",
+        Unit::Bytes,
+        "Bytes of compressed sealed history chunks held in memory."
+    );
     describe_gauge!(
         "abstore_held_reads_in_flight",
         "Held reads (wait=) currently waiting."

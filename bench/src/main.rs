@@ -117,6 +117,11 @@ struct ReplayArgs {
     /// Mean size of a session transcript deposit (KiB).
     #[arg(long, default_value_t = 1024)]
     transcript_kib: usize,
+
+    /// The `Accept-Encoding` every replayed read sends; the default is what
+    /// Bun's fetch (Autobuild's client) sends. `identity` asks for none.
+    #[arg(long, default_value = "gzip, deflate, br, zstd")]
+    accept_encoding: String,
 }
 
 impl ReplayArgs {
@@ -128,6 +133,7 @@ impl ReplayArgs {
             dashboards: self.dashboards,
             dispatchers: self.dispatchers,
             seconds: self.modelled_seconds,
+            accept_encoding: self.accept_encoding.clone(),
             pace: autobuild::Pace {
                 session: std::time::Duration::from_secs_f64(self.session_seconds),
                 observation_every: std::time::Duration::from_secs_f64(self.observation_every),

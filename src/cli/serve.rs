@@ -153,6 +153,16 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_NO_COMPRESSION", value_parser = boolish())]
     pub no_compression: bool,
 
+    /// Bytes of compressed sealed history chunks kept in memory to answer
+    /// whole-history reads in zstd; 0 turns the cache off.
+    #[arg(long, env = "ABSTORE_HISTORY_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub history_cache_bytes: usize,
+
+    /// Events per history chunk: a log's chunk is sealed (kept compressed)
+    /// once the log holds every one of its sequence numbers.
+    #[arg(long, env = "ABSTORE_HISTORY_CHUNK_EVENTS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(8..=65_536))]
+    pub history_chunk_events: u32,
+
     /// Held reads allowed at once in this process; beyond it reads answer immediately.
     #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
     pub max_held_reads: usize,
@@ -236,6 +246,8 @@ impl ServeArgs {
             read_stall_timeout_seconds,
             compress_min_bytes,
             no_compression,
+            history_cache_bytes,
+            history_chunk_events,
             max_held_reads,
             catalog,
             retention_policy,
@@ -267,6 +279,8 @@ impl ServeArgs {
             read_stall_timeout_seconds,
             compress_min_bytes,
             no_compression,
+            history_cache_bytes,
+            history_chunk_events,
             max_held_reads,
             catalog,
             retention_policy,

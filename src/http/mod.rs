@@ -5,6 +5,7 @@
 //! (401/403) → resource lookup (404) → body (400/413) → catalog (422)
 //! → one store transaction.
 
+mod accept;
 mod auth;
 mod builds;
 mod compression;
@@ -19,6 +20,7 @@ mod repos;
 mod request_id;
 mod resources;
 mod rows;
+mod sealed;
 mod sessions;
 mod streams;
 
@@ -31,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 
 pub use error::{ApiError, ApiResult};
+pub use sealed::SealedChunks;
 
 use crate::blobs::Blobs;
 use crate::clock::TestClock;
@@ -77,6 +80,9 @@ pub struct AppState {
     pub access: Access,
     pub limits: Limits,
     pub held: Arc<HeldReads>,
+    /// Compressed sealed history chunks (whole-history reads in zstd);
+    /// `None` when compression or the cache is off.
+    pub sealed: Option<Arc<SealedChunks>>,
     /// The settable clock behind `/_test/clock`; only with `--test-clock`.
     pub test_clock: Option<Arc<TestClock>>,
     /// The server's one shutdown token: cancelled, held reads answer at once

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
@@ -150,6 +150,7 @@ pub async fn read_events(
     State(state): State<SharedState>,
     path: ResourcePath,
     uri: Uri,
+    headers: HeaderMap,
 ) -> ApiResult<Response> {
     let r = path.resource()?;
     let (since, wait) = lookup_on_failure(&state, &r, async {
@@ -159,6 +160,7 @@ pub async fn read_events(
     let listing = Listing::Events {
         resource: r.clone(),
         since,
+        until: None,
     };
     if !wait.is_zero() {
         // Held: wait on a probe of the first rows, which is the whole answer
@@ -172,6 +174,11 @@ pub async fn read_events(
         }
         // A long answer: streamed whole from a snapshot at least as new as
         // the probe's (events are only ever appended).
+    } else if let Some(sealed) = &state.sealed
+        && super::accept::prefers_zstd(&headers)
+        && let Some(answer) = super::sealed::answer(&state, sealed, &r, since).await?
+    {
+        return Ok(answer);
     }
     let rows = state.store.read(listing).await?;
     Ok(rows_response(rows, "[", fixed_suffix("]")).await?)

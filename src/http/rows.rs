@@ -80,7 +80,7 @@ enum Stage {
 /// A failure after the status was sent: logged, and the body ends early
 /// (hyper then closes the connection, so the client cannot take a cut
 /// answer for a whole one).
-fn cut_short(err: StoreError) -> std::io::Error {
+pub(super) fn cut_short(err: StoreError) -> std::io::Error {
     match &err {
         // The client stopped reading for longer than the stall bound.
         StoreError::Aborted(_) => {

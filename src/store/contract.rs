@@ -1223,6 +1223,7 @@ async fn events(
     let listing = Listing::Events {
         resource: resource.clone(),
         since,
+        until: None,
     };
     let (text, ()) = s.read(listing).await?.collect().await?;
     let texts: Vec<Box<serde_json::value::RawValue>> =

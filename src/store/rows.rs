@@ -26,8 +26,13 @@ use crate::protocol::{ResourceKind, ResourceRef};
 /// (one snapshot), rows in the protocol's order, each as its wire JSON.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Listing {
-    /// Envelopes of `resource` with `seq > since`.
-    Events { resource: ResourceRef, since: i64 },
+    /// Envelopes of `resource` with `since < seq ≤ until` (no upper bound
+    /// when `until` is `None`).
+    Events {
+        resource: ResourceRef,
+        since: i64,
+        until: Option<i64>,
+    },
     /// A repository's state events (protocol 3): every event of a durable
     /// type, and every event from the latest `dispatcher.run-started` on.
     StateEvents { repo: String },

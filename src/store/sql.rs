@@ -437,7 +437,8 @@ pub(crate) fn ping() -> Fixed<'static, 0> {
 
 /// The one statement a streamed read runs.
 pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<'_>>> {
-    const EVENTS: &str = "SELECT envelope FROM events WHERE kind = $1 AND resource_id = $2 AND seq > $3 ORDER BY seq";
+    const EVENTS: &str = "SELECT envelope FROM events \
+         WHERE kind = $1 AND resource_id = $2 AND seq > $3 AND seq <= $4 ORDER BY seq";
     const CHUNKS: &str =
         "SELECT chunk FROM stream_chunks WHERE stream_id = $1 AND seq > $2 ORDER BY seq";
     const BUILDS: &str = concat!(
@@ -474,8 +475,13 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
         "(abstore_json_member(envelope, 'type') COLLATE \"C\")"
     );
     match listing {
-        Listing::Events { resource: r, since } => {
-            statement(EVENTS, args![r.kind.tag(), &r.id, *since].into())
+        Listing::Events {
+            resource: r,
+            since,
+            until,
+        } => {
+            let until = until.unwrap_or(i64::MAX);
+            statement(EVENTS, args![r.kind.tag(), &r.id, *since, until].into())
         }
         Listing::StateEvents { repo } => {
             let text = match dialect {

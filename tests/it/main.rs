@@ -22,6 +22,7 @@ mod connections;
 mod crash;
 mod fuzz;
 mod held_reads;
+mod history_cache;
 mod operations;
 mod pg_latency;
 mod pg_outage;

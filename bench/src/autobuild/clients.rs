@@ -35,6 +35,9 @@ pub const EFFECTIVE_CONFIG: &str = "dispatcher-effective-config";
 pub struct Proc {
     pub http: reqwest::Client,
     pub base: String,
+    /// Sent with every read; answers are decoded after their wire size is
+    /// recorded (Bun's fetch decodes transparently).
+    pub accept_encoding: String,
     pub rec: Recorder,
 }
 
@@ -48,19 +51,28 @@ impl Proc {
         let outcome = async {
             let response = request.send().await?;
             let status = response.status();
-            let body = response.bytes().await?;
+            let encoding = response
+                .headers()
+                .get("content-encoding")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let wire = response.bytes().await?;
+            let body = match encoding.as_deref() {
+                None | Some("identity") => wire.clone(),
+                Some(encoding) => decode(encoding, &wire).with_context(|| what.to_owned())?,
+            };
             if !status.is_success() {
                 bail!(
                     "{what}: {status}: {}",
                     String::from_utf8_lossy(&body[..body.len().min(200)])
                 );
             }
-            Ok(body)
+            Ok((body, wire.len()))
         }
         .await;
         match outcome {
-            Ok(body) => {
-                self.rec.ok(op, started.elapsed(), body.len());
+            Ok((body, wire)) => {
+                self.rec.ok(op, started.elapsed(), wire);
                 Ok(body)
             }
             Err(err) => {
@@ -72,8 +84,11 @@ impl Proc {
 
     pub async fn get(&self, op: Op, path: &str) -> Result<Bytes> {
         let url = format!("{}{path}", self.base);
-        self.send(op, self.http.get(&url), &format!("GET {path}"))
-            .await
+        let request = self
+            .http
+            .get(&url)
+            .header("accept-encoding", &self.accept_encoding);
+        self.send(op, request, &format!("GET {path}")).await
     }
 
     pub async fn post(&self, op: Op, path: &str, body: impl Into<Bytes>) -> Result<Bytes> {
@@ -121,6 +136,23 @@ impl Proc {
         self.get(Op::Repo, &format!("/repos/{}", enc(repo))).await?;
         Ok(())
     }
+}
+
+/// A compressed answer's text (the codings Bun's fetch decodes).
+fn decode(encoding: &str, wire: &[u8]) -> Result<Bytes> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    match encoding {
+        "zstd" => out = zstd::decode_all(wire)?,
+        "gzip" => {
+            flate2::read::GzDecoder::new(wire).read_to_end(&mut out)?;
+        }
+        "br" => {
+            brotli::Decompressor::new(wire, 4096).read_to_end(&mut out)?;
+        }
+        other => bail!("an answer in an unexpected coding: {other}"),
+    }
+    Ok(out.into())
 }
 
 /// What a process reads from `GET /builds` for its decisions.

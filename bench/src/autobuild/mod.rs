@@ -98,6 +98,8 @@ pub struct Params {
     pub dashboards: usize,
     pub dispatchers: usize,
     pub seconds: f64,
+    /// Sent with every read (`Accept-Encoding`).
+    pub accept_encoding: String,
     pub pace: Pace,
 }
 
@@ -467,6 +469,7 @@ async fn replay(
     let process = || Proc {
         http: client_with_timeout(timeout),
         base: server.base.clone(),
+        accept_encoding: params.accept_encoding.clone(),
         rec: rec.clone(),
     };
     // Before the load: each repository's effective config, which every
@@ -521,6 +524,7 @@ async fn replay(
             let cli = Proc {
                 http: crate::harness::one_shot_client(timeout),
                 base: server.base.clone(),
+                accept_encoding: params.accept_encoding.clone(),
                 rec: rec.clone(),
             };
             tasks.spawn(clients::runner(

@@ -1,0 +1,123 @@
+//! Whether a request's `Accept-Encoding` makes zstd the answer's encoding.
+//!
+//! The sealed-chunk read ([`super::sealed`]) compresses its answers itself,
+//! and must pick exactly the encoding the compression layer would have
+//! picked for the same request. tower-http's negotiation is crate-private,
+//! so its rule is restated here: entries of every `Accept-Encoding` header,
+//! unknown codings and malformed q-values ignored, `q=0` refused, and the
+//! highest q-value wins, ties going to zstd, then brotli, then gzip, then
+//! identity. Only zstd is answered from sealed chunks: it is what
+//! Autobuild's client (Bun's `fetch`) gets, and its frames concatenate into
+//! one valid stream (RFC 8878, section 3.1).
+
+use axum::http::{HeaderMap, header};
+
+/// The codings the compression layer knows, least preferred first (the
+/// order breaks ties).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Coding {
+    Identity,
+    Gzip,
+    Brotli,
+    Zstd,
+}
+
+/// Whether the compression layer would answer this request in zstd.
+pub fn prefers_zstd(headers: &HeaderMap) -> bool {
+    let accepted = headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(entry);
+    accepted
+        .filter(|(_, q)| *q > 0)
+        .max_by_key(|&(coding, q)| (q, coding))
+        .is_some_and(|(coding, _)| coding == Coding::Zstd)
+}
+
+/// One `coding[;q=…]` entry; `None` for an unknown coding or a bad q-value.
+fn entry(text: &str) -> Option<(Coding, u16)> {
+    let mut parts = text.splitn(2, ';');
+    let name = parts.next()?.trim();
+    let coding = if name.eq_ignore_ascii_case("zstd") {
+        Coding::Zstd
+    } else if name.eq_ignore_ascii_case("br") {
+        Coding::Brotli
+    } else if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+        Coding::Gzip
+    } else if name.eq_ignore_ascii_case("identity") {
+        Coding::Identity
+    } else {
+        return None;
+    };
+    let q = match parts.next() {
+        None => 1000,
+        Some(q) => q_value(q.trim())?,
+    };
+    Some((coding, q))
+}
+
+/// An RFC 9110 q-value (`q=0`, `q=0.5`, `q=1.000`) in thousandths.
+fn q_value(text: &str) -> Option<u16> {
+    let value = text
+        .strip_prefix("q=")
+        .or_else(|| text.strip_prefix("Q="))?;
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    let whole: u16 = match whole {
+        "0" => 0,
+        "1" => 1000,
+        _ => return None,
+    };
+    if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut thousandths = 0u16;
+    for (i, digit) in fraction.bytes().enumerate() {
+        thousandths += u16::from(digit - b'0') * [100, 10, 1][i];
+    }
+    let q = whole + thousandths;
+    (q <= 1000).then_some(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn zstd_for(values: &[&str]) -> bool {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        prefers_zstd(&headers)
+    }
+
+    #[test]
+    fn zstd_wins_ties_and_loses_to_a_higher_q_value() {
+        // What Bun's fetch sends.
+        assert!(zstd_for(&["gzip, deflate, br, zstd"]));
+        assert!(zstd_for(&["zstd"]));
+        assert!(zstd_for(&["identity, zstd"]));
+        assert!(zstd_for(&["gzip;q=0.5", "zstd;q=0.6"]));
+        assert!(!zstd_for(&["gzip;q=1, zstd;q=0.999"]));
+        assert!(!zstd_for(&["br, zstd;q=0.5"]));
+        assert!(!zstd_for(&["identity;q=1, zstd;q=0.9"]));
+    }
+
+    #[test]
+    fn absent_refused_or_malformed_zstd_is_not_chosen() {
+        assert!(!zstd_for(&[]));
+        assert!(!zstd_for(&["gzip, br"]));
+        assert!(!zstd_for(&["zstd;q=0"]));
+        assert!(!zstd_for(&["zstd;q=0.000"]));
+        assert!(!zstd_for(&["zstd;q=2", "gzip"]));
+        assert!(!zstd_for(&["zstd;q=0.1234, gzip;q=0.1"]));
+        assert!(!zstd_for(&["zstd;q=, *"]));
+        assert!(zstd_for(&["zstd;Q=0.5"]));
+        assert!(zstd_for(&["ZSTD ; q=1.000"]));
+    }
+}

@@ -1,0 +1,317 @@
+//! Sealed history chunks (src/http/sealed.rs) through the binary, on a
+//! SQLite file and on PostgreSQL: a zstd read spanning sealed chunks is
+//! exactly the identity answer for every `since` (before, on and after
+//! chunk boundaries), for build logs and repository journals, from the
+//! database the first time and from the cache after; logs that grow seal
+//! new chunks; the cache keeps its byte bound; a client that leaves
+//! mid-answer leaves the server serving.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::support;
+
+use support::{PROTOCOL, VERSION, client, decode, free_port, metric, start_with_args, with_pg};
+
+/// Events per chunk in these servers: small, so a short log has many.
+const CHUNK: i64 = 8;
+
+/// A server with small chunks, metrics, and `extra` flags; and its metrics URL.
+async fn server(database: &str, extra: &[&str]) -> (abstore_conformance::Server, String) {
+    let metrics_listen = format!("127.0.0.1:{}", free_port());
+    let chunk = CHUNK.to_string();
+    let mut args = vec![
+        "--history-chunk-events",
+        chunk.as_str(),
+        "--metrics-listen",
+        metrics_listen.as_str(),
+    ];
+    args.extend_from_slice(extra);
+    let server = start_with_args(database, "memory://", &args).await;
+    (server, format!("http://{metrics_listen}/metrics"))
+}
+
+/// Append `count` events to `path` (a build log or a repository journal).
+async fn append(base: &str, path: &str, count: usize) {
+    let c = client();
+    for n in 0..count {
+        let event = if path.starts_with("/repos/") {
+            json!({"actor": {"kind": "dispatcher"}, "type": "dispatcher.tick-started",
+                   "payload": {"run": format!("dispatch-{n}")}})
+        } else {
+            json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
+                   "payload": {"id": format!("obs-{n}"), "kind": "followup",
+                               "summary": format!("observation {n} of a growing log")}})
+        };
+        let res = c
+            .post(format!("{base}{path}"))
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 201, "{}", res.text().await.unwrap());
+    }
+}
+
+/// `GET url` with `accept`: the status, `Content-Encoding`, and the body
+/// decoded.
+async fn get(url: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
+    let res = client()
+        .get(url)
+        .header("accept-encoding", accept)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let encoding = res
+        .headers()
+        .get("content-encoding")
+        .map(|v| v.to_str().unwrap().to_owned());
+    if encoding.is_some() {
+        let vary = res
+            .headers()
+            .get("vary")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert!(
+            vary.is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
+            "{url}: a compressed answer varies by Accept-Encoding"
+        );
+    }
+    let body = res.bytes().await.unwrap();
+    let body = match &encoding {
+        Some(encoding) => decode(encoding, &body),
+        None => body.to_vec(),
+    };
+    (status, encoding, body)
+}
+
+/// Every `since` of `events` (a log of `last` events) read in zstd equals
+/// the identity read; a range spanning a sealed chunk comes in zstd.
+async fn same_answers(events: &str, last: i64) {
+    let sinces = [
+        -3,
+        0,
+        1,
+        CHUNK - 1,
+        CHUNK,
+        CHUNK + 1,
+        2 * CHUNK,
+        last - CHUNK,
+        last - 1,
+        last,
+        last + 5,
+    ];
+    for since in sinces {
+        let url = format!("{events}?since={since}");
+        let (status, encoding, identity) = get(&url, "identity").await;
+        assert_eq!((status, encoding), (200, None), "{url}");
+        let (status, encoding, zstd) = get(&url, "gzip, deflate, br, zstd").await;
+        assert_eq!(status, 200, "{url}");
+        assert!(
+            zstd == identity,
+            "{url}: the zstd answer differs:\n{}\n{}",
+            String::from_utf8_lossy(&zstd),
+            String::from_utf8_lossy(&identity)
+        );
+        let expected: Vec<i64> = (since.max(0) + 1..=last).collect();
+        let seqs: Vec<i64> = serde_json::from_slice::<Vec<Value>>(&identity)
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_i64().unwrap())
+            .collect();
+        assert_eq!(seqs, expected, "{url}");
+        if (since.max(0) + CHUNK - 1) / CHUNK < last / CHUNK {
+            assert_eq!(encoding.as_deref(), Some("zstd"), "{url}");
+        }
+    }
+}
+
+async fn sealed_chunks(database: &str) {
+    let (server, metrics) = server(database, &[]).await;
+    let base = server.url().to_owned();
+    let c = client();
+    let res = c
+        .post(format!("{base}/builds"))
+        .json(&json!({"slug": "grows", "repo": "acme/w"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    append(&base, "/builds/grows/events", 30).await;
+    let log = format!("{base}/builds/grows/events");
+
+    // First: chunks from the database; again: from the cache.
+    same_answers(&log, 30).await;
+    let from_db = metric(
+        &c,
+        &metrics,
+        "abstore_history_chunks_total{source=\"database\"}",
+    )
+    .await
+    .unwrap();
+    assert!(from_db >= 3.0, "three chunks sealed: {from_db}");
+    same_answers(&log, 30).await;
+    let again = metric(
+        &c,
+        &metrics,
+        "abstore_history_chunks_total{source=\"database\"}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        again, from_db,
+        "the second round reads no sealed chunk again"
+    );
+    let cached = metric(
+        &c,
+        &metrics,
+        "abstore_history_chunks_total{source=\"cache\"}",
+    )
+    .await;
+    assert!(cached.is_some_and(|n| n > 0.0), "cache hits: {cached:?}");
+    let bytes = metric(&c, &metrics, "abstore_history_cache_bytes").await;
+    assert!(bytes.is_some_and(|n| n > 0.0), "cache bytes: {bytes:?}");
+
+    // The log grows across boundaries: new chunks seal, old ones stay right.
+    append(&base, "/builds/grows/events", 13).await;
+    same_answers(&log, 43).await;
+
+    // A repository journal, the same way.
+    let res = c
+        .post(format!("{base}/repos"))
+        .json(&json!({"repo": "acme/w"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    append(&base, "/repos/acme%2Fw/events", 20).await;
+    same_answers(&format!("{base}/repos/acme%2Fw/events"), 20).await;
+
+    // An unknown log is still `404`, a held read still a held read.
+    let (status, _, body) = get(&format!("{base}/builds/missing/events?since=0"), "zstd").await;
+    assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
+    let (status, _, body) = get(&format!("{log}?since=0&wait=1"), "zstd").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_slice::<Vec<Value>>(&body).unwrap().len(),
+        43
+    );
+    let (status, _, body) = get(&format!("{log}?since=43&wait=1"), "zstd").await;
+    assert_eq!((status, body), (200, b"[]".to_vec()));
+
+    // Malformed Accept-Encoding never fails a read.
+    for accept in ["zstd;q=", ";;;", "zstd;q=9,,", "zstd;q=0.5;q=1"] {
+        let res = c
+            .get(format!("{log}?since=0"))
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "{accept:?}");
+    }
+
+    // A client that leaves mid-answer (it asked for zstd) leaves the server
+    // serving, and the answers whole.
+    for round in 0..3 {
+        let addr = base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "GET /builds/grows/events?since=0 HTTP/1.1\r\nHost: {addr}\r\n\
+             X-Autobuild-Version: {VERSION}\r\nX-Autobuild-Protocol-Version: {PROTOCOL}\r\n\
+             Accept-Encoding: zstd\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut head = [0u8; 64];
+        let n = stream.read(&mut head).await.unwrap();
+        assert!(head[..n].starts_with(b"HTTP/1.1 200"), "round {round}");
+        drop(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    same_answers(&log, 43).await;
+}
+
+#[tokio::test]
+async fn sealed_chunks_answer_every_range_exactly_on_a_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    sealed_chunks(&database).await;
+}
+
+#[tokio::test]
+async fn sealed_chunks_answer_every_range_exactly_on_sqlite_memory() {
+    sealed_chunks("sqlite::memory:").await;
+}
+
+#[tokio::test]
+async fn sealed_chunks_answer_every_range_exactly_on_postgres() {
+    with_pg("sealed", |database| async move {
+        sealed_chunks(&database).await;
+    })
+    .await;
+}
+
+/// The cache keeps its byte bound (`--history-cache-bytes`), and a cache
+/// too small for any chunk keeps nothing, answering the same.
+#[tokio::test]
+async fn the_history_cache_keeps_its_byte_bound() {
+    for bound in [1usize, 2048] {
+        let dir = tempfile::tempdir().unwrap();
+        let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+        let bound_text = bound.to_string();
+        let (server, metrics) = server(&database, &["--history-cache-bytes", &bound_text]).await;
+        let base = server.url().to_owned();
+        let c = client();
+        let res = c
+            .post(format!("{base}/builds"))
+            .json(&json!({"slug": "b", "repo": "acme/w"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 201);
+        append(&base, "/builds/b/events", 200).await;
+        let log = format!("{base}/builds/b/events");
+        same_answers(&log, 200).await;
+        same_answers(&log, 200).await;
+        let held = metric(&c, &metrics, "abstore_history_cache_bytes")
+            .await
+            .unwrap_or(0.0);
+        assert!(
+            held <= bound as f64,
+            "{held} bytes held over a bound of {bound}"
+        );
+        let cached = metric(
+            &c,
+            &metrics,
+            "abstore_history_chunks_total{source=\"cache\"}",
+        )
+        .await
+        .unwrap_or(0.0);
+        if bound == 1 {
+            assert_eq!((held, cached), (0.0, 0.0), "a one-byte cache keeps nothing");
+        } else {
+            assert!(held > 0.0 && cached > 0.0, "{held} bytes, {cached} hits");
+        }
+    }
+}
+
+/// With the cache off (`--history-cache-bytes 0`) zstd reads take the
+/// ordinary path: no sealed chunk is ever counted.
+#[tokio::test]
+async fn a_zero_history_cache_turns_sealed_chunks_off() {
+    let (server, metrics) = server("sqlite::memory:", &["--history-cache-bytes", "0"]).await;
+    let base = server.url().to_owned();
+    let c = client();
+    let res = c
+        .post(format!("{base}/builds"))
+        .json(&json!({"slug": "b", "repo": "acme/w"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    append(&base, "/builds/b/events", 40).await;
+    same_answers(&format!("{base}/builds/b/events"), 40).await;
+    let sealed = metric(&c, &metrics, "abstore_history_chunks_total").await;
+    assert!(sealed.is_none_or(|n| n == 0.0), "{sealed:?}");
+}
