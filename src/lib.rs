@@ -12,7 +12,7 @@
 //! - [`connections`]: accepting and serving connections under their bounds.
 //! - [`http`]: routes, identity check, request parsing, the error shape.
 //! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders,
-//!   the identifier bound).
+//!   the identifier bound, ticket-asset limits and validation).
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends;
 //!   `DatabaseUrl`, the one parser of `--database`, opens and migrates them.
 //! - [`streams`]: UI Message Stream assembly for closing streams.

@@ -1,5 +1,6 @@
 //! Protocol vocabulary with no I/O: resource kinds, times, the query grammars,
-//! strict base64, deposit placeholders and request-body field checks.
+//! strict base64, deposit placeholders, request-body field checks and the
+//! ticket-asset limits and validation.
 //!
 //! Everything here is pure and unit-tested; handlers and stores build on it.
 
@@ -7,6 +8,7 @@ pub mod base64;
 pub mod ident;
 pub mod numbers;
 pub mod placeholders;
+pub mod ticket_assets;
 pub mod time;
 pub mod wire;
 

@@ -104,8 +104,9 @@ fn count_digits(b: &[u8]) -> usize {
     b.iter().take_while(|c| c.is_ascii_digit()).count()
 }
 
-/// ECMAScript WhiteSpace and LineTerminator code points.
-fn is_js_whitespace(c: char) -> bool {
+/// ECMAScript WhiteSpace and LineTerminator code points: what JavaScript's
+/// `trim` and `Number()` skip.
+pub(crate) fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
         '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
