@@ -9,6 +9,8 @@
 //! artifact*                   artifact metadata, by (kind, resource_id, artifact_kind, revision)
 //! stream*                     streams with their closed record, by id
 //! stream_chunk*               chunks exactly as stored, by (stream_id, seq)
+//! ticket_asset_head*          ticket-asset revision counters, by (repo, ticket_id, asset_kind, name)
+//! ticket_asset*               ticket-asset revisions (tombstones too), by (…, revision)
 //! blob*                       every referenced blob: sha256, size, base64 bytes, by sha256
 //! footer                      counts, and the SHA-256 of every line between header and footer
 //! ```
@@ -24,10 +26,17 @@ use serde_json::{Map, Value};
 
 /// The `format` member of the header.
 pub const FORMAT_NAME: &str = "abstore-archive";
-/// The archive format version this build writes and reads.
-pub const FORMAT_VERSION: i64 = 1;
+/// The archive format version this build writes. Version 2 added the
+/// ticket-asset records (migration 0006).
+pub const FORMAT_VERSION: i64 = 2;
+/// The oldest version this build reads: a version-1 archive is a version-2
+/// archive without ticket-asset records (its footer counts lack them).
+pub const OLDEST_VERSION: i64 = 1;
+/// The tables a version-1 archive has: the first ones of [`TABLES`].
+const V1_TABLES: usize = 6;
 /// The longest line a reader accepts: a blob line is about 4/3 of the
-/// blob, and blobs are bounded by the server's `--max-artifact-bytes`.
+/// blob, and blobs are bounded by the server's `--max-artifact-bytes` and
+/// (ticket-asset files) `--max-body-bytes`.
 pub const MAX_LINE_BYTES: u64 = 512 * 1024 * 1024;
 
 /// A column's SQL type as far as the archive cares.
@@ -83,9 +92,12 @@ const fn opt_int(name: &'static str) -> Column {
     }
 }
 
+/// How many tables [`TABLES`] lists.
+pub const TABLE_COUNT: usize = 8;
+
 /// Every table, in archive order, which is also an order that satisfies
 /// the schema's foreign keys when inserting.
-pub static TABLES: [Table; 6] = [
+pub static TABLES: [Table; TABLE_COUNT] = [
     Table {
         record: "resource",
         table: "resources",
@@ -170,17 +182,85 @@ pub static TABLES: [Table; 6] = [
         columns: &[text("stream_id"), int("seq"), text("chunk")],
         key_len: 2,
     },
+    Table {
+        record: "ticket_asset_head",
+        table: "ticket_asset_heads",
+        columns: &[
+            text("repo"),
+            text("ticket_id"),
+            text("asset_kind"),
+            text("name"),
+            int("next_revision"),
+            int("created_at"),
+        ],
+        key_len: 4,
+    },
+    Table {
+        record: "ticket_asset",
+        table: "ticket_assets",
+        columns: &[
+            text("repo"),
+            text("ticket_id"),
+            text("asset_kind"),
+            text("name"),
+            int("revision"),
+            opt_text("layout"),
+            int("size"),
+            int("file_count"),
+            int("dir_count"),
+            opt_text("entries"),
+            int("created_at"),
+        ],
+        key_len: 5,
+    },
 ];
+
+/// The column of a `ticket_asset` row holding its manifest's entries.
+pub const TICKET_ASSET_ENTRIES: usize = 9;
 
 /// The SQL that lists every blob the metadata references, ordered and
 /// distinct (blob refs are lowercase hex, so any collation orders them alike;
-/// PostgreSQL is told "C" anyway).
+/// PostgreSQL is told "C" anyway): artifacts', closed streams', and the
+/// files of every ticket-asset manifest (read from the stored entries, with
+/// each dialect's JSON functions; a manifest holds no NUL, which
+/// PostgreSQL's would refuse).
 pub fn referenced_blobs_sql(postgres: bool) -> String {
-    let collate = if postgres { " COLLATE \"C\"" } else { "" };
+    let (collate, ticket_files) = if postgres {
+        (
+            " COLLATE \"C\"",
+            "SELECT (f ->> 'blobRef') COLLATE \"C\" FROM ticket_assets t, \
+             json_array_elements(t.entries::json) f \
+             WHERE t.entries IS NOT NULL AND f ->> 'type' = 'file'",
+        )
+    } else {
+        (
+            "",
+            "SELECT json_extract(f.value, '$.blobRef') FROM ticket_assets t, json_each(t.entries) f \
+             WHERE t.entries IS NOT NULL AND json_extract(f.value, '$.type') = 'file'",
+        )
+    };
     format!(
         "SELECT blob_ref{collate} AS r FROM artifacts UNION \
-         SELECT artifact_blob_ref{collate} FROM streams WHERE artifact_blob_ref IS NOT NULL ORDER BY 1"
+         SELECT artifact_blob_ref{collate} FROM streams WHERE artifact_blob_ref IS NOT NULL UNION \
+         {ticket_files} ORDER BY 1"
     )
+}
+
+/// The blobs a `ticket_asset` row's manifest (`entries`, JSON text; `None`
+/// for a tombstone) references, or why the manifest is malformed.
+pub fn ticket_asset_blobs(entries: Option<&str>) -> Result<Vec<String>, String> {
+    let Some(text) = entries else {
+        return Ok(Vec::new());
+    };
+    let entries: Vec<crate::store::AssetEntry> =
+        serde_json::from_str(text).map_err(|err| format!("a malformed manifest ({err})"))?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|entry| match entry {
+            crate::store::AssetEntry::File { blob_ref, .. } => Some(blob_ref),
+            crate::store::AssetEntry::Dir { .. } => None,
+        })
+        .collect())
 }
 
 impl Table {
@@ -348,7 +428,7 @@ impl std::fmt::Display for Val {
 /// Record counts by record type, in archive order, plus blob bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
-    pub rows: [u64; 6],
+    pub rows: [u64; TABLE_COUNT],
     pub blobs: u64,
     pub blob_bytes: u64,
 }
@@ -368,13 +448,16 @@ impl Counts {
         Value::Object(object)
     }
 
-    pub fn from_json(value: &Value) -> Option<Counts> {
+    /// The footer's counts of an archive of format `version`: exactly its
+    /// tables' records, blobs and blob bytes.
+    pub fn from_json(value: &Value, version: i64) -> Option<Counts> {
         let object = value.as_object()?;
-        if object.len() != TABLES.len() + 2 {
+        let tables = tables_of(version);
+        if object.len() != tables + 2 {
             return None;
         }
         let mut counts = Counts::default();
-        for (i, table) in TABLES.iter().enumerate() {
+        for (i, table) in TABLES[..tables].iter().enumerate() {
             counts.rows[i] = object.get(table.record)?.as_u64()?;
         }
         counts.blobs = object.get("blob")?.as_u64()?;
@@ -389,6 +472,15 @@ impl std::fmt::Display for Counts {
             write!(f, "{n} {}s, ", table.record)?;
         }
         write!(f, "{} blobs ({} bytes)", self.blobs, self.blob_bytes)
+    }
+}
+
+/// How many of [`TABLES`] an archive of format `version` has.
+pub fn tables_of(version: i64) -> usize {
+    if version == 1 {
+        V1_TABLES
+    } else {
+        TABLES.len()
     }
 }
 
@@ -497,11 +589,35 @@ mod tests {
     #[test]
     fn counts_round_trip() {
         let counts = Counts {
-            rows: [1, 2, 3, 4, 5, 6],
+            rows: [1, 2, 3, 4, 5, 6, 7, 8],
             blobs: 7,
             blob_bytes: 8,
         };
-        assert_eq!(Counts::from_json(&counts.to_json()), Some(counts));
-        assert_eq!(Counts::from_json(&serde_json::json!({"resource": 1})), None);
+        assert_eq!(
+            Counts::from_json(&counts.to_json(), FORMAT_VERSION),
+            Some(counts)
+        );
+        assert_eq!(
+            Counts::from_json(&serde_json::json!({"resource": 1}), FORMAT_VERSION),
+            None
+        );
+        // A version-1 footer has no ticket-asset counts.
+        let v1 = serde_json::json!({"resource": 1, "event": 2, "artifact_head": 3, "artifact": 4,
+            "stream": 5, "stream_chunk": 6, "blob": 7, "blob_bytes": 8});
+        let read = Counts::from_json(&v1, 1).unwrap();
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0]);
+        assert_eq!(Counts::from_json(&v1, FORMAT_VERSION), None);
+    }
+
+    #[test]
+    fn manifests_name_their_files_blobs() {
+        let entries = r#"[{"type":"file","path":"a","size":1,"blobRef":"aa"},{"type":"dir","path":"d"},{"type":"file","path":"b","size":0,"blobRef":"bb"}]"#;
+        assert_eq!(
+            ticket_asset_blobs(Some(entries)),
+            Ok(vec!["aa".to_owned(), "bb".to_owned()])
+        );
+        assert_eq!(ticket_asset_blobs(None), Ok(vec![]));
+        assert!(ticket_asset_blobs(Some("[{\"type\":\"link\"}]")).is_err());
+        assert!(ticket_asset_blobs(Some("{")).is_err());
     }
 }

@@ -1,5 +1,7 @@
 //! `abstore gc`: blobs are written before their metadata, so a crash or a
-//! failed deposit leaves blobs nothing references. List them (and delete
+//! failed deposit leaves blobs nothing references. What references a blob:
+//! an artifact, a closed stream, or a file of a ticket-asset manifest (any
+//! revision, a removed asset's included: a pinned revision stays readable). List them (and delete
 //! them with `--apply`), sparing any blob younger than the grace period: a
 //! deposit in flight has written its blob but not yet committed.
 //!
@@ -132,8 +134,13 @@ async fn referenced_blobs(db: &Db) -> anyhow::Result<HashSet<String>> {
     }
 }
 
+/// Whether anything references blob `$1`: an artifact, a closed stream, or
+/// a file of a ticket-asset manifest, found as its `"blobRef":"…"` member in
+/// the stored JSON (a path cannot hold that text unescaped, and SQLite's
+/// case-blind `LIKE` could only keep a blob, never lose one).
 const IS_REFERENCED: &str = "SELECT EXISTS (SELECT 1 FROM artifacts WHERE blob_ref = $1) \
-     OR EXISTS (SELECT 1 FROM streams WHERE artifact_blob_ref = $1)";
+     OR EXISTS (SELECT 1 FROM streams WHERE artifact_blob_ref = $1) \
+     OR EXISTS (SELECT 1 FROM ticket_assets WHERE entries LIKE '%\"blobRef\":\"' || $1 || '\"%')";
 
 async fn is_referenced(db: &Db, address: &str) -> anyhow::Result<bool> {
     match db {

@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use super::format::{self, Counts, FORMAT_NAME, FORMAT_VERSION, TABLES, Val};
+use super::format::{self, Counts, FORMAT_NAME, FORMAT_VERSION, OLDEST_VERSION, TABLES, Val};
 use super::progress::Progress;
 use super::reader::{ArchiveReader, Record};
 use crate::blobs::blob_ref;
@@ -33,7 +33,8 @@ pub fn verify(path: &Path, quiet: bool) -> anyhow::Result<Summary> {
     if reader.next_line()?.is_none() {
         bail!("the archive is empty");
     }
-    let (source, created_at) = check_header(&reader)?;
+    let (source, created_at, version) = check_header(&reader)?;
+    let tables = format::tables_of(version);
 
     // Records, in order; `section` is the index of the current record type
     // (TABLES, then blobs at TABLES.len()).
@@ -58,6 +59,12 @@ pub fn verify(path: &Path, quiet: bool) -> anyhow::Result<Summary> {
             Record::Footer(footer) => break footer.clone(),
             Record::Row(index, row) => {
                 let table = &TABLES[*index];
+                if *index >= tables {
+                    bail!(
+                        "line {at}: a {} record in a version {version} archive",
+                        table.record
+                    );
+                }
                 if *index < section {
                     bail!(
                         "line {at}: {} out of order: a {} after the {} records",
@@ -86,7 +93,9 @@ pub fn verify(path: &Path, quiet: bool) -> anyhow::Result<Summary> {
                         .map_err(|why| anyhow::anyhow!("line {at}: {why}"))?;
                 }
                 section = *index;
-                note_references(table.record, row, &mut referenced);
+                note_references(table.record, row, &mut referenced).map_err(|why| {
+                    anyhow::anyhow!("line {at}: {} has {why}", table.describe_key(row))
+                })?;
                 counts.rows[*index] += 1;
                 let canonical = table.encode(row);
                 previous = Some(row.clone());
@@ -111,7 +120,9 @@ pub fn verify(path: &Path, quiet: bool) -> anyhow::Result<Summary> {
                     bail!("line {at}: blob {sha256} is corrupt: its bytes hash differently");
                 }
                 if !referenced.remove(sha256) {
-                    bail!("line {at}: blob {sha256} is referenced by no artifact or stream");
+                    bail!(
+                        "line {at}: blob {sha256} is referenced by no artifact, stream or ticket asset"
+                    );
                 }
                 counts.blobs += 1;
                 counts.blob_bytes += *size;
@@ -133,7 +144,7 @@ pub fn verify(path: &Path, quiet: bool) -> anyhow::Result<Summary> {
     }
     let stated = footer
         .get("counts")
-        .and_then(Counts::from_json)
+        .and_then(|counts| Counts::from_json(counts, version))
         .with_context(|| format!("line {at}: the footer's counts are malformed"))?;
     if stated != counts {
         bail!("line {at}: the footer counts ({stated}) do not match the records ({counts})");
@@ -166,19 +177,21 @@ fn section_name(section: usize) -> &'static str {
     TABLES.get(section).map_or("blob", |t| t.record)
 }
 
-fn check_header(reader: &ArchiveReader) -> anyhow::Result<(String, String)> {
+/// The header's source, time and format version (one this build reads).
+fn check_header(reader: &ArchiveReader) -> anyhow::Result<(String, String, i64)> {
     let Record::Header(header) = reader.parse()? else {
         bail!("line 1: the archive does not start with a header");
     };
     if header.get("format").and_then(Value::as_str) != Some(FORMAT_NAME) {
         bail!("line 1: not an {FORMAT_NAME} header");
     }
-    let version = header.get("version").and_then(Value::as_i64);
-    if version != Some(FORMAT_VERSION) {
-        bail!(
-            "line 1: format version {version:?} is not {FORMAT_VERSION}, which this abstore reads"
-        );
-    }
+    let version = match header.get("version").and_then(Value::as_i64) {
+        Some(v) if (OLDEST_VERSION..=FORMAT_VERSION).contains(&v) => v,
+        other => bail!(
+            "line 1: format version {other:?} is not one this abstore reads \
+             ({OLDEST_VERSION} to {FORMAT_VERSION})"
+        ),
+    };
     let text = |name: &str| {
         header
             .get(name)
@@ -191,10 +204,11 @@ fn check_header(reader: &ArchiveReader) -> anyhow::Result<(String, String)> {
         &format::header_line(&source, &created_at),
     )?;
     expected.insert("abstore".into(), Value::from(abstore));
+    expected.insert("version".into(), Value::from(version));
     if expected != header {
         bail!("line 1: the header has unexpected members");
     }
-    Ok((source, created_at))
+    Ok((source, created_at, version))
 }
 
 /// Events and chunks are numbered 1, 2, 3… per resource or stream; the
@@ -223,14 +237,28 @@ fn check_sequence(record: &str, previous: &[Val], row: &[Val]) -> Result<(), Str
     Ok(())
 }
 
-/// Remembers the blobs an artifact or a closed stream points at.
-fn note_references(record: &str, row: &[Val], referenced: &mut HashSet<String>) {
+/// Remembers the blobs an artifact, a closed stream or a ticket-asset
+/// manifest points at; a manifest that does not parse is refused.
+fn note_references(
+    record: &str,
+    row: &[Val],
+    referenced: &mut HashSet<String>,
+) -> Result<(), String> {
     let index = match record {
         "artifact" => 4,
         "stream" => 13,
-        _ => return,
+        "ticket_asset" => {
+            let entries = match &row[format::TICKET_ASSET_ENTRIES] {
+                Val::Text(text) => Some(text.as_str()),
+                _ => None,
+            };
+            referenced.extend(format::ticket_asset_blobs(entries)?);
+            return Ok(());
+        }
+        _ => return Ok(()),
     };
     if let Val::Text(address) = &row[index] {
         referenced.insert(address.clone());
     }
+    Ok(())
 }

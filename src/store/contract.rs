@@ -4,9 +4,15 @@
 //! by the conformance suite; these cases pin the store's own guarantees,
 //! concurrency above all.
 
+mod ticket_assets;
+
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use ticket_assets::{
+    ticket_asset_concurrency, ticket_asset_refused_answers, ticket_asset_revisions,
+    ticket_asset_tombstones,
+};
 
 use super::retention::{Retention, RetentionPolicy};
 use super::{Listing, NewArtifact, NewEvent, Store, StoreError, StoreOptions};
@@ -1546,7 +1552,11 @@ contract!(
     leases_by_the_clock,
     retention,
     retention_under_concurrent_reads,
-    appends_behind_the_clock
+    appends_behind_the_clock,
+    ticket_asset_revisions,
+    ticket_asset_tombstones,
+    ticket_asset_refused_answers,
+    ticket_asset_concurrency
 );
 
 /// Two stores on one PostgreSQL database stand for two replicas: an append

@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 use super::ops::{self, Reads, Writes, Written};
 use super::retention::Retention;
 use super::{
-    ArtifactMeta, BuildDigest, CloseOutcome, Listing, MakeEvent, MakeFirstEvent, NewArtifact,
-    NewEvent, PoolStats, Record, Rows, Store, StoreResult, StreamRecord,
+    AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
+    MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Rows, Store,
+    StoreResult, StreamRecord, TicketAssetMeta, TicketAssetSummary,
 };
 use crate::protocol::ResourceRef;
 
@@ -260,6 +261,56 @@ impl<B: Backend> Store for Engine<B> {
                 Box::pin(async move {
                     ops::close_stream(tx, &id, &outcome, expected_last_seq, artifact).await
                 })
+            })
+            .await
+    }
+
+    async fn put_ticket_asset(
+        &self,
+        asset: NewTicketAsset,
+        check: AnswerCheck,
+    ) -> StoreResult<TicketAssetMeta> {
+        self.backend
+            .write(move |tx| {
+                Box::pin(async move { ops::put_ticket_asset(tx, asset, &check).await })
+            })
+            .await
+    }
+
+    async fn remove_ticket_asset(
+        &self,
+        key: &AssetKey,
+        check: AnswerCheck,
+    ) -> StoreResult<Option<TicketAssetMeta>> {
+        let key = key.clone();
+        self.backend
+            .write(move |tx| {
+                Box::pin(async move { ops::remove_ticket_asset(tx, &key, &check).await })
+            })
+            .await
+    }
+
+    async fn get_ticket_asset(
+        &self,
+        key: &AssetKey,
+        rev: Option<i64>,
+    ) -> StoreResult<Option<TicketAssetMeta>> {
+        let key = key.clone();
+        self.backend
+            .read(move |db| Box::pin(async move { db.ticket_asset(&key, rev).await }))
+            .await
+    }
+
+    async fn list_ticket_assets(
+        &self,
+        repo: &str,
+        ticket_id: &str,
+        revisions: bool,
+    ) -> StoreResult<Vec<TicketAssetSummary>> {
+        let (repo, ticket_id) = (repo.to_owned(), ticket_id.to_owned());
+        self.backend
+            .read(move |db| {
+                Box::pin(async move { db.ticket_assets(&repo, &ticket_id, revisions).await })
             })
             .await
     }

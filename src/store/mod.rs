@@ -10,8 +10,11 @@
 //!   transaction so times never run backwards along a resource's sequence;
 //! - event envelopes are stored as the JSON text that is later served;
 //! - artifact retention ([`retention`]) prunes inside the put or deposit
-//!   transaction that exceeds a bound, never elsewhere.
+//!   transaction that exceeds a bound, never elsewhere;
+//! - ticket-asset revisions ([`assets`]) are counted on `ticket_asset_heads`
+//!   rows, bumped inside the writing transaction like artifact heads.
 
+pub mod assets;
 mod engine;
 mod ops;
 pub mod postgres;
@@ -30,6 +33,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub use assets::{
+    AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
+};
 pub use records::{
     ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, STREAM_FORMAT,
     StreamArtifact, StreamRecord, Terminal,
@@ -51,6 +57,10 @@ pub enum StoreError {
     /// The event write failed catalog validation; the message is the 422 text.
     #[error("{0}")]
     Rejected(String),
+    /// The answer would exceed the deployment's response ceiling; nothing
+    /// was written. The message is the 413 text.
+    #[error("{0}")]
+    TooLarge(String),
     /// Anything else: the database failed. Never shown to clients verbatim.
     #[error(transparent)]
     Database(#[from] DatabaseError),
@@ -283,6 +293,38 @@ pub trait Store: Send + Sync + 'static {
         expected_last_seq: i64,
         artifact: NewArtifact,
     ) -> StoreResult<CloseOutcome>;
+
+    /// `putTicketAsset` (protocol 3): the next revision of `asset.key` with
+    /// its manifest (blobs already written), unless `check` refuses the
+    /// answer, which writes nothing and consumes no revision.
+    async fn put_ticket_asset(
+        &self,
+        asset: NewTicketAsset,
+        check: AnswerCheck,
+    ) -> StoreResult<TicketAssetMeta>;
+    /// `removeTicketAsset`: a tombstone as the next revision, answering the
+    /// removed (latest live) revision; `Ok(None)`, writing nothing, when no
+    /// live revision exists. `check` judges the answer as for a put.
+    async fn remove_ticket_asset(
+        &self,
+        key: &AssetKey,
+        check: AnswerCheck,
+    ) -> StoreResult<Option<TicketAssetMeta>>;
+    /// One revision, or the latest when `rev` is `None`; `Ok(None)` when
+    /// there is none or it is a tombstone.
+    async fn get_ticket_asset(
+        &self,
+        key: &AssetKey,
+        rev: Option<i64>,
+    ) -> StoreResult<Option<TicketAssetMeta>>;
+    /// A ticket's assets by kind, name, revision: the latest live revision
+    /// of each, or (`revisions`) every revision that is no tombstone.
+    async fn list_ticket_assets(
+        &self,
+        repo: &str,
+        ticket_id: &str,
+        revisions: bool,
+    ) -> StoreResult<Vec<TicketAssetSummary>>;
 
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;

@@ -26,8 +26,9 @@ use super::engine::Backend;
 use super::retention::Retention;
 use super::sql::{self, Columns, Statements};
 use super::{
-    ArtifactMeta, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, Record,
-    StoreError, StoreResult, StreamArtifact, StreamRecord, envelope_json,
+    AnswerCheck, ArtifactMeta, AssetKey, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact,
+    NewEvent, NewTicketAsset, Record, StoreError, StoreResult, StreamArtifact, StreamRecord,
+    TicketAssetMeta, TicketAssetSummary, envelope_json,
 };
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -150,6 +151,32 @@ pub(crate) trait Reads: Statements {
                         .await
                 }
             }
+        }
+    }
+
+    /// One revision of a ticket asset, or the latest when `rev` is `None`;
+    /// `None` when absent or a tombstone.
+    fn ticket_asset(
+        &mut self,
+        key: &AssetKey,
+        rev: Option<i64>,
+    ) -> impl Future<Output = StoreResult<Option<TicketAssetMeta>>> + Send {
+        sql::ticket_asset(self, key, rev)
+    }
+
+    /// A ticket's summaries ([`sql::list_ticket_assets`]).
+    fn ticket_assets(
+        &mut self,
+        repo: &str,
+        ticket_id: &str,
+        revisions: bool,
+    ) -> impl Future<Output = StoreResult<Vec<TicketAssetSummary>>> + Send {
+        async move {
+            let statement = sql::list_ticket_assets(repo, ticket_id, revisions);
+            let rows = self
+                .all(statement, |row| sql::ticket_asset_summary_row(row))
+                .await?;
+            Ok(rows.into_iter().flatten().collect())
         }
     }
 
@@ -378,6 +405,46 @@ pub(crate) trait Writes: Statements {
     ) -> impl Future<Output = StoreResult<u64>> + Send {
         async move {
             self.execute(sql::prune_revisions(r, kind, keep, limit))
+                .await
+        }
+    }
+
+    /// Assign the next revision of a ticket asset, holding its counter row
+    /// until the transaction ends; returns the revision and its time.
+    fn next_ticket_asset_revision(
+        &mut self,
+        key: &AssetKey,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<(i64, i64)>> + Send {
+        async move {
+            self.first(sql::next_ticket_asset_revision(key, now), |row| {
+                Ok((row.int(0)?, row.int(1)?))
+            })
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("no ticket asset revision assigned".into()))
+        }
+    }
+
+    /// The latest revision of a ticket asset as this transaction sees it
+    /// (`None`: absent or removed).
+    fn latest_ticket_asset(
+        &mut self,
+        key: &AssetKey,
+    ) -> impl Future<Output = StoreResult<Option<TicketAssetMeta>>> + Send {
+        sql::ticket_asset(self, key, None)
+    }
+
+    /// Store revision `revision` of `key`: `meta`'s manifest, or (`None`) a
+    /// tombstone.
+    fn insert_ticket_asset(
+        &mut self,
+        key: &AssetKey,
+        revision: i64,
+        now: i64,
+        meta: Option<&TicketAssetMeta>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async move {
+            self.run(sql::insert_ticket_asset(key, revision, now, meta))
                 .await
         }
     }
@@ -992,4 +1059,39 @@ pub(crate) async fn close_stream(
         }),
         ResourceRef::new(ResourceKind::Stream, id),
     ))
+}
+
+/// `putTicketAsset`: the next revision with its manifest, unless `check`
+/// refuses the answer (nothing written, no revision consumed). The counter
+/// row is taken first, so concurrent puts of one asset serialise on it.
+pub(crate) async fn put_ticket_asset(
+    tx: &mut impl Writes,
+    asset: NewTicketAsset,
+    check: &AnswerCheck,
+) -> StoreResult<Written<TicketAssetMeta>> {
+    let (revision, now) = tx.next_ticket_asset_revision(&asset.key, tx.now()).await?;
+    let meta = asset.meta(revision, now)?;
+    check(&meta)?;
+    tx.insert_ticket_asset(&asset.key, revision, now, Some(&meta))
+        .await?;
+    Ok(Written::kept(meta))
+}
+
+/// `removeTicketAsset`: a tombstone as the next revision when the latest
+/// revision is live, answering that revision; otherwise nothing is written
+/// (the counter's bump rolls back). The counter row is taken before the
+/// latest revision is read, so a concurrent put or removal is either wholly
+/// before or wholly after this one.
+pub(crate) async fn remove_ticket_asset(
+    tx: &mut impl Writes,
+    key: &AssetKey,
+    check: &AnswerCheck,
+) -> StoreResult<Written<Option<TicketAssetMeta>>> {
+    let (revision, now) = tx.next_ticket_asset_revision(key, tx.now()).await?;
+    let Some(live) = tx.latest_ticket_asset(key).await? else {
+        return Ok(Written::unchanged(None));
+    };
+    check(&live)?;
+    tx.insert_ticket_asset(key, revision, now, None).await?;
+    Ok(Written::kept(Some(live)))
 }

@@ -28,9 +28,10 @@ use serde_json::{Map, Value};
 use super::ops::ResourceRow;
 use super::rows::write_json;
 use super::{
-    ArtifactMeta, Lease, Listing, NewArtifact, Record, StoreError, StoreResult, StreamArtifact,
-    StreamRecord,
+    ArtifactMeta, AssetKey, Lease, Listing, NewArtifact, Record, StoreError, StoreResult,
+    StreamArtifact, StreamRecord, TicketAssetMeta, TicketAssetSummary,
 };
+use crate::protocol::ticket_assets::Layout;
 use crate::protocol::{ResourceKind, ResourceRef};
 
 // `concat!` takes literals only: texts other statements extend are macros.
@@ -55,6 +56,14 @@ macro_rules! stream_columns {
 macro_rules! artifact_columns {
     () => {
         "artifact_kind, revision, blob_ref, size, metadata, created_at"
+    };
+}
+
+/// A ticket-asset row's columns, in the order [`ticket_asset_summary_row`]
+/// reads them; a meta read adds `entries` after them.
+macro_rules! ticket_asset_columns {
+    () => {
+        "repo, ticket_id, asset_kind, name, revision, layout, size, file_count, dir_count, created_at"
     };
 }
 
@@ -435,6 +444,72 @@ pub(crate) fn ping() -> Fixed<'static, 0> {
     statement("SELECT 1 AS one", [])
 }
 
+/// One revision of an asset (`None`: the latest), on any connection;
+/// absent and tombstones alike are `None`.
+pub(crate) async fn ticket_asset(
+    db: &mut (impl Statements + ?Sized),
+    key: &AssetKey,
+    rev: Option<i64>,
+) -> StoreResult<Option<TicketAssetMeta>> {
+    let decode = |row: &dyn Columns| ticket_asset_row(row);
+    let found = match rev {
+        Some(rev) => db.first(select_ticket_asset(key, rev), decode).await?,
+        None => db.first(select_latest_ticket_asset(key), decode).await?,
+    };
+    Ok(found.flatten())
+}
+
+pub(crate) fn select_ticket_asset(key: &AssetKey, rev: i64) -> Fixed<'_, 5> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        ticket_asset_columns!(),
+        ", entries FROM ticket_assets \
+         WHERE repo = $1 AND ticket_id = $2 AND asset_kind = $3 AND name = $4 AND revision = $5"
+    );
+    statement(
+        SQL,
+        args![&key.repo, &key.ticket_id, &key.kind, &key.name, rev],
+    )
+}
+
+/// The latest revision, a tombstone included: the latest row decides
+/// whether the asset is live.
+pub(crate) fn select_latest_ticket_asset(key: &AssetKey) -> Fixed<'_, 4> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        ticket_asset_columns!(),
+        ", entries FROM ticket_assets \
+         WHERE repo = $1 AND ticket_id = $2 AND asset_kind = $3 AND name = $4 \
+         ORDER BY revision DESC LIMIT 1"
+    );
+    statement(SQL, args![&key.repo, &key.ticket_id, &key.kind, &key.name])
+}
+
+/// A ticket's summaries by kind, name, revision, in the primary key's
+/// order: with `revisions`, every revision but tombstones; else the latest
+/// revision of each kind and name when it is no tombstone.
+pub(crate) fn list_ticket_assets<'a>(
+    repo: &'a str,
+    ticket_id: &'a str,
+    revisions: bool,
+) -> Fixed<'a, 2> {
+    const LATEST: &str = concat!(
+        "SELECT ",
+        ticket_asset_columns!(),
+        " FROM ticket_assets a WHERE repo = $1 AND ticket_id = $2 AND layout IS NOT NULL \
+         AND revision = (SELECT MAX(l.revision) FROM ticket_assets l \
+         WHERE l.repo = $1 AND l.ticket_id = $2 AND l.asset_kind = a.asset_kind AND l.name = a.name) \
+         ORDER BY asset_kind, name, revision"
+    );
+    const ALL: &str = concat!(
+        "SELECT ",
+        ticket_asset_columns!(),
+        " FROM ticket_assets WHERE repo = $1 AND ticket_id = $2 AND layout IS NOT NULL \
+         ORDER BY asset_kind, name, revision"
+    );
+    statement(if revisions { ALL } else { LATEST }, args![repo, ticket_id])
+}
+
 /// The one statement a streamed read runs.
 pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<'_>>> {
     const EVENTS: &str = "SELECT envelope FROM events \
@@ -700,6 +775,63 @@ pub(crate) fn close_stream<'a>(
     )
 }
 
+/// Bumps the asset's revision counter (creating it at 1) and returns the
+/// revision it assigned with the revision's time: `$5` (the clock), or the
+/// previous revision's when the clock is behind it, so times never run
+/// backwards along an asset's revisions.
+pub(crate) fn next_ticket_asset_revision(key: &AssetKey, now: i64) -> Fixed<'_, 5> {
+    const SQL: &str = "INSERT INTO ticket_asset_heads \
+         (repo, ticket_id, asset_kind, name, next_revision, created_at) \
+         VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (repo, ticket_id, asset_kind, name) \
+         DO UPDATE SET next_revision = ticket_asset_heads.next_revision + 1, \
+         created_at = CASE WHEN ticket_asset_heads.created_at > excluded.created_at \
+         THEN ticket_asset_heads.created_at ELSE excluded.created_at END \
+         RETURNING next_revision - 1 AS revision, created_at";
+    statement(
+        SQL,
+        args![&key.repo, &key.ticket_id, &key.kind, &key.name, now],
+    )
+}
+
+/// A revision's row: `meta`'s, or (`None`) a tombstone of `key` at
+/// `revision`, created at `now`.
+pub(crate) fn insert_ticket_asset<'a>(
+    key: &'a AssetKey,
+    revision: i64,
+    now: i64,
+    meta: Option<&'a TicketAssetMeta>,
+) -> Fixed<'a, 11> {
+    const SQL: &str = "INSERT INTO ticket_assets \
+         (repo, ticket_id, asset_kind, name, revision, layout, size, file_count, dir_count, \
+         entries, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+    let (layout, size, files, dirs, entries) = match meta {
+        Some(m) => (
+            Some(m.summary.layout.as_str()),
+            m.summary.size,
+            m.summary.file_count,
+            m.summary.dir_count,
+            Some(m.entries_json.as_str()),
+        ),
+        None => (None, 0, 0, 0, None),
+    };
+    statement(
+        SQL,
+        args![
+            &key.repo,
+            &key.ticket_id,
+            &key.kind,
+            &key.name,
+            revision,
+            layout,
+            size,
+            files,
+            dirs,
+            entries,
+            now
+        ],
+    )
+}
+
 /// One row of [`listing`]'s statement as its wire JSON.
 pub(crate) fn render(
     listing: &Listing,
@@ -821,6 +953,47 @@ pub(crate) fn artifact_row(
         metadata: json_object(row.str(4)?, "artifact metadata")?,
         created_at: row.int(5)?,
     })
+}
+
+/// A row of `ticket_asset_columns!()`; `None` for a tombstone.
+pub(crate) fn ticket_asset_summary_row(
+    row: &(impl Columns + ?Sized),
+) -> StoreResult<Option<TicketAssetSummary>> {
+    let Some(layout) = row.optional_text(5)? else {
+        return Ok(None);
+    };
+    let layout = Layout::parse(&layout)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown ticket asset layout {layout:?}")))?;
+    Ok(Some(TicketAssetSummary {
+        key: AssetKey {
+            repo: row.text(0)?,
+            ticket_id: row.text(1)?,
+            kind: row.text(2)?,
+            name: row.text(3)?,
+        },
+        revision: row.int(4)?,
+        layout,
+        size: row.int(6)?,
+        file_count: row.int(7)?,
+        dir_count: row.int(8)?,
+        created_at: row.int(9)?,
+    }))
+}
+
+/// A row of `ticket_asset_columns!()` and `entries`; `None` for a tombstone.
+pub(crate) fn ticket_asset_row(
+    row: &(impl Columns + ?Sized),
+) -> StoreResult<Option<TicketAssetMeta>> {
+    let Some(summary) = ticket_asset_summary_row(row)? else {
+        return Ok(None);
+    };
+    let entries_json = row
+        .optional_text(10)?
+        .ok_or_else(|| StoreError::Corrupt("a ticket asset revision without entries".into()))?;
+    Ok(Some(TicketAssetMeta {
+        summary,
+        entries_json,
+    }))
 }
 
 /// A row of a `tails` statement: kind, id, tail.

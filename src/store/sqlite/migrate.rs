@@ -72,8 +72,9 @@ mod tests {
     use rusqlite::Connection;
 
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
-    /// from a database the sqlx-based server migrated).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 5] = [
+    /// from a database the sqlx-based server migrated; later migrations: the
+    /// SHA-384 of the file, which is what sqlx records).
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 6] = [
         (
             1,
             "initial",
@@ -98,6 +99,11 @@ mod tests {
             5,
             "event types",
             "3AEC6BC5004DB88BE79E1F34F2E6361179064D1376C7D27375B6F14F021FEA9474EE3DA3BE2E5368B7D4C78495E6D56A",
+        ),
+        (
+            6,
+            "ticket assets",
+            "A3BE1B2B174AD48138B3D92CA48E9477FEB224C41D78FF95B27A48C82E18C176C51BD5C16589A5F3017023D705490C99",
         ),
     ];
 

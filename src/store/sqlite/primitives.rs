@@ -270,4 +270,42 @@ mod tests {
         assert_eq!(state.matches("INDEX events_by_type").count(), 4, "{state}");
         assert!(!state.contains("SCAN"), "{state}");
     }
+
+    /// A ticket's asset list (both views) and an asset's latest revision are
+    /// ranges of `ticket_assets`' primary key, read in the answer's order:
+    /// no scan, no sort (migration 0006).
+    #[test]
+    fn ticket_asset_reads_walk_the_primary_key_in_order() {
+        use crate::store::{AssetKey, sql};
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::migrate::run(&mut conn).unwrap();
+        let key = AssetKey {
+            repo: "r".into(),
+            ticket_id: "t".into(),
+            kind: "k".into(),
+            name: "n".into(),
+        };
+        let texts = [
+            sql::list_ticket_assets("r", "t", false).text,
+            sql::list_ticket_assets("r", "t", true).text,
+            sql::select_latest_ticket_asset(&key).text,
+        ];
+        for text in texts {
+            let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {text}")).unwrap();
+            let nulls = vec![Option::<String>::None; statement.parameter_count()];
+            let plan = statement
+                .query_map(rusqlite::params_from_iter(nulls), |row| {
+                    row.get::<_, String>(3)
+                })
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+                .join("\n");
+            assert!(plan.contains("USING PRIMARY KEY"), "{text}: {plan}");
+            assert!(
+                !plan.contains("SCAN") && !plan.contains("TEMP B-TREE"),
+                "{text}: {plan}"
+            );
+        }
+    }
 }
