@@ -129,6 +129,7 @@ impl From<StoreError> for ApiError {
                 resource.id
             )),
             StoreError::Rejected(message) => ApiError::Unprocessable(message),
+            StoreError::TooLarge(message) => ApiError::TooLarge(message),
             StoreError::Closed(stream) => {
                 ApiError::Conflict(format!("stream \"{stream}\" is closed"))
             }

@@ -23,6 +23,7 @@ mod rows;
 mod sealed;
 mod sessions;
 mod streams;
+mod ticket_assets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,6 +63,16 @@ pub struct Limits {
     pub compress_min_bytes: Option<u16>,
 }
 
+impl Limits {
+    /// The ticket-asset limits this server advertises and enforces: the
+    /// request-body limit is the deployment ceiling (`maxRequestBytes`) on
+    /// every ticket-asset request and answer, which lowers `maxBytes` by the
+    /// protocol's formula (docs/protocol-versions.md, "Ticket assets").
+    pub fn ticket_assets(&self) -> crate::protocol::ticket_assets::Limits {
+        crate::protocol::ticket_assets::Limits::effective(Some(self.max_body_bytes as u64))
+    }
+}
+
 /// Who may call: the identity check's accepted identities and the token check.
 pub struct Access {
     /// The accepted client identities, each with its catalogs.
@@ -96,6 +107,7 @@ pub fn router(state: SharedState) -> Router {
     let routes = Router::new()
         .merge(builds::router())
         .merge(repos::router())
+        .merge(ticket_assets::router())
         .merge(sessions::router())
         .merge(streams::routes(crate::protocol::ResourceKind::Stream))
         .merge(health::router(state.test_clock.is_some()))

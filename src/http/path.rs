@@ -1,9 +1,11 @@
 //! [`ResourcePath`]: what a machine route addresses, read once from the
 //! matched route template (`/builds/{id}/streams/{sid}/chunks`) and used
 //! alike by the identity check, the authorization target and the handlers.
-//! No code reads path segments by position: each `{id}` / `{sid}` capture is
-//! found by aligning the template with the request path segment by segment
-//! (a capture never spans a `/`).
+//! No code reads path segments by position: each `{id}` / `{sid}` /
+//! `{ticket}` capture is found by aligning the template with the request
+//! path segment by segment (a capture never spans a `/`). The ticket-asset
+//! routes name their second capture `{ticket}`, so `{id}` stays the
+//! repository that authorization reads.
 //!
 //! Ids are percent-decoded strictly, as JavaScript's `decodeURIComponent`
 //! does (400 on a malformed escape). The stream id is decoded only when a
@@ -24,6 +26,8 @@ use crate::protocol::{ResourceKind, ResourceRef, ident};
 const ID: &str = "{id}";
 /// The stream capture in a route template.
 const SID: &str = "{sid}";
+/// The ticket capture of the ticket-asset routes.
+const TICKET: &str = "{ticket}";
 
 /// The addressed resource of a machine route (`/builds…`, `/repos…`,
 /// `/sessions…`, `/streams…`).
@@ -36,6 +40,8 @@ pub struct ResourcePath {
     id: Option<String>,
     /// `{sid}` as sent; decoded by [`ResourcePath::stream_id`].
     raw_stream: Option<String>,
+    /// `{ticket}` as sent; decoded by [`ResourcePath::ticket_id`].
+    raw_ticket: Option<String>,
     /// The route lists the resource's sessions (`/repos/{id}/sessions`).
     lists_sessions: bool,
 }
@@ -69,6 +75,7 @@ impl ResourcePath {
         };
         let mut id = None;
         let mut raw_stream = None;
+        let mut raw_ticket = None;
         for (pattern, raw) in template.split('/').zip(path.split('/')) {
             match pattern {
                 ID => match decode_segment(raw) {
@@ -76,6 +83,7 @@ impl ResourcePath {
                     Err(err) => return Some(Err(err)),
                 },
                 SID => raw_stream = Some(raw.to_owned()),
+                TICKET => raw_ticket = Some(raw.to_owned()),
                 _ => {}
             }
         }
@@ -83,6 +91,7 @@ impl ResourcePath {
             kind,
             id,
             raw_stream,
+            raw_ticket,
             lists_sessions: kind == ResourceKind::Repo && template.ends_with("/sessions"),
         }))
     }
@@ -101,6 +110,22 @@ impl ResourcePath {
             ApiError::unknown(&ResourceRef::new(kind, id))
         })?;
         Ok(ResourceRef::new(kind, id))
+    }
+
+    /// `{id}` as decoded, whether or not it could name a stored resource:
+    /// the ticket-asset routes have no existence gate.
+    pub fn id(&self) -> Result<&str, ApiError> {
+        self.id.as_deref().ok_or_else(|| {
+            ApiError::Internal(format!("a {} route without {ID}", self.kind.segment()))
+        })
+    }
+
+    /// `{ticket}`, strictly decoded (400).
+    pub fn ticket_id(&self) -> Result<String, ApiError> {
+        match &self.raw_ticket {
+            Some(raw) => decode_segment(raw),
+            None => Err(ApiError::Internal(format!("a route without {TICKET}"))),
+        }
     }
 
     /// The family resource a stream must belong to: `None` on the top-level
@@ -205,6 +230,20 @@ mod tests {
         assert_eq!(p.target(), Some(Target::RepoSessions("acme")));
         let p = parse(Some("/repos"), "/repos");
         assert_eq!(p.target(), Some(Target::RepoCollection));
+        // The ticket id is a capture of its own: the repository stays the
+        // authorization target.
+        let p = parse(
+            Some("/repos/{id}/tickets/{ticket}/assets/file"),
+            "/repos/acme%2Fw/tickets/AUT%2D1/assets/file",
+        );
+        assert_eq!(p.target(), Some(Target::Repo("acme/w")));
+        assert_eq!(p.id().unwrap(), "acme/w");
+        assert_eq!(p.ticket_id().unwrap(), "AUT-1");
+        let p = parse(
+            Some("/repos/{id}/tickets/{ticket}/assets"),
+            "/repos/a/tickets/%ZZ/assets",
+        );
+        assert!(matches!(p.ticket_id(), Err(ApiError::BadRequest(_))));
     }
 
     #[test]

@@ -202,7 +202,7 @@ pub(super) fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Durat
 }
 
 /// `since`/`rev`: JavaScript `Number()` accepted when an integer (section 3).
-fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
+pub(super) fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
     match query_param(uri, name) {
         None => Ok(None),
         Some(raw) => js_integer(&raw).map(Some).ok_or_else(|| {

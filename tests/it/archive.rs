@@ -777,3 +777,279 @@ async fn every_command_opens_the_file_a_percent_escaped_url_names() {
         assert!(!dir.path().join(escaped).exists(), "{escaped} was created");
     }
 }
+
+// ── Ticket assets ───────────────────────────────────────────────────────────
+
+/// A protocol-3 server on `database` and `blobs` (ticket assets are served
+/// to protocol-3 clients only).
+async fn serve_p3(database: &str, blobs: &str) -> Server {
+    let mut args = support::ACCEPT_PROTOCOL3.to_vec();
+    args.extend(["--test-clock", CLOCK]);
+    support::start_with_args(database, blobs, &args).await
+}
+
+/// `(status, body)` of a protocol-3 request.
+async fn p3(server: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, String) {
+    let client = support::protocol3_client();
+    let mut request = client.request(method.parse().unwrap(), format!("{}{path}", server.url()));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+const TICKET: &str = "/repos/acme%2Fassets/tickets/AUT-7";
+
+/// Assets of two tickets: revisions, a removal (tombstone), a re-attached
+/// asset, a file layout, an empty tree, and one content shared by two files.
+async fn seed_assets(server: &Server) {
+    let put = |kind: &str, name: &str, layout: &str, entries: Value| json!({"kind": kind, "name": name, "layout": layout, "entries": entries});
+    let file = |path: &str, bytes: &[u8]| json!({"type": "file", "path": path, "contentBase64": b64(bytes)});
+    let writes = [
+        (
+            TICKET,
+            put(
+                "design",
+                "home",
+                "tree",
+                json!([file("index.html", b"<h1>v0</h1>"), {"type": "dir", "path": "img/empty"}]),
+            ),
+        ),
+        (
+            TICKET,
+            put(
+                "design",
+                "home",
+                "tree",
+                json!([
+                    file("index.html", b"<h1>v1</h1>"),
+                    file("copy.html", b"<h1>v1</h1>")
+                ]),
+            ),
+        ),
+        (
+            TICKET,
+            put("notes", "spec", "file", json!([file("spec.md", b"# spec")])),
+        ),
+        (TICKET, put("notes", "empty", "tree", json!([]))),
+        (
+            "/repos/acme%2Fassets/tickets/AUT-8",
+            put("design", "home", "file", json!([file("a.png", b"png")])),
+        ),
+    ];
+    for (ticket, body) in writes {
+        let (status, text) = p3(server, "POST", &format!("{ticket}/assets"), Some(body)).await;
+        assert_eq!(status, 201, "{text}");
+    }
+    let (status, text) = p3(
+        server,
+        "POST",
+        &format!("{TICKET}/assets/remove"),
+        Some(json!({"kind": "notes", "name": "spec"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = p3(
+        server,
+        "POST",
+        &format!("{TICKET}/assets"),
+        Some(put(
+            "notes",
+            "spec",
+            "file",
+            json!([file("spec.md", b"# spec v2")]),
+        )),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+}
+
+/// Every ticket-asset read of the seeded store.
+async fn asset_reads(server: &Server) -> Vec<(String, u16, String)> {
+    let mut paths = vec![
+        format!("{TICKET}/assets/list"),
+        format!("{TICKET}/assets/list?revisions=1"),
+        "/repos/acme%2Fassets/tickets/AUT-8/assets/list".to_owned(),
+        format!("{TICKET}/assets/file?kind=design&name=home&rev=0&path=index.html"),
+        format!("{TICKET}/assets/file?kind=design&name=home&path=copy.html"),
+        format!("{TICKET}/assets/file?kind=notes&name=spec&rev=0&path=spec.md"),
+        format!("{TICKET}/assets/file?kind=notes&name=spec&path=spec.md"),
+    ];
+    for (kind, name, revs) in [
+        ("design", "home", 0..3),
+        ("notes", "spec", 0..4),
+        ("notes", "empty", 0..2),
+    ] {
+        paths.push(format!("{TICKET}/assets?kind={kind}&name={name}"));
+        for rev in revs {
+            paths.push(format!("{TICKET}/assets?kind={kind}&name={name}&rev={rev}"));
+        }
+    }
+    let mut answers = Vec::new();
+    for path in paths {
+        let (status, text) = p3(server, "GET", &path, None).await;
+        answers.push((path, status, text));
+    }
+    answers
+}
+
+/// Ticket assets travel in archives: every revision (the tombstone too),
+/// the counters and the files' blobs, SQLite → archive → SQLite (and
+/// PostgreSQL when configured), with the same answers after; gc counts
+/// their blobs as referenced.
+#[tokio::test(flavor = "multi_thread")]
+async fn ticket_assets_round_trip_and_their_blobs_stay_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let source_db = sqlite_url(&dir.path().join("source.db"));
+    let source_blobs = s(&dir.path().join("source-blobs")).to_string();
+    let before = {
+        let mut server = serve_p3(&source_db, &source_blobs).await;
+        seed_assets(&server).await;
+        let reads = asset_reads(&server).await;
+        server.stop().await.unwrap();
+        reads
+    };
+    assert!(
+        before
+            .iter()
+            .any(|(_, status, text)| *status == 200 && text == "null"),
+        "the tombstone reads as null"
+    );
+    let first = dir.path().join("first.ndjson");
+    export(&source_db, &source_blobs, &first);
+    let verdict = ok(&["verify", s(&first), "--quiet"]);
+    assert!(verdict.contains(": OK: sqlite archive"), "{verdict}");
+    let archived = lines(&first);
+    let count = |kind: &str| archived.iter().filter(|l| l["type"] == kind).count();
+    assert_eq!(count("ticket_asset_head"), 4);
+    // design/home 0-1, notes/spec 0-2 (1: the tombstone), notes/empty 0, AUT-8 0.
+    assert_eq!(count("ticket_asset"), 7);
+    assert_eq!(count("blob"), 5, "each distinct content once");
+    assert!(
+        archived.iter().any(|l| l["type"] == "ticket_asset"
+            && l["layout"].is_null()
+            && l["entries"].is_null()),
+        "no tombstone archived"
+    );
+
+    // gc: every ticket-asset blob is referenced, even a removed revision's.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let gc = ok(&[
+        "gc",
+        "--database",
+        &source_db,
+        "--blobs",
+        &source_blobs,
+        "--grace-seconds",
+        "1",
+        "--apply",
+        "--quiet",
+    ]);
+    assert!(
+        gc.contains("5 blobs") && gc.contains(" 0 unreferenced ("),
+        "{gc}"
+    );
+
+    let dest_db = sqlite_url(&dir.path().join("dest.db"));
+    let dest_blobs = s(&dir.path().join("dest-blobs")).to_string();
+    let (ok_, out, err) = import(&first, &dest_db, &dest_blobs, true);
+    assert!(ok_, "{err}");
+    assert!(out.contains("5 blobs new"), "{out}");
+    let second = dir.path().join("second.ndjson");
+    export(&dest_db, &dest_blobs, &second);
+    assert_same_body(
+        &first,
+        &second,
+        "the SQLite round trip changed ticket assets",
+    );
+    let mut dest = serve_p3(&dest_db, &dest_blobs).await;
+    assert_eq!(asset_reads(&dest).await, before);
+    // The counters came along: the next revision continues the source's.
+    let (status, text) = p3(
+        &dest,
+        "POST",
+        &format!("{TICKET}/assets"),
+        Some(json!({"kind": "notes", "name": "spec", "layout": "tree", "entries": []})),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    assert!(text.contains("\"revision\":3"), "{text}");
+    dest.stop().await.unwrap();
+
+    let Some(pg) = support::pg_database("archive_assets").await else {
+        return;
+    };
+    let pg_blobs = s(&dir.path().join("pg-blobs")).to_string();
+    let (ok_, _, err) = import(&first, &pg.url, &pg_blobs, true);
+    assert!(ok_, "{err}");
+    let third = dir.path().join("third.ndjson");
+    export(&pg.url, &pg_blobs, &third);
+    assert_same_body(
+        &first,
+        &third,
+        "SQLite and PostgreSQL archives of ticket assets differ",
+    );
+    {
+        let mut on_pg = serve_p3(&pg.url, &pg_blobs).await;
+        assert_eq!(asset_reads(&on_pg).await, before);
+        on_pg.stop().await.unwrap();
+    }
+    let gc = ok(&[
+        "gc",
+        "--database",
+        &pg.url,
+        "--blobs",
+        &pg_blobs,
+        "--grace-seconds",
+        "0",
+        "--quiet",
+    ]);
+    assert!(gc.contains(" 0 unreferenced ("), "{gc}");
+    support::drop_pg(pg).await;
+}
+
+/// An archive of format version 1 (before ticket assets: no such records,
+/// no such counts in its footer) still verifies and imports.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_archive_still_verifies_and_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("v1.db"));
+    let blobs = s(&dir.path().join("blobs")).to_string();
+    let mut server = serve(&db, &blobs).await;
+    seed_small(&ctx(&server)).await;
+    server.stop().await.unwrap();
+    let current = dir.path().join("v2.ndjson");
+    export(&db, &blobs, &current);
+    let mut rows = lines(&current);
+    assert_eq!(rows[0]["version"], 2);
+    rows[0]["version"] = json!(1);
+    let footer = rows.last_mut().unwrap();
+    let counts = footer["counts"].as_object_mut().unwrap();
+    for member in ["ticket_asset_head", "ticket_asset"] {
+        assert_eq!(counts.remove(member), Some(json!(0)));
+    }
+    let old = dir.path().join("v1.ndjson");
+    let text: String = rows.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&old, text).unwrap();
+    let verdict = ok(&["verify", s(&old), "--quiet"]);
+    assert!(verdict.contains(": OK: sqlite archive"), "{verdict}");
+    let dest = sqlite_url(&dir.path().join("dest.db"));
+    let (ok_, _, err) = import(&old, &dest, &blobs, true);
+    assert!(ok_, "{err}");
+    let again = dir.path().join("again.ndjson");
+    export(&dest, &blobs, &again);
+    assert_same_body(&current, &again, "a version-1 import");
+
+    // A version-1 footer with the new counts is refused: its counts are
+    // those of version 1's tables.
+    let mut wrong = lines(&current);
+    wrong[0]["version"] = json!(1);
+    let text: String = wrong.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&old, text).unwrap();
+    let (ok_, _, err) = abstore(&["verify", s(&old), "--quiet"]);
+    assert!(
+        !ok_ && err.contains("the footer's counts are malformed"),
+        "{err}"
+    );
+}

@@ -190,6 +190,19 @@ async fn protocol_3_routes_are_unknown_routes_to_protocol_2_clients() {
         ("POST", format!("/sessions/{id}/events/conditional")),
         ("GET", "/repos/acme%2Fw/ticket-asset-limits".to_owned()),
         ("POST", "/repos/acme%2Fw/tickets/AUT-1/assets".to_owned()),
+        ("GET", "/repos/acme%2Fw/tickets/AUT-1/assets".to_owned()),
+        (
+            "GET",
+            "/repos/acme%2Fw/tickets/AUT-1/assets/file".to_owned(),
+        ),
+        (
+            "GET",
+            "/repos/acme%2Fw/tickets/AUT-1/assets/list".to_owned(),
+        ),
+        (
+            "POST",
+            "/repos/acme%2Fw/tickets/AUT-1/assets/remove".to_owned(),
+        ),
     ] {
         let method: reqwest::Method = method.parse().unwrap();
         let body = (method == reqwest::Method::POST).then(|| json!({}));
@@ -207,6 +220,8 @@ async fn protocol_3_routes_are_unknown_routes_to_protocol_2_clients() {
     assert_eq!((status, digests), (200, json!([])));
     let (status, events) = new.get("/repos/acme%2Fw/state-events").await;
     assert_eq!((status, events), (200, json!([])));
+    let (status, assets) = new.get("/repos/acme%2Fw/tickets/AUT-1/assets/list").await;
+    assert_eq!((status, assets), (200, json!([])));
 }
 
 #[tokio::test]

@@ -2,9 +2,11 @@
 //! open and authenticated mode, on SQLite (memory) and PostgreSQL.
 //!
 //! Every route family gets mutated paths (percent escapes, NUL, huge ids,
-//! unicode, dot segments), queries (`since`/`rev`/`wait`/`kind` grammar
-//! edges), headers (identity, tokens) and bodies (JSON mutations, wrong
-//! types, huge numbers, deep nesting, invalid UTF-8, base64 edges). Every
+//! unicode, dot segments), queries (`since`/`rev`/`wait`/`kind`/`name`/
+//! `path` grammar edges), headers (identity, tokens) and bodies (JSON
+//! mutations, wrong types, huge numbers, deep nesting, invalid UTF-8,
+//! base64 edges). Protocol 3's ticket-asset routes are sent as a
+//! protocol-3 client ([`support::PROTOCOL3_CLIENT`]). Every
 //! answer must be below 500, every error body the JSON error shape, no
 //! connection may drop, and the server's RSS must stay flat between the
 //! two halves of the run.
@@ -152,7 +154,16 @@ fn query(rng: &mut StdRng) -> String {
         "+",
     ];
     let mut parts = Vec::new();
-    for name in ["since", "rev", "wait", "kind", "kind"] {
+    for name in [
+        "since",
+        "rev",
+        "wait",
+        "kind",
+        "kind",
+        "name",
+        "path",
+        "revisions",
+    ] {
         if rng.random_bool(0.35) {
             let value = if name == "kind" && rng.random_bool(0.5) {
                 ["plan", "%00", "p%00", "", "stream%3Ax"]
@@ -257,6 +268,16 @@ fn body_for(rng: &mut StdRng, route: &str, known: &Known) -> Vec<u8> {
         "conditional" => json!({"expectedSeq": rng.random_range(0..4), "event": event}),
         "deposits" => json!({"artifacts": [artifact], "event": event}),
         "artifacts" => artifact,
+        "assets" => json!({
+            "kind": "design",
+            "name": "home",
+            "layout": "tree",
+            "entries": [
+                {"type": "file", "path": "a/index.html", "contentBase64": "aGk="},
+                {"type": "dir", "path": "img"}
+            ]
+        }),
+        "remove" => json!({"kind": "design", "name": "home"}),
         "claim" => json!({"holder": "h", "ttlMs": 1000}),
         "heartbeat" | "release" => json!({"holder": "h"}),
         "chunks" => json!({"parts": [{"type": "text-delta", "delta": "x"}]}),
@@ -271,6 +292,9 @@ fn body_for(rng: &mut StdRng, route: &str, known: &Known) -> Vec<u8> {
                 obj.insert("contentBase64".into(), base64_edge(rng));
             }
             if let Some(a) = body.pointer_mut("/artifacts/0/contentBase64") {
+                *a = base64_edge(rng);
+            }
+            if let Some(a) = body.pointer_mut("/entries/0/contentBase64") {
                 *a = base64_edge(rng);
             }
         }
@@ -293,6 +317,7 @@ fn request(rng: &mut StdRng, known: &Known) -> Raw<'static> {
     let r = id(rng, &known.repo);
     let s = id(rng, &known.session);
     let st = id(rng, &known.stream);
+    let tk = id(rng, "AUT-1");
     let routes: Vec<(&'static str, String)> = vec![
         ("GET", "/health".into()),
         ("GET", "/readyz".into()),
@@ -324,6 +349,12 @@ fn request(rng: &mut StdRng, known: &Known) -> Raw<'static> {
         ("POST", format!("/repos/{r}/sessions")),
         ("GET", format!("/repos/{r}/sessions")),
         ("POST", format!("/repos/{r}/streams")),
+        ("GET", format!("/repos/{r}/ticket-asset-limits")),
+        ("POST", format!("/repos/{r}/tickets/{tk}/assets")),
+        ("GET", format!("/repos/{r}/tickets/{tk}/assets")),
+        ("GET", format!("/repos/{r}/tickets/{tk}/assets/file")),
+        ("GET", format!("/repos/{r}/tickets/{tk}/assets/list")),
+        ("POST", format!("/repos/{r}/tickets/{tk}/assets/remove")),
         ("GET", format!("/sessions/{s}")),
         ("POST", format!("/sessions/{s}/events")),
         ("GET", format!("/sessions/{s}/events")),
@@ -350,6 +381,11 @@ fn request(rng: &mut StdRng, known: &Known) -> Raw<'static> {
         }),
     };
     let mut raw = Raw::new(method, target, token.as_deref());
+    if path.contains("/tickets/") || path.ends_with("/ticket-asset-limits") {
+        let (version, protocol) = support::PROTOCOL3_CLIENT;
+        raw.headers[0].1 = version.as_bytes().to_vec();
+        raw.headers[1].1 = protocol.as_bytes().to_vec();
+    }
     match rng.random_range(0..30) {
         0 => raw.headers.retain(|(n, _)| n != "X-Autobuild-Version"),
         1 => raw.headers[0].1 = b"9.9.9".to_vec(),
@@ -431,6 +467,7 @@ async fn fuzz(database: &str, secret: Option<&str>) {
         "--request-timeout-seconds",
         "6",
     ];
+    args.extend(support::ACCEPT_PROTOCOL3);
     if let Some(secret) = secret {
         args.extend(["--secret", secret]);
     }

@@ -35,3 +35,4 @@ mod s3;
 mod storage_full;
 mod store_durability;
 mod streamed_reads;
+mod ticket_assets;
