@@ -30,6 +30,7 @@ pub mod protocol3;
 pub mod repos;
 pub mod sessions;
 pub mod streams;
+pub mod ticket_assets;
 pub mod transport;
 
 /// Skip reason of checks that mint tokens: the runner has no `--secret`.
@@ -230,5 +231,6 @@ pub fn every_check() -> Vec<Check> {
     clock::register(&mut r);
     r.since_protocol(3);
     protocol3::register(&mut r);
+    ticket_assets::register(&mut r);
     r.checks
 }

@@ -1,5 +1,6 @@
-//! What protocol 3 (Autobuild 0.9.0) adds, beside ticket assets
-//! (docs/protocol-versions.md): the session compare-and-append
+//! What protocol 3 (Autobuild 0.9.0) adds (docs/protocol-versions.md), but
+//! for ticket assets, whose checks are [`super::ticket_assets`]: the
+//! session compare-and-append
 //! (`POST /sessions/{id}/events/conditional`), build digests
 //! (`GET /repos/{repo}/build-digests`) and the bounded journal read
 //! (`GET /repos/{repo}/state-events`), with their token cells. Every id
