@@ -68,7 +68,7 @@ pub fn write(history: &History, path: &Path) -> Result<Written> {
     let header = json!({
         "type": "header",
         "format": "abstore-archive",
-        "version": 1,
+        "version": 2,
         "abstore": "abstore-load",
         "source": "sqlite",
         "created_at": iso(history.now),
@@ -144,6 +144,8 @@ pub fn write(history: &History, path: &Path) -> Result<Written> {
             "artifact": 0,
             "stream": 0,
             "stream_chunk": 0,
+            "ticket_asset_head": 0,
+            "ticket_asset": 0,
             "blob": 0,
             "blob_bytes": 0,
         },
