@@ -265,20 +265,7 @@ impl Server {
     /// User + system CPU time consumed so far by the process and its
     /// children that have been waited for, from /proc/<pid>/stat.
     pub fn cpu(&self) -> Result<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))?;
-        let after = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest)
-            .context("malformed stat")?;
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        // Fields 14-17 of stat(5) (utime, stime, cutime, cstime); `after`
-        // starts at field 3.
-        let mut ticks = 0u64;
-        for index in 11..=14 {
-            let field = fields.get(index).context("short stat")?;
-            ticks += field.parse::<u64>()?;
-        }
-        Ok(Duration::from_secs_f64(ticks as f64 / self.clk_tck as f64))
+        process_cpu(self.pid, self.clk_tck)
     }
 
     /// Resident set size in bytes (VmRSS of /proc/<pid>/status).
@@ -382,13 +369,65 @@ impl Drop for Server {
     }
 }
 
-/// An HTTP client sending the protocol's identity headers.
+/// The identity headers a client sends (`X-Autobuild-Version`,
+/// `X-Autobuild-Protocol-Version`); docs/protocol-versions.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub version: &'static str,
+    pub protocol: &'static str,
+}
+
+impl Identity {
+    /// Autobuild 0.8.0, the released client: what every scenario sends
+    /// unless it says otherwise, and what the server accepts by default.
+    pub const PROTOCOL_2: Identity = Identity {
+        version: "0.8.0",
+        protocol: "2",
+    };
+    /// The next release. A server accepts it only when started with
+    /// `--accept-client 0.9.0/3` ([`Identity::accept_arg`]).
+    pub const PROTOCOL_3: Identity = Identity {
+        version: "0.9.0",
+        protocol: "3",
+    };
+
+    /// The value of `abstore serve --accept-client` for this identity.
+    pub fn accept_arg(self) -> String {
+        format!("{}/{}", self.version, self.protocol)
+    }
+}
+
+/// User + system CPU time consumed so far by process `pid` and its children
+/// that have been waited for, from /proc/<pid>/stat.
+pub fn process_cpu(pid: u32, clk_tck: u64) -> Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("malformed stat")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14-17 of stat(5) (utime, stime, cutime, cstime); `after`
+    // starts at field 3.
+    let mut ticks = 0u64;
+    for index in 11..=14 {
+        let field = fields.get(index).context("short stat")?;
+        ticks += field.parse::<u64>()?;
+    }
+    Ok(Duration::from_secs_f64(ticks as f64 / clk_tck as f64))
+}
+
+/// An HTTP client sending the protocol-2 identity headers.
 pub fn client() -> reqwest::Client {
     client_with_timeout(Duration::from_secs(60))
 }
 
 pub fn client_with_timeout(timeout: Duration) -> reqwest::Client {
-    client_builder(timeout)
+    client_as(Identity::PROTOCOL_2, timeout)
+}
+
+/// A keep-alive client sending `identity`'s headers.
+pub fn client_as(identity: Identity, timeout: Duration) -> reqwest::Client {
+    client_builder(identity, timeout)
         .pool_max_idle_per_host(usize::MAX)
         .build()
         .expect("an HTTP client")
@@ -397,18 +436,21 @@ pub fn client_with_timeout(timeout: Duration) -> reqwest::Client {
 /// A client that opens a new connection for every request, like a
 /// command-line process that makes one request and exits.
 pub fn one_shot_client(timeout: Duration) -> reqwest::Client {
-    client_builder(timeout)
+    client_builder(Identity::PROTOCOL_2, timeout)
         .pool_max_idle_per_host(0)
         .build()
         .expect("an HTTP client")
 }
 
-fn client_builder(timeout: Duration) -> reqwest::ClientBuilder {
+fn client_builder(identity: Identity, timeout: Duration) -> reqwest::ClientBuilder {
     let mut headers = HeaderMap::new();
-    headers.insert("x-autobuild-version", HeaderValue::from_static("0.8.0"));
+    headers.insert(
+        "x-autobuild-version",
+        HeaderValue::from_static(identity.version),
+    );
     headers.insert(
         "x-autobuild-protocol-version",
-        HeaderValue::from_static("2"),
+        HeaderValue::from_static(identity.protocol),
     );
     reqwest::Client::builder()
         .default_headers(headers)
