@@ -77,9 +77,9 @@ struct Cli {
 }
 
 /// The `autobuild` scenario's model (docs/benchmarks.md, "Autobuild's
-/// workload, replayed").
+/// workload, replayed"); `frame` and `tick` use `--age` and `--runners`.
 #[derive(clap::Args)]
-#[command(next_help_heading = "autobuild replay")]
+#[command(next_help_heading = "autobuild replay, frame, tick")]
 struct ReplayArgs {
     /// Store ages to replay: day, week, month, or JOURNAL:BUILDS[:EVENTS]
     /// (events per repository journal, builds per repository, events per build).
@@ -159,6 +159,10 @@ enum Scenario {
     Whole,
     /// The replay of Autobuild's use of its store (not part of `all`).
     Autobuild,
+    /// One dashboard frame, protocol 2 against protocol 3, on aged stores (not part of `all`).
+    Frame,
+    /// One dispatcher tick, protocol 2 against protocol 3, on aged stores (not part of `all`).
+    Tick,
     All,
 }
 
@@ -261,6 +265,8 @@ async fn main() -> Result<()> {
             Scenario::Tail => tail::tail(&ctx).await.map(|t| vec![t]),
             Scenario::Whole => autobuild::whole(&ctx).await,
             Scenario::Autobuild => autobuild::autobuild(&ctx, &cli.replay.params()).await,
+            Scenario::Frame => autobuild::frame(&ctx, &cli.replay.params()).await,
+            Scenario::Tick => autobuild::tick(&ctx, &cli.replay.params()).await,
             Scenario::All => unreachable!(),
         };
         match result {
@@ -278,6 +284,10 @@ async fn main() -> Result<()> {
     }
     let phases = match cli.scenario {
         Scenario::Autobuild => format!("replays of {} modelled s", cli.replay.modelled_seconds),
+        Scenario::Frame | Scenario::Tick => format!(
+            "per protocol, {} s measured (and at least the scenario's minimum count) after {} s warm-up",
+            ctx.seconds, ctx.warmup
+        ),
         _ => format!("{} s phases after {} s warm-up", ctx.seconds, ctx.warmup),
     };
     let summary = format!(

@@ -4,7 +4,9 @@
 //! flight (a runner's heartbeat timer and held subscription are separate
 //! timers of the same process, as in Autobuild). The request sequences are
 //! the model of docs/benchmarks.md ("Autobuild's workload, replayed"), each
-//! step named after the Autobuild function it stands for.
+//! step named after the Autobuild function it stands for. They speak
+//! protocol 2; a dashboard frame can also be made the protocol-3 way, whose
+//! reads (and the protocol-3 dispatcher's) live in `protocol3.rs`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use super::stats::{Op, Recorder};
 use super::text::{Text, parse_iso};
+use crate::harness::Identity;
 
 /// Autobuild's constants, from its source (docs/benchmarks.md names the files).
 pub const DASHBOARD_POLL: Duration = Duration::from_millis(500);
@@ -28,6 +31,32 @@ pub const LEASE_TTL_MS: i64 = 60_000;
 pub const SUBSCRIBE_GAP: Duration = Duration::from_millis(25);
 pub const SUBSCRIBE_WAIT_SECS: u32 = 25;
 pub const EFFECTIVE_CONFIG: &str = "dispatcher-effective-config";
+
+/// Which protocol a simulated process speaks: what it reads for the same
+/// decisions (docs/benchmarks.md names the calls each one makes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Autobuild 0.8.0: whole journals and whole build logs.
+    Two,
+    /// Autobuild 0.9.0: build digests and the bounded journal read.
+    Three,
+}
+
+impl Protocol {
+    pub fn identity(self) -> Identity {
+        match self {
+            Protocol::Two => Identity::PROTOCOL_2,
+            Protocol::Three => Identity::PROTOCOL_3,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Two => "2 (0.8.0)",
+            Protocol::Three => "3 (0.9.0)",
+        }
+    }
+}
 
 /// One simulated process: its own HTTP client (connection pool) and the
 /// run's recorder.
@@ -101,7 +130,7 @@ impl Proc {
         self.send(op, request, &format!("POST {path}")).await
     }
 
-    async fn journal(&self, repo: &str, since: u64) -> Result<Bytes> {
+    pub(super) async fn journal(&self, repo: &str, since: u64) -> Result<Bytes> {
         let op = if since == 0 {
             Op::JournalWhole
         } else {
@@ -111,7 +140,7 @@ impl Proc {
             .await
     }
 
-    async fn build_log(&self, slug: &str, since: u64) -> Result<Bytes> {
+    pub(super) async fn build_log(&self, slug: &str, since: u64) -> Result<Bytes> {
         let op = if since == 0 {
             Op::BuildWhole
         } else {
@@ -121,18 +150,18 @@ impl Proc {
             .await
     }
 
-    async fn list_builds(&self) -> Result<Vec<Listed>> {
+    pub(super) async fn list_builds(&self) -> Result<Vec<Listed>> {
         let body = self.get(Op::ListBuilds, "/builds").await?;
         listed(&body)
     }
 
-    async fn ensure_repo(&self, repo: &str) -> Result<()> {
+    pub(super) async fn ensure_repo(&self, repo: &str) -> Result<()> {
         self.post(Op::Repo, "/repos", json!({ "repo": repo }).to_string())
             .await?;
         Ok(())
     }
 
-    async fn get_repo(&self, repo: &str) -> Result<()> {
+    pub(super) async fn get_repo(&self, repo: &str) -> Result<()> {
         self.get(Op::Repo, &format!("/repos/{}", enc(repo))).await?;
         Ok(())
     }
@@ -177,7 +206,7 @@ fn listed(body: &[u8]) -> Result<Vec<Listed>> {
 }
 
 /// The number of envelopes in an event list and the last one's `seq`.
-fn last_seq(body: &[u8], since: u64) -> Result<u64> {
+pub(super) fn last_seq(body: &[u8], since: u64) -> Result<u64> {
     let events: Vec<&RawValue> = serde_json::from_slice(body).context("an event list")?;
     match events.last() {
         None => Ok(since),
@@ -199,13 +228,7 @@ fn now_ms() -> i64 {
 pub async fn dashboard(p: Proc, repo: String, phase: Duration, deadline: Instant) {
     let origin = Instant::now() + phase;
     sleep_until(origin).await;
-    let mut frontend = Frontend {
-        p,
-        repo,
-        cursor: 0,
-        config_loaded: false,
-        cache: HashMap::new(),
-    };
+    let mut frontend = Frontend::new(p, repo, Protocol::Two);
     while Instant::now() < deadline {
         let started = Instant::now();
         if frontend.frame().await.is_ok() {
@@ -222,9 +245,10 @@ pub async fn dashboard(p: Proc, repo: String, phase: Duration, deadline: Instant
     }
 }
 
-struct Frontend {
+pub struct Frontend {
     p: Proc,
     repo: String,
+    protocol: Protocol,
     /// The repository cursor of `events()`.
     cursor: u64,
     config_loaded: bool,
@@ -234,8 +258,19 @@ struct Frontend {
 }
 
 impl Frontend {
+    pub fn new(p: Proc, repo: String, protocol: Protocol) -> Frontend {
+        Frontend {
+            p,
+            repo,
+            protocol,
+            cursor: 0,
+            config_loaded: false,
+            cache: HashMap::new(),
+        }
+    }
+
     /// `renderOnce`.
-    async fn frame(&mut self) -> Result<()> {
+    pub async fn frame(&mut self) -> Result<()> {
         // events(): the repository delta since the cursor.
         let delta = self.p.journal(&self.repo, self.cursor).await?;
         self.cursor = last_seq(&delta, self.cursor)?;
@@ -252,12 +287,20 @@ impl Frontend {
                 .await?;
             self.config_loaded = true;
         }
-        // scanUnclaimedObservations(): ensure, whole journal, every build's whole log.
-        self.p.ensure_repo(&self.repo).await?;
-        self.p.journal(&self.repo, 0).await?;
-        for build in self.p.list_builds().await? {
-            if build.repo == self.repo {
-                self.p.build_log(&build.slug, 0).await?;
+        // The observation pressure.
+        match self.protocol {
+            Protocol::Two => {
+                // scanUnclaimedObservations(): ensure, whole journal, every build's whole log.
+                self.p.ensure_repo(&self.repo).await?;
+                self.p.journal(&self.repo, 0).await?;
+                for build in self.p.list_builds().await? {
+                    if build.repo == self.repo {
+                        self.p.build_log(&build.slug, 0).await?;
+                    }
+                }
+            }
+            Protocol::Three => {
+                super::protocol3::sample_unclaimed_observations(&self.p, &self.repo).await?;
             }
         }
         // DashboardBuildPollCache.refresh(): deltas of builds not yet done.
@@ -300,8 +343,8 @@ pub async fn dispatcher(p: Proc, repo: String, run: String, phase: Duration, dea
 }
 
 /// `dispatcherTick` → `Dispatcher.tick` → `publishTickReport`, for a
-/// headless kernel with intake on.
-async fn tick(p: &Proc, repo: &str, run: &str, startup: bool) -> Result<()> {
+/// headless kernel with intake on, on protocol 2.
+pub async fn tick(p: &Proc, repo: &str, run: &str, startup: bool) -> Result<()> {
     let path = format!("/repos/{}/events", enc(repo));
     let dispatcher = json!({ "kind": "dispatcher" });
     p.post(
@@ -343,21 +386,22 @@ async fn tick(p: &Proc, repo: &str, run: &str, startup: bool) -> Result<()> {
     // triggerHarvest(): getRepo, then the journal.
     p.get_repo(repo).await?;
     p.journal(repo, 0).await?;
+    p.post(Op::RepoAppend, &path, tick_completed(run)).await?;
+    Ok(())
+}
+
+/// The `dispatcher.tick-completed` a tick that changed nothing publishes
+/// (21 zero counters, four empty diagnostics arrays).
+pub fn tick_completed(run: &str) -> String {
     let zero: serde_json::Map<String, Value> = super::history::COUNTERS
         .iter()
         .map(|name| ((*name).to_owned(), json!(0)))
         .collect();
-    p.post(
-        Op::RepoAppend,
-        &path,
-        json!({ "actor": dispatcher, "type": "dispatcher.tick-completed", "payload": {
-            "run": run, "queued": 0, "janitorDiagnostics": [], "ticketDiagnostics": [],
-            "creationDiagnostics": [], "dependencyDiagnostics": [], "counters": zero,
-        } })
-        .to_string(),
-    )
-    .await?;
-    Ok(())
+    json!({ "actor": { "kind": "dispatcher" }, "type": "dispatcher.tick-completed", "payload": {
+        "run": run, "queued": 0, "janitorDiagnostics": [], "ticketDiagnostics": [],
+        "creationDiagnostics": [], "dependencyDiagnostics": [], "counters": zero,
+    } })
+    .to_string()
 }
 
 /// How a runner's agent sessions are paced (accelerated: see the docs).

@@ -10,6 +10,8 @@
 mod archive;
 mod clients;
 mod history;
+mod protocol3;
+mod protocols;
 mod reference_seed;
 mod stats;
 mod text;
@@ -28,6 +30,7 @@ use crate::harness::{Backend, Ctx, Db, Server, ServerOpts, Table, client_with_ti
 pub use clients::Pace;
 use clients::Proc;
 use history::{History, Size};
+pub use protocols::{frame, tick};
 use stats::{Op, Recorder, Totals};
 pub use whole::whole;
 
@@ -456,6 +459,26 @@ impl Run {
     }
 }
 
+/// Before any load: each repository's effective config, which every
+/// dashboard loads once (a dispatcher run publishes it at start).
+async fn publish_effective_config(p: &Proc, history: &History, capacity: u64) -> Result<()> {
+    for repo in &history.repos {
+        let config = json!({ "capacity": capacity, "policy": { "sessionBudgetSeconds": 3600 }, "repo": repo.id });
+        let body = json!({
+            "kind": clients::EFFECTIVE_CONFIG,
+            "contentBase64": base64::engine::general_purpose::STANDARD.encode(config.to_string()),
+            "metadata": { "run": "run_replay" },
+        });
+        p.post(
+            Op::Artifact,
+            &format!("/repos/{}/artifacts", clients::enc(&repo.id)),
+            body.to_string(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Run every simulated process against `server` for the modelled seconds.
 async fn replay(
     server: &Server,
@@ -472,23 +495,7 @@ async fn replay(
         accept_encoding: params.accept_encoding.clone(),
         rec: rec.clone(),
     };
-    // Before the load: each repository's effective config, which every
-    // dashboard loads once (a dispatcher run publishes it at start).
-    for repo in &history.repos {
-        let config = json!({ "capacity": params.runners, "policy": { "sessionBudgetSeconds": 3600 }, "repo": repo.id });
-        let body = json!({
-            "kind": clients::EFFECTIVE_CONFIG,
-            "contentBase64": base64::engine::general_purpose::STANDARD.encode(config.to_string()),
-            "metadata": { "run": "run_replay" },
-        });
-        process()
-            .post(
-                Op::Artifact,
-                &format!("/repos/{}/artifacts", repo.id.replace('/', "%2F")),
-                body.to_string(),
-            )
-            .await?;
-    }
+    publish_effective_config(&process(), history, params.runners).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_idle = server.rss()?;
     rec.take();

@@ -23,6 +23,10 @@ pub enum Op {
     HeldRead,
     /// `GET /builds`
     ListBuilds,
+    /// `GET /repos/{repo}/build-digests` (protocol 3)
+    BuildDigests,
+    /// `GET /repos/{repo}/state-events` (protocol 3)
+    StateEvents,
     /// `POST /repos` and `GET /repos/{repo}`
     Repo,
     /// `GET /repos/{repo}/artifacts?kind=…&rev=…`
@@ -39,13 +43,15 @@ pub enum Op {
     Deposit,
 }
 
-pub const OPS: [Op; 13] = [
+pub const OPS: [Op; 15] = [
     Op::JournalWhole,
     Op::JournalDelta,
     Op::BuildWhole,
     Op::BuildDelta,
     Op::HeldRead,
     Op::ListBuilds,
+    Op::BuildDigests,
+    Op::StateEvents,
     Op::Repo,
     Op::Artifact,
     Op::Append,
@@ -166,5 +172,19 @@ impl Recorder {
             std::mem::swap(t, &mut fresh);
             fresh
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Totals::op` indexes by discriminant: `OPS` must list every kind in
+    /// declaration order.
+    #[test]
+    fn ops_are_listed_in_declaration_order() {
+        for (i, op) in OPS.iter().enumerate() {
+            assert_eq!(*op as usize, i, "{op:?}");
+        }
     }
 }
