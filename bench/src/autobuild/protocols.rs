@@ -306,6 +306,7 @@ async fn both(
     let seed = Proc {
         http: crate::harness::client(),
         base: server.base.clone(),
+        accept_encoding: "identity".to_owned(),
         rec: Recorder::new(),
     };
     super::publish_effective_config(&seed, history, params.runners).await?;
@@ -350,6 +351,8 @@ async fn repeat(
     let p = Proc {
         http: client_as(protocol.identity(), Duration::from_secs(300)),
         base: server.base.clone(),
+        // As measured: answers uncompressed (docs/benchmarks.md).
+        accept_encoding: "identity".to_owned(),
         rec: rec.clone(),
     };
     let repo = repo.to_owned();
