@@ -55,6 +55,18 @@ async fn append(base: &str, path: &str, count: usize) {
     }
 }
 
+/// A build `slug` with `count` events.
+async fn build_with_events(base: &str, slug: &str, count: usize) {
+    let res = client()
+        .post(format!("{base}/builds"))
+        .json(&json!({"slug": slug, "repo": "acme/w"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    append(base, &format!("/builds/{slug}/events"), count).await;
+}
+
 /// `GET url` with `accept`: the status, `Content-Encoding`, and the body
 /// decoded.
 async fn get(url: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
@@ -132,14 +144,7 @@ async fn sealed_chunks(database: &str) {
     let (server, metrics) = server(database, &[]).await;
     let base = server.url().to_owned();
     let c = client();
-    let res = c
-        .post(format!("{base}/builds"))
-        .json(&json!({"slug": "grows", "repo": "acme/w"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 201);
-    append(&base, "/builds/grows/events", 30).await;
+    build_with_events(&base, "grows", 30).await;
     let log = format!("{base}/builds/grows/events");
 
     // First: chunks from the database; again: from the cache.
@@ -263,14 +268,7 @@ async fn the_history_cache_keeps_its_byte_bound() {
         let (server, metrics) = server(&database, &["--history-cache-bytes", &bound_text]).await;
         let base = server.url().to_owned();
         let c = client();
-        let res = c
-            .post(format!("{base}/builds"))
-            .json(&json!({"slug": "b", "repo": "acme/w"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status().as_u16(), 201);
-        append(&base, "/builds/b/events", 200).await;
+        build_with_events(&base, "b", 200).await;
         let log = format!("{base}/builds/b/events");
         same_answers(&log, 200).await;
         same_answers(&log, 200).await;
@@ -303,14 +301,7 @@ async fn a_zero_history_cache_turns_sealed_chunks_off() {
     let (server, metrics) = server("sqlite::memory:", &["--history-cache-bytes", "0"]).await;
     let base = server.url().to_owned();
     let c = client();
-    let res = c
-        .post(format!("{base}/builds"))
-        .json(&json!({"slug": "b", "repo": "acme/w"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 201);
-    append(&base, "/builds/b/events", 40).await;
+    build_with_events(&base, "b", 40).await;
     same_answers(&format!("{base}/builds/b/events"), 40).await;
     let sealed = metric(&c, &metrics, "abstore_history_chunks_total").await;
     assert!(sealed.is_none_or(|n| n == 0.0), "{sealed:?}");

@@ -31,7 +31,7 @@ use super::resources::lenient_int;
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::protocol::ticket_assets::{self as assets, validate::is_label};
 use crate::protocol::{base64, ident, wire};
-use crate::store::{AnswerCheck, AssetEntry, AssetKey, StoreError};
+use crate::store::{AnswerCheck, AssetEntry, AssetKey, StoreError, TicketAssetMeta};
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -77,6 +77,21 @@ impl Ticket {
             kind: kind.to_owned(),
             name: name.to_owned(),
         })
+    }
+
+    /// Revision `rev` (the latest without one) of asset `kind`/`name`;
+    /// `None` when it does not exist or could never have been stored.
+    async fn find(
+        &self,
+        state: &SharedState,
+        kind: &str,
+        name: &str,
+        rev: Option<i64>,
+    ) -> ApiResult<Option<TicketAssetMeta>> {
+        let Some(key) = self.key(kind, name) else {
+            return Ok(None);
+        };
+        Ok(state.store.get_ticket_asset(&key, rev).await?)
     }
 }
 
@@ -137,10 +152,7 @@ async fn get_manifest(
     let ticket = Ticket::of(&path)?;
     let (kind, name) = (required(&uri, "kind")?, required(&uri, "name")?);
     let rev = lenient_int(&uri, "rev")?;
-    let Some(key) = ticket.key(&kind, &name) else {
-        return Ok(null());
-    };
-    let Some(meta) = state.store.get_ticket_asset(&key, rev).await? else {
+    let Some(meta) = ticket.find(&state, &kind, &name, rev).await? else {
         return Ok(null());
     };
     let text = meta.to_json_text();
@@ -168,10 +180,7 @@ async fn get_file(
     let (kind, name) = (required(&uri, "kind")?, required(&uri, "name")?);
     let file = required(&uri, "path")?;
     let rev = lenient_int(&uri, "rev")?;
-    let Some(key) = ticket.key(&kind, &name) else {
-        return Ok(null());
-    };
-    let Some(meta) = state.store.get_ticket_asset(&key, rev).await? else {
+    let Some(meta) = ticket.find(&state, &kind, &name, rev).await? else {
         return Ok(null());
     };
     let found = meta.entries()?.into_iter().find_map(|entry| match entry {
