@@ -82,7 +82,14 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                // Answers are written in several pieces (a streamed read's
+                // last piece, a zstd answer's closing frames); with Nagle on,
+                // a small last write waits for the client's delayed ACK
+                // (~40 ms). A failure only costs that latency.
+                let _ = stream.set_nodelay(true);
+                stream
+            }
             Err(err) => {
                 // Per-connection errors (reset before accept) are routine;
                 // anything else (EMFILE) is waited out briefly, not spun on.

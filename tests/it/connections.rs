@@ -330,3 +330,36 @@ async fn refused_large_bodies_are_drained_without_buffering_them() {
         "peak RSS grew by {grew_mib} MiB while draining {CLIENTS} refused bodies of {BODY} bytes"
     );
 }
+
+/// Every accepted connection has `TCP_NODELAY`: answers are written in
+/// several pieces (a streamed read's last piece, a sealed read's closing zstd
+/// frames), and with Nagle's algorithm on, a small last piece waits for the
+/// client's delayed ACK (~40 ms on Linux) whatever the answer's size. The
+/// option is checked on the server's own socket, not timed.
+#[tokio::test]
+async fn accepted_connections_have_tcp_nodelay() {
+    use crate::support::sockets::{has_tcp_nodelay, sockets_to};
+
+    let s = start(&[]).await;
+    let mut conn = connect(&s).await;
+    // Answered, so the server has accepted this connection.
+    conn.write_all(format!("GET /health HTTP/1.1\r\n{HEADERS}\r\n").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(read_response(&mut conn).await.0, 200);
+
+    let pid = s.pid().unwrap();
+    // The server's end of this connection is the socket whose remote port is
+    // this client's local port.
+    let fds = sockets_to(pid, conn.local_addr().unwrap().port());
+    assert_eq!(
+        fds.len(),
+        1,
+        "the server's socket for this connection: {fds:?}"
+    );
+    assert_eq!(
+        has_tcp_nodelay(pid, fds[0]),
+        Some(true),
+        "the server's accepted socket lacks TCP_NODELAY"
+    );
+}

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support;
 
+use support::sockets::{has_tcp_nodelay, sockets_to};
 use support::{client, start, start_with_args, with_pg};
 
 fn observation(n: usize) -> Value {
@@ -73,38 +74,6 @@ async fn a_fresh_postgres_server_opens_its_connections_before_its_first_request(
     .await;
 }
 
-/// The sockets of `pid` connected to TCP `port` (IPv4 and IPv6), as the
-/// process's own file descriptor numbers.
-fn sockets_to(pid: u32, port: u16) -> Vec<i32> {
-    let mut inodes = Vec::new();
-    for table in ["tcp", "tcp6"] {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // remote address is field 2 as HEX_ADDR:HEX_PORT; the inode is field 9.
-            let remote_port = fields
-                .get(2)
-                .and_then(|addr| addr.rsplit(':').next())
-                .and_then(|hex| u16::from_str_radix(hex, 16).ok());
-            if remote_port == Some(port)
-                && let Some(inode) = fields.get(9)
-            {
-                inodes.push(format!("socket:[{inode}]"));
-            }
-        }
-    }
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let target = std::fs::read_link(entry.path()).ok()?;
-            inodes
-                .contains(&target.to_string_lossy().into_owned())
-                .then(|| entry.file_name().to_str()?.parse().ok())?
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn every_postgres_connection_has_tcp_nodelay() {
     with_pg("nodelay", |database| async move {
@@ -135,20 +104,10 @@ async fn every_postgres_connection_has_tcp_nodelay() {
             fds.len() >= 2,
             "expected the pool and LISTEN connections to port {port}, found {fds:?}"
         );
-        let pidfd = rustix::process::pidfd_open(
-            rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-            rustix::process::PidfdFlags::empty(),
-        )
-        .unwrap();
         for fd in fds {
-            // A duplicate of the server's socket: options are the socket's.
-            let Ok(socket) =
-                rustix::process::pidfd_getfd(&pidfd, fd, rustix::process::PidfdGetfdFlags::empty())
-            else {
-                continue; // closed since it was listed
-            };
-            assert!(
-                rustix::net::sockopt::tcp_nodelay(&socket).unwrap(),
+            assert_ne!(
+                has_tcp_nodelay(pid, fd),
+                Some(false),
                 "the server's PostgreSQL connection (fd {fd}) lacks TCP_NODELAY"
             );
         }

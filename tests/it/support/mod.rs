@@ -4,6 +4,7 @@
 //! the checks every response must pass, and PostgreSQL scratch databases.
 
 pub mod cluster;
+pub mod sockets;
 
 use std::time::Duration;
 
