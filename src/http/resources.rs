@@ -24,7 +24,7 @@ use super::auth::{Caller, attribute};
 use super::extract::{json_body, query_param};
 use super::identity::Client;
 use super::path::ResourcePath;
-use super::rows::{fixed_suffix, rows_response};
+use super::rows::{counted_rows_response, fixed_suffix, rows_response};
 use super::{ApiError, ApiResult, SharedState, json, json_response};
 use crate::blobs::blob_ref;
 use crate::held::PROBE_ROWS;
@@ -176,12 +176,18 @@ pub async fn read_events(
         // the probe's (events are only ever appended).
     } else if let Some(sealed) = &state.sealed
         && super::accept::prefers_zstd(&headers)
-        && let Some(answer) = super::sealed::answer(&state, sealed, &r, since).await?
+        && let Some(answer) = super::sealed::answer(&state, sealed, &r, since)
     {
         return Ok(answer);
     }
     let rows = state.store.read(listing).await?;
-    Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
+    let Some(sealed) = state.sealed.clone() else {
+        return Ok(rows_response(rows, "[", fixed_suffix("]")).await?);
+    };
+    // Every whole answer shows how far the log has grown: what lets the
+    // next zstd read of it come from sealed chunks.
+    let learn = move |count| sealed.learn(&r, since, count);
+    Ok(counted_rows_response(rows, "[", fixed_suffix("]"), learn).await?)
 }
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).

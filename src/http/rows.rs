@@ -30,9 +30,21 @@ pub fn fixed_suffix(text: &'static str) -> Suffix {
 
 /// `200` with `prefix`, the rows, then the suffix.
 pub async fn rows_response(
+    rows: Rows,
+    prefix: &'static str,
+    suffix: Suffix,
+) -> Result<Response, StoreError> {
+    counted_rows_response(rows, prefix, suffix, |_| {}).await
+}
+
+/// [`rows_response`], telling `counted` how many rows the answer held once
+/// the store has produced them all (not called when the read fails or its
+/// client leaves first).
+pub async fn counted_rows_response(
     mut rows: Rows,
     prefix: &'static str,
     suffix: Suffix,
+    counted: impl FnOnce(u64) + Send + 'static,
 ) -> Result<Response, StoreError> {
     if !rows.is_streamed() {
         // Everything is here: one buffer with its length.
@@ -44,26 +56,37 @@ pub async fn rows_response(
             }
         }
         body.extend_from_slice(&suffix.await?);
+        counted(rows.count().unwrap_or(0));
         return Ok(json_response_bytes(StatusCode::OK, body.freeze()));
     }
-    let pieces =
-        futures_util::stream::unfold(Stage::Prefix(rows, prefix, suffix), |stage| async move {
+    let counted: Counted = Box::new(counted);
+    let pieces = futures_util::stream::unfold(
+        Stage::Prefix(rows, prefix, suffix, counted),
+        |stage| async move {
             match stage {
-                Stage::Prefix(rows, prefix, suffix) => Some((
+                Stage::Prefix(rows, prefix, suffix, counted) => Some((
                     Ok(Bytes::from_static(prefix.as_bytes())),
-                    Stage::Rows(rows, suffix),
+                    Stage::Rows(rows, suffix, counted),
                 )),
-                Stage::Rows(mut rows, suffix) => match rows.next().await {
-                    Some(Ok(Next::Piece(piece))) => Some((Ok(piece), Stage::Rows(rows, suffix))),
-                    Some(Ok(Next::End(()))) | None => match suffix.await {
-                        Ok(text) => Some((Ok(text), Stage::Done)),
-                        Err(err) => Some((Err(cut_short(err)), Stage::Done)),
-                    },
+                Stage::Rows(mut rows, suffix, counted) => match rows.next().await {
+                    Some(Ok(Next::Piece(piece))) => {
+                        Some((Ok(piece), Stage::Rows(rows, suffix, counted)))
+                    }
+                    Some(Ok(Next::End(()))) | None => {
+                        if let Some(count) = rows.count() {
+                            counted(count);
+                        }
+                        match suffix.await {
+                            Ok(text) => Some((Ok(text), Stage::Done)),
+                            Err(err) => Some((Err(cut_short(err)), Stage::Done)),
+                        }
+                    }
                     Some(Err(err)) => Some((Err(cut_short(err)), Stage::Done)),
                 },
                 Stage::Done => None,
             }
-        });
+        },
+    );
     Ok(json_response_body(
         StatusCode::OK,
         // Fused: the compression layer's reader polls again after the end.
@@ -71,9 +94,12 @@ pub async fn rows_response(
     ))
 }
 
+/// What learns an answer's row count.
+type Counted = Box<dyn FnOnce(u64) + Send>;
+
 enum Stage {
-    Prefix(Rows, &'static str, Suffix),
-    Rows(Rows, Suffix),
+    Prefix(Rows, &'static str, Suffix, Counted),
+    Rows(Rows, Suffix, Counted),
     Done,
 }
 

@@ -20,6 +20,13 @@
 //! Consistency: the answer is the log as of the tail's statement. Chunks read
 //! before it are sealed, so reading them earlier, in other statements, or
 //! from the cache gives exactly the text that statement's snapshot holds.
+//!
+//! Which chunks are sealed is learnt from the reads themselves, not asked of
+//! the database on every read: a read of `seq > since` that returned `c`
+//! rows proves the log reached `since + c` (sequences start at 1 and have no
+//! gaps), and a log never shrinks, so that bound stays true on every
+//! replica. A log is answered from chunks once a read has shown it past its
+//! first chunk; a read that finds it grew further teaches the next one.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -32,8 +39,8 @@ use bytes::Bytes;
 use hashlink::LruCache;
 use tokio::sync::mpsc;
 
+use super::AppState;
 use super::rows::cut_short;
-use super::{ApiResult, AppState};
 use crate::protocol::ResourceRef;
 use crate::store::rows::Next;
 use crate::store::{Listing, Rows, StoreError};
@@ -52,7 +59,15 @@ pub struct SealedChunks {
     /// reads' stall bound); then the answer is abandoned.
     stall: Duration,
     cache: Mutex<Cache>,
+    /// A lower bound on the last sequence of each log known to have sealed
+    /// chunks (recently read ones first).
+    known: Mutex<LruCache<ResourceRef, i64>>,
 }
+
+/// How many logs' bounds [`SealedChunks`] remembers (about 100 bytes each):
+/// a log it forgot is answered by the ordinary read once, which teaches it
+/// again.
+const KNOWN_LOGS: usize = 16_384;
 
 struct Cache {
     frames: LruCache<(ResourceRef, i64), Bytes>,
@@ -71,7 +86,33 @@ impl SealedChunks {
                 frames: LruCache::new_unbounded(),
                 bytes: 0,
             }),
+            known: Mutex::new(LruCache::new(KNOWN_LOGS)),
         }
+    }
+
+    /// A read of `resource`'s events after `since` returned `rows` rows:
+    /// its log has reached `since + rows`. Only logs past their first chunk
+    /// are remembered; the rest are answered the ordinary way.
+    pub fn learn(&self, resource: &ResourceRef, since: i64, rows: u64) {
+        let reached = since
+            .max(0)
+            .saturating_add(i64::try_from(rows).unwrap_or(i64::MAX));
+        if rows == 0 || reached < self.chunk_events {
+            return;
+        }
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        match known.get_mut(resource) {
+            Some(last) => *last = (*last).max(reached),
+            None => {
+                known.insert(resource.clone(), reached);
+            }
+        }
+    }
+
+    /// The last sequence `resource`'s log is known to have reached.
+    fn known_last(&self, resource: &ResourceRef) -> Option<i64> {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        known.get(resource).copied()
     }
 
     fn get(&self, key: &(ResourceRef, i64)) -> Option<Bytes> {
@@ -136,20 +177,16 @@ fn plan(since: i64, last: i64, n: i64) -> Option<Vec<Segment>> {
 
 /// The answer to `seq > since` of `resource`'s log in zstd, built from
 /// sealed chunks; `None` when the ordinary read should answer (no sealed
-/// chunk in range, or an unknown resource, whose `404` it gives).
-pub async fn answer(
+/// chunk known in range; an unknown resource, whose `404` it gives, has
+/// none).
+pub fn answer(
     state: &Arc<AppState>,
     sealed: &Arc<SealedChunks>,
     resource: &ResourceRef,
     since: i64,
-) -> ApiResult<Option<Response>> {
-    let tails = state.store.tails(std::slice::from_ref(resource)).await?;
-    let Some(&(_, last)) = tails.first() else {
-        return Ok(None);
-    };
-    let Some(segments) = plan(since, last, sealed.chunk_events) else {
-        return Ok(None);
-    };
+) -> Option<Response> {
+    let last = sealed.known_last(resource)?;
+    let segments = plan(since, last, sealed.chunk_events)?;
     let (tx, rx) = mpsc::channel(1);
     let (state, sealed, resource) = (state.clone(), sealed.clone(), resource.clone());
     tokio::spawn(async move {
@@ -176,7 +213,7 @@ pub async fn answer(
     );
     headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("zstd"));
     headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-    Ok(Some(response))
+    Some(response)
 }
 
 /// Why writing an answer stopped early.
@@ -277,8 +314,12 @@ async fn write(
                 any = true;
             }
             Segment::Live { since, until } => {
-                let rows = state.store.read(events(resource, since, until)).await?;
-                any |= live(rows, any, out).await?;
+                let mut rows = state.store.read(events(resource, since, until)).await?;
+                any |= live(&mut rows, any, out).await?;
+                if until.is_none() {
+                    // The tail shows how far the log has grown since.
+                    sealed.learn(resource, since, rows.count().unwrap_or(0));
+                }
             }
         }
     }
@@ -307,7 +348,7 @@ async fn seal(mut rows: Rows) -> Result<Bytes, Stop> {
 
 /// A live segment's rows as one zstd frame, sent as it fills (preceded by a
 /// comma when rows came before); whether it had any row.
-async fn live(mut rows: Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
+async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
     let mut encoder = encoder(LIVE_LEVEL);
     let mut any = false;
     while let Some(step) = rows.next().await {
@@ -420,6 +461,24 @@ mod tests {
         assert_eq!(plan(20, 29, 10), None);
         assert_eq!(plan(35, 35, 10), None);
         assert_eq!(plan(0, 0, 10), None);
+    }
+
+    #[test]
+    fn a_log_is_known_once_a_read_shows_it_past_its_first_chunk() {
+        let cache = SealedChunks::new(10, 800, Duration::from_secs(1));
+        let r = ResourceRef::new(ResourceKind::Build, "b");
+        // Nine rows from the start: the first chunk is not sealed yet.
+        cache.learn(&r, 0, 9);
+        assert_eq!(cache.known_last(&r), None);
+        // A tail read after 5 that found 7 rows: the log reached 12.
+        cache.learn(&r, 5, 7);
+        assert_eq!(cache.known_last(&r), Some(12));
+        // A read that found nothing, or less than is known, teaches nothing.
+        cache.learn(&r, 40, 0);
+        cache.learn(&r, -3, 10);
+        assert_eq!(cache.known_last(&r), Some(12));
+        cache.learn(&r, 12, 30);
+        assert_eq!(cache.known_last(&r), Some(42));
     }
 
     #[test]

@@ -76,18 +76,19 @@ pub const PIECE_BYTES: usize = 64 * 1024;
 /// What the producer sends.
 enum Message<E> {
     Piece(Bytes),
-    End(E),
+    /// The end value and how many rows the answer held.
+    End(E, u64),
     /// The whole answer in one piece (nothing was sent before it): a short
     /// answer can then be sent whole, with its length.
-    Whole(Bytes, E),
+    Whole(Bytes, E, u64),
     Failed(StoreError),
 }
 
 /// The producer's side: rows in, pieces out.
 pub(crate) struct RowSink<E> {
     piece: BytesMut,
-    /// A row was written (the next one needs a comma before it).
-    any: bool,
+    /// Rows written (after the first, each needs a comma before it).
+    count: u64,
     /// A piece went out.
     sent: bool,
     tx: mpsc::Sender<Message<E>>,
@@ -107,7 +108,7 @@ impl<E> RowSink<E> {
         (
             RowSink {
                 piece: BytesMut::with_capacity(PIECE_BYTES + PIECE_BYTES / 4),
-                any: false,
+                count: 0,
                 sent: false,
                 tx,
                 stall,
@@ -119,10 +120,10 @@ impl<E> RowSink<E> {
     /// The buffer to write the next row's JSON text into (the separator is
     /// already there).
     pub(crate) fn row(&mut self) -> &mut BytesMut {
-        if self.any {
+        if self.count > 0 {
             self.piece.extend_from_slice(b",");
         }
-        self.any = true;
+        self.count += 1;
         &mut self.piece
     }
 
@@ -133,12 +134,13 @@ impl<E> RowSink<E> {
             first: (!self.piece.is_empty()).then(|| self.piece.freeze()),
             rx: None,
             end: Some(end),
+            count: Some(self.count),
         }
     }
 
     /// Whether any row was written.
     pub(crate) fn has_rows(&self) -> bool {
-        self.any
+        self.count > 0
     }
 
     /// Whether the current piece should be sent before the next row.
@@ -164,12 +166,12 @@ impl<E> RowSink<E> {
     /// failure after pieces were sent can only cut the body short.
     pub(crate) async fn finish(mut self, end: StoreResult<E>) {
         let last = match end {
-            Ok(end) if !self.sent => Message::Whole(self.piece.split().freeze(), end),
+            Ok(end) if !self.sent => Message::Whole(self.piece.split().freeze(), end, self.count),
             Ok(end) => {
                 if self.send_piece().await.is_err() {
                     return;
                 }
-                Message::End(end)
+                Message::End(end, self.count)
             }
             Err(err) => Message::Failed(err),
         };
@@ -191,16 +193,19 @@ impl<E> Pending<E> {
                 first: Some(first),
                 rx: Some(self.rx),
                 end: None,
+                count: None,
             }),
-            Some(Message::End(end)) => Ok(Rows {
+            Some(Message::End(end, count)) => Ok(Rows {
                 first: None,
                 rx: None,
                 end: Some(end),
+                count: Some(count),
             }),
-            Some(Message::Whole(piece, end)) => Ok(Rows {
+            Some(Message::Whole(piece, end, count)) => Ok(Rows {
                 first: (!piece.is_empty()).then_some(piece),
                 rx: None,
                 end: Some(end),
+                count: Some(count),
             }),
             Some(Message::Failed(err)) => Err(err),
             None => Err(StoreError::Aborted(
@@ -216,6 +221,8 @@ pub struct Rows<E = ()> {
     first: Option<Bytes>,
     rx: Option<mpsc::Receiver<Message<E>>>,
     end: Option<E>,
+    /// How many rows the answer held, once the producer has ended.
+    count: Option<u64>,
 }
 
 /// One step of an answer.
@@ -238,6 +245,7 @@ impl<E> Rows<E> {
             first: (!joined.is_empty()).then(|| Bytes::from(joined)),
             rx: None,
             end: Some(end),
+            count: Some(rows.len() as u64),
         }
     }
 
@@ -254,6 +262,12 @@ impl<E> Rows<E> {
         self.first.is_none() && self.rx.is_none()
     }
 
+    /// How many rows the answer held; known once the producer has ended
+    /// (always by the time [`Rows::next`] gave [`Next::End`]).
+    pub fn count(&self) -> Option<u64> {
+        self.count
+    }
+
     /// The next piece, then the end value; `None` after that. An error after
     /// the first piece means the producer failed mid-way.
     pub async fn next(&mut self) -> Option<StoreResult<Next<E>>> {
@@ -267,14 +281,16 @@ impl<E> Rows<E> {
         let message = rx.recv().await;
         match message {
             Some(Message::Piece(piece)) => Some(Ok(Next::Piece(piece))),
-            Some(Message::End(end)) => {
+            Some(Message::End(end, count)) => {
                 self.rx = None;
+                self.count = Some(count);
                 Some(Ok(Next::End(end)))
             }
-            Some(Message::Whole(piece, end)) => {
+            Some(Message::Whole(piece, end, count)) => {
                 // Only ever a first message; taken as a piece and the end.
                 self.rx = None;
                 self.end = Some(end);
+                self.count = Some(count);
                 Some(Ok(Next::Piece(piece)))
             }
             Some(Message::Failed(err)) => {
@@ -336,8 +352,17 @@ mod tests {
             }
             sink.finish(Ok(7)).await;
         });
-        let rows = pending.start().await.unwrap();
-        let (text, end) = rows.collect().await.unwrap();
+        let mut rows = pending.start().await.unwrap();
+        assert_eq!(rows.count(), None, "not known before the end");
+        let mut text = String::new();
+        let end = loop {
+            match rows.next().await.unwrap().unwrap() {
+                Next::Piece(piece) => text.push_str(std::str::from_utf8(&piece).unwrap()),
+                Next::End(end) => break end,
+            }
+        };
+        assert_eq!(rows.count(), Some(20_000));
+        let text = format!("[{text}]");
         producer.await.unwrap();
         let parsed: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed.len(), 20_000);
@@ -353,7 +378,9 @@ mod tests {
         sink.finish(Ok(())).await;
         let rows = pending.start().await.unwrap();
         assert!(!rows.is_streamed() && !rows.is_empty());
+        assert_eq!(rows.count(), Some(2));
         assert_eq!(rows.collect().await.unwrap().0, "[1,2]");
+        assert_eq!(Rows::complete(&["1", "2", "3"], ()).count(), Some(3));
     }
 
     #[tokio::test]
@@ -362,6 +389,7 @@ mod tests {
         sink.finish(Ok(())).await;
         let rows = pending.start().await.unwrap();
         assert!(rows.is_empty());
+        assert_eq!(rows.count(), Some(0));
         assert_eq!(rows.collect().await.unwrap().0, "[]");
 
         let (sink, pending) = RowSink::<()>::new(DEFAULT_STALL);

@@ -2,8 +2,9 @@
 //! SQLite file and on PostgreSQL: a zstd read spanning sealed chunks is
 //! exactly the identity answer for every `since` (before, on and after
 //! chunk boundaries), for build logs and repository journals, from the
-//! database the first time and from the cache after; logs that grow seal
-//! new chunks; the cache keeps its byte bound; a client that leaves
+//! database the first time and from the cache after; where a log ends is
+//! learnt from the reads (a log's first read is an ordinary one); logs that
+//! grow seal new chunks; the cache keeps its byte bound; a client that leaves
 //! mid-answer leaves the server serving.
 
 use std::time::Duration;
@@ -140,6 +141,12 @@ async fn same_answers(events: &str, last: i64) {
     }
 }
 
+/// Sealed chunks read from the database so far.
+async fn chunks_read(c: &reqwest::Client, metrics: &str) -> f64 {
+    let name = "abstore_history_chunks_total{source=\"database\"}";
+    metric(c, metrics, name).await.unwrap_or(0.0)
+}
+
 async fn sealed_chunks(database: &str) {
     let (server, metrics) = server(database, &[]).await;
     let base = server.url().to_owned();
@@ -147,24 +154,22 @@ async fn sealed_chunks(database: &str) {
     build_with_events(&base, "grows", 30).await;
     let log = format!("{base}/builds/grows/events");
 
-    // First: chunks from the database; again: from the cache.
+    // A log no read has shown past its first chunk is read the ordinary
+    // way, with no extra statement; the read teaches where it ends.
+    let (status, encoding, _) = get(&format!("{log}?since=0"), "zstd").await;
+    assert_eq!((status, encoding.as_deref()), (200, Some("zstd")));
+    assert_eq!(
+        chunks_read(&c, &metrics).await,
+        0.0,
+        "a first read seals nothing"
+    );
+
+    // Then: chunks from the database; again: from the cache.
     same_answers(&log, 30).await;
-    let from_db = metric(
-        &c,
-        &metrics,
-        "abstore_history_chunks_total{source=\"database\"}",
-    )
-    .await
-    .unwrap();
+    let from_db = chunks_read(&c, &metrics).await;
     assert!(from_db >= 3.0, "three chunks sealed: {from_db}");
     same_answers(&log, 30).await;
-    let again = metric(
-        &c,
-        &metrics,
-        "abstore_history_chunks_total{source=\"database\"}",
-    )
-    .await
-    .unwrap();
+    let again = chunks_read(&c, &metrics).await;
     assert_eq!(
         again, from_db,
         "the second round reads no sealed chunk again"
@@ -179,8 +184,23 @@ async fn sealed_chunks(database: &str) {
     let bytes = metric(&c, &metrics, "abstore_history_cache_bytes").await;
     assert!(bytes.is_some_and(|n| n > 0.0), "cache bytes: {bytes:?}");
 
-    // The log grows across boundaries: new chunks seal, old ones stay right.
+    // The log grows across boundaries. The server learns it from its reads,
+    // never asking the database: the first zstd read after the growth sends
+    // the new events in its live tail (no chunk read), and teaches the next
+    // read to seal chunks 3 and 4 (seq 25-40), once.
     append(&base, "/builds/grows/events", 13).await;
+    let read_before = chunks_read(&c, &metrics).await;
+    for (round, read) in [(1, 0.0), (2, 2.0), (3, 2.0)] {
+        let (status, encoding, body) = get(&format!("{log}?since=0"), "zstd").await;
+        assert_eq!((status, encoding.as_deref()), (200, Some("zstd")));
+        let events: Vec<Value> = serde_json::from_slice(&body).unwrap();
+        assert_eq!(events.len(), 43, "zstd read {round} after the growth");
+        assert_eq!(
+            chunks_read(&c, &metrics).await - read_before,
+            read,
+            "chunks read from the database by zstd read {round} after the growth"
+        );
+    }
     same_answers(&log, 43).await;
 
     // A repository journal, the same way.
