@@ -112,10 +112,8 @@ async fn compare(ctx: &Ctx, params: &Params, unit: Unit) -> Result<Vec<Table>> {
                 let (history, archive_path) = (&history, &archive_path);
                 async move {
                     let blobs = scratch(ctx, &format!("{name}-blobs"))?;
+                    // On PostgreSQL the import leaves planner statistics.
                     import(ctx, archive_path, &db.url, &blobs)?;
-                    if db.backend == Backend::Postgres {
-                        analyze(&db.url).await?;
-                    }
                     let mut opts = ServerOpts::new(&db, format!("{name}-{:?}", db.backend));
                     opts.blobs = format!("file://{}", blobs.display());
                     for identity in [Identity::PROTOCOL_2, Identity::PROTOCOL_3] {
@@ -190,17 +188,6 @@ async fn compare(ctx: &Ctx, params: &Params, unit: Unit) -> Result<Vec<Table>> {
         let _ = std::fs::remove_file(&archive_path);
     }
     Ok(vec![results, traffic])
-}
-
-/// Gather planner statistics, as autovacuum would within a minute of the
-/// import: a PostgreSQL store without them plans the state-events read as a
-/// nested loop over the journal, quadratic in its length (docs/benchmarks.md).
-async fn analyze(url: &str) -> Result<()> {
-    use sqlx::Connection as _;
-    let mut conn = sqlx::PgConnection::connect(url).await?;
-    sqlx::query("ANALYZE").execute(&mut conn).await?;
-    conn.close().await?;
-    Ok(())
 }
 
 /// The CPU of the PostgreSQL backends serving the scratch database (the
