@@ -143,13 +143,25 @@ pub(crate) enum Dialect {
 /// The build digests of a repository (protocol 3): one row per event of the
 /// four digest types of each of its builds, by slug then sequence, and a
 /// row with `NULL`s for a build without any. `$1`: the repository.
+///
+/// The join selects by the indexed type expression; the type and time a row
+/// reports are read by position instead (`$row_ty`, `$row_ts`): a JSON
+/// parser or PostgreSQL's regular expression, twice for each of a week-old
+/// repository's ~9,000 digest events, was most of the read's cost
+/// (docs/benchmarks.md, "One frame, one tick"). By position is exact here:
+/// the server writes envelopes compact, resource member, `seq`, `ts`,
+/// actor, `type`, payload (store/mod.rs, `envelope_json`); no actor has a
+/// `type` key, and a string value cannot hold `"type":"` or `,"ts":"`
+/// (its quotes are escaped), so the first of each is the member itself. The
+/// four digest types and every `ts` (ISO 8601) hold no escape or quote, and
+/// the windows (64 and 40 characters) exceed them.
 macro_rules! build_digests_sql {
-    ($events:literal, $ty:literal, $ts:literal, $repo:literal) => {
+    ($events:literal, $ty:literal, $row_ty:literal, $row_ts:literal, $repo:literal) => {
         concat!(
             "SELECT b.id, e.seq, ",
-            $ty,
+            $row_ty,
             ", ",
-            $ts,
+            $row_ts,
             " FROM resources b LEFT JOIN ",
             $events,
             " ON e.kind = 'build' AND e.resource_id = b.id AND ",
@@ -405,16 +417,21 @@ pub(crate) fn chunks_page(id: &str, since: i64, limit: Option<i64>) -> Fixed<'_,
 
 /// The digest rows of `repo`'s builds ([`digest_row`] reads them).
 pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    // SQLite has no split_part: the window is cut at its first quote.
     const SQLITE: &str = build_digests_sql!(
         "events e INDEXED BY events_by_type",
         "json_extract(e.envelope, '$.type')",
-        "json_extract(e.envelope, '$.ts')",
+        "substr(substr(e.envelope, instr(e.envelope, '\"type\":\"') + 8, 64), 1, \
+         instr(substr(e.envelope, instr(e.envelope, '\"type\":\"') + 8, 64), '\"') - 1)",
+        "substr(substr(e.envelope, instr(e.envelope, ',\"ts\":\"') + 7, 40), 1, \
+         instr(substr(e.envelope, instr(e.envelope, ',\"ts\":\"') + 7, 40), '\"') - 1)",
         "json_extract(b.attrs, '$.repo')"
     );
     const POSTGRES: &str = build_digests_sql!(
         "events e",
         "(abstore_json_member(e.envelope, 'type') COLLATE \"C\")",
-        "abstore_json_member(e.envelope, 'ts')",
+        "split_part(substr(e.envelope, strpos(e.envelope, '\"type\":\"') + 8, 64), '\"', 1)",
+        "split_part(substr(e.envelope, strpos(e.envelope, ',\"ts\":\"') + 7, 40), '\"', 1)",
         "(abstore_json_member(b.attrs, 'repo') COLLATE \"C\")"
     );
     let text = match dialect {
