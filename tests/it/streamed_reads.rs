@@ -315,6 +315,45 @@ async fn compressed_reads(database: &str) {
         );
     }
 
+    // A whole answer (20 events: one piece, with its length) is compressed
+    // too, and decodes to the identity answer.
+    let short = format!("{base}/builds/long/events?since={}", EVENTS - 20);
+    let identity = c.get(&short).send().await.unwrap().bytes().await.unwrap();
+    for (accept, chosen) in [("gzip, deflate, br, zstd", "zstd"), ("gzip", "gzip")] {
+        let res = c
+            .get(&short)
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        let headers = res.headers().clone();
+        assert_eq!(
+            headers.get("content-encoding").map(|v| v.to_str().unwrap()),
+            Some(chosen),
+            "whole answer, Accept-Encoding: {accept}"
+        );
+        let vary = headers
+            .get_all("vary")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase());
+        assert_eq!(
+            vary.filter(|v| v.contains("accept-encoding")).count(),
+            1,
+            "whole answer, Accept-Encoding: {accept}: one Vary: Accept-Encoding"
+        );
+        let body = res.bytes().await.unwrap();
+        assert!(
+            body.len() < identity.len(),
+            "{chosen}: {} of {}",
+            body.len(),
+            identity.len()
+        );
+        assert!(
+            decode(chosen, &body) == identity,
+            "{chosen}: not the same answer"
+        );
+    }
+
     // Small answers stay plain: a held read's `[]`, a short listing.
     let res = c
         .get(format!("{base}/builds/long/events?since={EVENTS}&wait=1"))
@@ -349,12 +388,20 @@ async fn fetch_decodes(runtime: &str) {
     let server = start_with_args(&database, "memory://", &[]).await;
     let base = server.url().to_owned();
     long_history(&base).await;
-    let url = format!("{base}/builds/long/events?since=0");
+    // A streamed answer (the whole log) and a whole one (its last 20 events:
+    // one piece, sent with its length).
+    let since = EVENTS - 20;
+    let urls = [
+        format!("{base}/builds/long/events?since=0"),
+        format!("{base}/builds/long/events?since={since}"),
+    ];
     let script = format!(
-        "const r = await fetch({url:?}, {{headers: {{'x-autobuild-version': '{VERSION}', \
+        "const seen = []; for (const url of {urls:?}) {{ \
+         const r = await fetch(url, {{headers: {{'x-autobuild-version': '{VERSION}', \
          'x-autobuild-protocol-version': '{PROTOCOL}'}}}}); const events = await r.json(); \
-         console.log(JSON.stringify({{encoding: r.headers.get('content-encoding'), \
-         count: events.length, last: events[events.length - 1].seq}}));"
+         seen.push({{encoding: r.headers.get('content-encoding'), \
+         count: events.length, last: events[events.length - 1].seq}}); }} \
+         console.log(JSON.stringify(seen));"
     );
     let mut command = tokio::process::Command::new(&program);
     match runtime {
@@ -368,12 +415,14 @@ async fn fetch_decodes(runtime: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(seen["count"], EVENTS, "{runtime}: {seen}");
-    assert_eq!(seen["last"], EVENTS, "{runtime}: {seen}");
-    assert!(
-        matches!(seen["encoding"].as_str(), Some("zstd" | "br" | "gzip")),
-        "{runtime} was sent an uncompressed answer: {seen}"
-    );
+    for (answer, count) in [(&seen[0], EVENTS), (&seen[1], 20)] {
+        assert_eq!(answer["count"], count, "{runtime}: {seen}");
+        assert_eq!(answer["last"], EVENTS, "{runtime}: {seen}");
+        assert!(
+            matches!(answer["encoding"].as_str(), Some("zstd" | "br" | "gzip")),
+            "{runtime} was sent an uncompressed answer: {seen}"
+        );
+    }
 }
 
 /// `name` on PATH, or (Bun) where `ABSTORE_TEST_BUN` points.
