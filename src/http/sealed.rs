@@ -9,24 +9,30 @@
 //! can never change again. Its zstd frame is kept in a bounded LRU cache and
 //! copied into every later answer that spans it.
 //!
-//! A `GET …/events?since=` whose client takes zstd, with no `wait`, and
-//! whose range spans at least one sealed chunk is answered as a sequence of
-//! zstd frames (one stream, RFC 8878 section 3.1): `[`, the live head up to
-//! the first chunk boundary, the sealed chunks (from the cache, or read,
-//! compressed and cached), the live tail read in one statement, `]`.
-//! Every other read takes the ordinary path, compressed by the compression
-//! layer as before.
+//! The same holds for the committed beginning of the log's last, unfinished
+//! chunk (a finished build's whole log of ~100 events, most often): its
+//! frame is kept as the chunk's *prefix* up to the sequence it reached, and
+//! made again, longer, once the log has grown a quarter of a chunk past it.
 //!
-//! Consistency: the answer is the log as of the tail's statement. Chunks read
-//! before it are sealed, so reading them earlier, in other statements, or
-//! from the cache gives exactly the text that statement's snapshot holds.
+//! A `GET …/events?since=` whose client takes zstd, with no `wait`, and
+//! whose range spans at least one sealed chunk or a chunk's prefix is
+//! answered as a sequence of zstd frames (one stream, RFC 8878 section
+//! 3.1): `[`, the live head up to the first chunk boundary, the sealed
+//! chunks and the last chunk's prefix (from the cache, or read, compressed
+//! and cached), the live tail read in one statement, `]`. Every other read
+//! takes the ordinary path, compressed by the compression layer as before.
+//!
+//! Consistency: the answer is the log as of the tail's statement. What is
+//! read before it was committed before (a known lower bound of the log), so
+//! reading it earlier, in other statements, or from the cache gives exactly
+//! the text that statement's snapshot holds.
 //!
 //! Which chunks are sealed is learnt from the reads themselves, not asked of
 //! the database on every read: a read of `seq > since` that returned `c`
 //! rows proves the log reached `since + c` (sequences start at 1 and have no
 //! gaps), and a log never shrinks, so that bound stays true on every
-//! replica. A log is answered from chunks once a read has shown it past its
-//! first chunk; a read that finds it grew further teaches the next one.
+//! replica. A log is answered from chunks once a read has shown it holds an
+//! event; a read that finds it grew further teaches the next one.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -59,8 +65,8 @@ pub struct SealedChunks {
     /// reads' stall bound); then the answer is abandoned.
     stall: Duration,
     cache: Mutex<Cache>,
-    /// A lower bound on the last sequence of each log known to have sealed
-    /// chunks (recently read ones first).
+    /// A lower bound on the last sequence of each log a read has seen
+    /// (recently read ones first).
     known: Mutex<LruCache<ResourceRef, i64>>,
 }
 
@@ -70,8 +76,16 @@ pub struct SealedChunks {
 const KNOWN_LOGS: usize = 16_384;
 
 struct Cache {
-    frames: LruCache<(ResourceRef, i64), Bytes>,
+    frames: LruCache<(ResourceRef, i64), Chunk>,
     bytes: usize,
+}
+
+/// A chunk's frame: its events from its start up to `end`, a sequence the
+/// log had committed. The chunk is sealed when `end` is the chunk's end.
+#[derive(Clone)]
+struct Chunk {
+    end: i64,
+    frame: Bytes,
 }
 
 impl SealedChunks {
@@ -91,15 +105,14 @@ impl SealedChunks {
     }
 
     /// A read of `resource`'s events after `since` returned `rows` rows:
-    /// its log has reached `since + rows`. Only logs past their first chunk
-    /// are remembered; the rest are answered the ordinary way.
+    /// its log has reached `since + rows`.
     pub fn learn(&self, resource: &ResourceRef, since: i64, rows: u64) {
+        if rows == 0 {
+            return;
+        }
         let reached = since
             .max(0)
             .saturating_add(i64::try_from(rows).unwrap_or(i64::MAX));
-        if rows == 0 || reached < self.chunk_events {
-            return;
-        }
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         match known.get_mut(resource) {
             Some(last) => *last = (*last).max(reached),
@@ -115,26 +128,37 @@ impl SealedChunks {
         known.get(resource).copied()
     }
 
-    fn get(&self, key: &(ResourceRef, i64)) -> Option<Bytes> {
+    fn get(&self, key: &(ResourceRef, i64)) -> Option<Chunk> {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         cache.frames.get(key).cloned()
     }
 
-    /// Keep `frame`, evicting the least recently used frames to make room.
+    /// Where the cached frame of `resource`'s chunk `index` ends, without
+    /// touching its place in the LRU order.
+    fn cached_end(&self, resource: &ResourceRef, index: i64) -> Option<i64> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .frames
+            .peek(&(resource.clone(), index))
+            .map(|chunk| chunk.end)
+    }
+
+    /// Keep `chunk`, evicting the least recently used frames to make room.
     /// A frame larger than an eighth of the cache is not kept: one huge
     /// chunk must not flush everything else.
-    fn put(&self, key: (ResourceRef, i64), frame: Bytes) {
-        if frame.len() > self.capacity / 8 {
+    fn put(&self, key: (ResourceRef, i64), chunk: Chunk) {
+        if chunk.frame.len() > self.capacity / 8 {
             return;
         }
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(old) = cache.frames.insert(key, frame.clone()) {
-            cache.bytes -= old.len();
+        let size = chunk.frame.len();
+        if let Some(old) = cache.frames.insert(key, chunk) {
+            cache.bytes -= old.frame.len();
         }
-        cache.bytes += frame.len();
+        cache.bytes += size;
         while cache.bytes > self.capacity {
             match cache.frames.remove_lru() {
-                Some((_, evicted)) => cache.bytes -= evicted.len(),
+                Some((_, evicted)) => cache.bytes -= evicted.frame.len(),
                 None => break,
             }
         }
@@ -149,27 +173,50 @@ enum Segment {
     Live { since: i64, until: Option<i64> },
     /// The sealed chunk of this index.
     Sealed(i64),
+    /// The chunk of this index from its start up to `end`, a sequence the
+    /// log has committed: the beginning of its last, unfinished chunk.
+    Prefix { index: i64, end: i64 },
 }
 
 /// The segments answering `seq > since` of a log whose last sequence is
-/// `last`, in chunks of `n`; `None` when the range spans no sealed chunk.
-fn plan(since: i64, last: i64, n: i64) -> Option<Vec<Segment>> {
+/// at least `last`, in chunks of `n`, when the cache holds the last chunk's
+/// prefix up to `cached`; `None` when the range spans no sealed chunk and no
+/// prefix (the ordinary read answers).
+fn plan(since: i64, last: i64, n: i64, cached: Option<i64>) -> Option<Vec<Segment>> {
     let since = since.max(0);
     let first = (since + n - 1) / n;
-    let sealed_end = last / n;
-    if first >= sealed_end {
+    // The chunk `last` is in, or the next one when `last` ends a chunk.
+    let open = last / n;
+    if first > open {
         return None;
     }
-    let mut segments = Vec::with_capacity((sealed_end - first + 2) as usize);
+    let start = open * n;
+    // The open chunk's cached prefix is used while the log has grown less
+    // than a quarter of a chunk past it; then it is made again, longer.
+    let prefix_end = (last > start).then(|| match cached {
+        Some(end) if end > start && end.saturating_add((n / 4).max(1)) > last => end,
+        _ => last,
+    });
+    if first == open && prefix_end.is_none() {
+        return None;
+    }
+    let mut segments = Vec::with_capacity((open - first + 3) as usize);
     if since < first * n {
         segments.push(Segment::Live {
             since,
             until: Some(first * n),
         });
     }
-    segments.extend((first..sealed_end).map(Segment::Sealed));
+    segments.extend((first..open).map(Segment::Sealed));
+    let tail_since = match prefix_end {
+        Some(end) => {
+            segments.push(Segment::Prefix { index: open, end });
+            end
+        }
+        None => start,
+    };
     segments.push(Segment::Live {
-        since: sealed_end * n,
+        since: tail_since,
         until: None,
     });
     Some(segments)
@@ -186,7 +233,9 @@ pub fn answer(
     since: i64,
 ) -> Option<Response> {
     let last = sealed.known_last(resource)?;
-    let segments = plan(since, last, sealed.chunk_events)?;
+    let n = sealed.chunk_events;
+    let cached = sealed.cached_end(resource, last / n);
+    let segments = plan(since, last, n, cached)?;
     let (tx, rx) = mpsc::channel(1);
     let (state, sealed, resource) = (state.clone(), sealed.clone(), resource.clone());
     tokio::spawn(async move {
@@ -289,30 +338,7 @@ async fn write(
     // Whether a row was written: the next one needs a comma first.
     let mut any = false;
     for segment in segments {
-        match segment {
-            Segment::Sealed(index) => {
-                let key = (resource.clone(), index);
-                let frame = match sealed.get(&key) {
-                    Some(frame) => {
-                        metrics::counter!("abstore_history_chunks_total", "source" => "cache")
-                            .increment(1);
-                        frame
-                    }
-                    None => {
-                        let listing = events(resource, index * n, Some((index + 1) * n));
-                        let frame = seal(state.store.read(listing).await?).await?;
-                        metrics::counter!("abstore_history_chunks_total", "source" => "database")
-                            .increment(1);
-                        sealed.put(key, frame.clone());
-                        frame
-                    }
-                };
-                if any {
-                    out.send(constant_frame(&COMMA, b",")).await?;
-                }
-                out.send(frame).await?;
-                any = true;
-            }
+        let (index, end) = match segment {
             Segment::Live { since, until } => {
                 let mut rows = state.store.read(events(resource, since, until)).await?;
                 any |= live(&mut rows, any, out).await?;
@@ -320,10 +346,47 @@ async fn write(
                     // The tail shows how far the log has grown since.
                     sealed.learn(resource, since, rows.count().unwrap_or(0));
                 }
+                continue;
             }
+            Segment::Sealed(index) => (index, (index + 1) * n),
+            Segment::Prefix { index, end } => (index, end),
+        };
+        let frame = cached_or_read(state, sealed, resource, index, end).await?;
+        if any {
+            out.send(constant_frame(&COMMA, b",")).await?;
         }
+        out.send(frame).await?;
+        any = true;
     }
     out.send(constant_frame(&CLOSE, b"]")).await
+}
+
+/// The frame of `resource`'s chunk `index` up to `end`: from the cache when
+/// it holds exactly that, else read, compressed and kept.
+async fn cached_or_read(
+    state: &AppState,
+    sealed: &SealedChunks,
+    resource: &ResourceRef,
+    index: i64,
+    end: i64,
+) -> Result<Bytes, Stop> {
+    let key = (resource.clone(), index);
+    if let Some(chunk) = sealed.get(&key).filter(|chunk| chunk.end == end) {
+        metrics::counter!("abstore_history_chunks_total", "source" => "cache").increment(1);
+        return Ok(chunk.frame);
+    }
+    let start = index * sealed.chunk_events;
+    let rows = state.store.read(events(resource, start, Some(end))).await?;
+    let frame = seal(rows, end - start).await?;
+    metrics::counter!("abstore_history_chunks_total", "source" => "database").increment(1);
+    sealed.put(
+        key,
+        Chunk {
+            end,
+            frame: frame.clone(),
+        },
+    );
+    Ok(frame)
 }
 
 fn events(resource: &ResourceRef, since: i64, until: Option<i64>) -> Listing {
@@ -334,14 +397,22 @@ fn events(resource: &ResourceRef, since: i64, until: Option<i64>) -> Listing {
     }
 }
 
-/// A sealed chunk's rows as one zstd frame.
-async fn seal(mut rows: Rows) -> Result<Bytes, Stop> {
+/// A chunk's rows, `expected` of them, as one zstd frame. Fewer rows than
+/// the log was known to hold would mean the store lost committed events
+/// (replaced under a running server): nothing is kept, the answer is cut.
+async fn seal(mut rows: Rows, expected: i64) -> Result<Bytes, Stop> {
     let mut encoder = encoder(SEALED_LEVEL);
     while let Some(step) = rows.next().await {
         match step? {
             Next::Piece(piece) => compress(&mut encoder, &piece)?,
             Next::End(()) => break,
         }
+    }
+    let got = rows.count().unwrap_or(0);
+    if i64::try_from(got).ok() != Some(expected) {
+        return Err(Stop::Failed(StoreError::Corrupt(format!(
+            "a history chunk expected to hold {expected} committed events read {got}"
+        ))));
     }
     Ok(finish(encoder)?)
 }
@@ -412,23 +483,21 @@ mod tests {
     use crate::protocol::ResourceKind;
     use Segment::{Live, Sealed};
 
+    use Segment::Prefix;
+
+    fn tail(since: i64) -> Segment {
+        Live { since, until: None }
+    }
+
     #[test]
     fn a_read_is_a_live_head_sealed_chunks_and_a_live_tail() {
-        // Chunks of 10: 1-10, 11-20, 21-30 sealed at last = 35.
+        // Chunks of 10: 1-10, 11-20, 21-30 sealed at last = 30.
         assert_eq!(
-            plan(0, 35, 10),
-            Some(vec![
-                Sealed(0),
-                Sealed(1),
-                Sealed(2),
-                Live {
-                    since: 30,
-                    until: None
-                }
-            ])
+            plan(0, 30, 10, None),
+            Some(vec![Sealed(0), Sealed(1), Sealed(2), tail(30)])
         );
         assert_eq!(
-            plan(4, 30, 10),
+            plan(4, 30, 10, None),
             Some(vec![
                 Live {
                     since: 4,
@@ -436,40 +505,86 @@ mod tests {
                 },
                 Sealed(1),
                 Sealed(2),
-                Live {
-                    since: 30,
-                    until: None
-                }
+                tail(30)
+            ])
+        );
+        assert_eq!(plan(-7, 10, 10, None), Some(vec![Sealed(0), tail(10)]));
+    }
+
+    #[test]
+    fn the_last_chunk_is_answered_from_its_committed_prefix() {
+        // Last = 35: 31-35 is the open chunk's prefix, made now.
+        assert_eq!(
+            plan(0, 35, 10, None),
+            Some(vec![
+                Sealed(0),
+                Sealed(1),
+                Sealed(2),
+                Prefix { index: 3, end: 35 },
+                tail(35)
+            ])
+        );
+        // A short log: its prefix alone.
+        assert_eq!(
+            plan(0, 7, 10, None),
+            Some(vec![Prefix { index: 0, end: 7 }, tail(7)])
+        );
+        // A cached prefix to 33 serves while the log is less than a
+        // quarter of a chunk (2 events) past it; then it is made again.
+        assert_eq!(
+            plan(0, 34, 10, Some(33)),
+            Some(vec![
+                Sealed(0),
+                Sealed(1),
+                Sealed(2),
+                Prefix { index: 3, end: 33 },
+                tail(33)
             ])
         );
         assert_eq!(
-            plan(-7, 10, 10),
+            plan(20, 35, 10, Some(33)),
+            Some(vec![Sealed(2), Prefix { index: 3, end: 35 }, tail(35)])
+        );
+        // A cached prefix beyond what reads have taught is committed too.
+        assert_eq!(
+            plan(0, 5, 10, Some(8)),
+            Some(vec![Prefix { index: 0, end: 8 }, tail(8)])
+        );
+        // A range starting inside a sealed chunk: its head, then the rest.
+        assert_eq!(
+            plan(25, 35, 10, Some(35)),
             Some(vec![
-                Sealed(0),
                 Live {
-                    since: 10,
-                    until: None
-                }
+                    since: 25,
+                    until: Some(30)
+                },
+                Prefix { index: 3, end: 35 },
+                tail(35)
             ])
         );
     }
 
     #[test]
-    fn a_range_without_a_sealed_chunk_takes_the_ordinary_read() {
-        assert_eq!(plan(0, 9, 10), None);
-        assert_eq!(plan(1, 19, 10), None);
-        assert_eq!(plan(20, 29, 10), None);
-        assert_eq!(plan(35, 35, 10), None);
-        assert_eq!(plan(0, 0, 10), None);
+    fn a_range_without_a_cacheable_chunk_takes_the_ordinary_read() {
+        // Starting inside the open chunk: nothing before its tail is whole.
+        assert_eq!(plan(1, 9, 10, None), None);
+        assert_eq!(plan(21, 29, 10, Some(25)), None);
+        assert_eq!(plan(35, 35, 10, None), None);
+        // An empty log, or a range past a log that ends a chunk.
+        assert_eq!(plan(0, 0, 10, None), None);
+        assert_eq!(plan(20, 20, 10, None), None);
     }
 
     #[test]
-    fn a_log_is_known_once_a_read_shows_it_past_its_first_chunk() {
+    fn a_log_is_known_once_a_read_shows_an_event() {
         let cache = SealedChunks::new(10, 800, Duration::from_secs(1));
         let r = ResourceRef::new(ResourceKind::Build, "b");
-        // Nine rows from the start: the first chunk is not sealed yet.
-        cache.learn(&r, 0, 9);
+        // No read yet, or one that found nothing: nothing known.
         assert_eq!(cache.known_last(&r), None);
+        cache.learn(&r, 0, 0);
+        assert_eq!(cache.known_last(&r), None);
+        cache.learn(&r, 0, 9);
+        assert_eq!(cache.known_last(&r), Some(9));
         // A tail read after 5 that found 7 rows: the log reached 12.
         cache.learn(&r, 5, 7);
         assert_eq!(cache.known_last(&r), Some(12));
@@ -485,13 +600,17 @@ mod tests {
     fn the_cache_keeps_its_bound_by_evicting_the_least_recently_used() {
         let cache = SealedChunks::new(10, 800, Duration::from_secs(1));
         let r = ResourceRef::new(ResourceKind::Build, "b");
+        let chunk = |size| Chunk {
+            end: 10,
+            frame: Bytes::from(vec![0u8; size]),
+        };
         for i in 0..10 {
-            cache.put((r.clone(), i), Bytes::from(vec![0u8; 100]));
+            cache.put((r.clone(), i), chunk(100));
         }
         let held = (0..10).filter(|i| cache.get(&(r.clone(), *i)).is_some());
         assert_eq!(held.collect::<Vec<_>>(), vec![2, 3, 4, 5, 6, 7, 8, 9]);
         // Too large for the cache (over an eighth): sent, never kept.
-        cache.put((r.clone(), 99), Bytes::from(vec![0u8; 101]));
+        cache.put((r.clone(), 99), chunk(101));
         assert!(cache.get(&(r.clone(), 99)).is_none());
     }
 

@@ -4,8 +4,10 @@
 //! chunk boundaries), for build logs and repository journals, from the
 //! database the first time and from the cache after; where a log ends is
 //! learnt from the reads (a log's first read is an ordinary one); logs that
-//! grow seal new chunks; the cache keeps its byte bound; a client that leaves
-//! mid-answer leaves the server serving.
+//! grow seal new chunks; a log shorter than a chunk is answered from its
+//! cached prefix, made again only once it grew a quarter of a chunk; the
+//! cache keeps its byte bound; a client that leaves mid-answer leaves the
+//! server serving.
 
 use std::time::Duration;
 
@@ -186,11 +188,12 @@ async fn sealed_chunks(database: &str) {
 
     // The log grows across boundaries. The server learns it from its reads,
     // never asking the database: the first zstd read after the growth sends
-    // the new events in its live tail (no chunk read), and teaches the next
-    // read to seal chunks 3 and 4 (seq 25-40), once.
+    // the new events in its live tail after the cached prefix 25-30 (no
+    // chunk read), and teaches the next read to seal chunks 3 and 4 (seq
+    // 25-40) and make the open chunk's prefix (41-43), once.
     append(&base, "/builds/grows/events", 13).await;
     let read_before = chunks_read(&c, &metrics).await;
-    for (round, read) in [(1, 0.0), (2, 2.0), (3, 2.0)] {
+    for (round, read) in [(1, 0.0), (2, 3.0), (3, 3.0)] {
         let (status, encoding, body) = get(&format!("{log}?since=0"), "zstd").await;
         assert_eq!((status, encoding.as_deref()), (200, Some("zstd")));
         let events: Vec<Value> = serde_json::from_slice(&body).unwrap();
@@ -255,6 +258,88 @@ async fn sealed_chunks(database: &str) {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     same_answers(&log, 43).await;
+}
+
+/// A log shorter than a chunk (a finished build's whole log, most often):
+/// its second zstd read makes the prefix's frame, later ones copy it and
+/// read only the tail; growth under a quarter of a chunk rides in the live
+/// tail, more makes the prefix again.
+async fn short_logs(database: &str) {
+    let (server, metrics) = server(database, &[]).await;
+    let base = server.url().to_owned();
+    let c = client();
+    build_with_events(&base, "short", 5).await;
+    let log = format!("{base}/builds/short/events?since=0");
+    let cache_hits = || async {
+        let name = "abstore_history_chunks_total{source=\"cache\"}";
+        metric(&c, &metrics, name).await.unwrap_or(0.0)
+    };
+    // A read of `events` events; all but the first (`ordinary`: too short
+    // for the compression layer) come in zstd.
+    let zstd_read = |events: usize, ordinary: bool| {
+        let log = log.clone();
+        async move {
+            let (status, encoding, body) = get(&log, "gzip, deflate, br, zstd").await;
+            assert_eq!(status, 200);
+            assert!(
+                (encoding.as_deref() == Some("zstd")) != ordinary,
+                "{events}: {encoding:?}"
+            );
+            let (_, _, identity) = get(&log, "identity").await;
+            assert!(body == identity, "the zstd answer equals the identity one");
+            let seqs: Vec<i64> = serde_json::from_slice::<Vec<Value>>(&body)
+                .unwrap()
+                .iter()
+                .map(|e| e["seq"].as_i64().unwrap())
+                .collect();
+            assert_eq!(seqs, (1..=events as i64).collect::<Vec<_>>());
+        }
+    };
+    // (reads from the database, cache hits) after each step.
+    let mut seen = Vec::new();
+    zstd_read(5, true).await;
+    seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+    zstd_read(5, false).await;
+    seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+    zstd_read(5, false).await;
+    seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+    // One more event: under a quarter of a chunk (2), so the cached prefix
+    // (1-5) and a live tail of one answer.
+    append(&base, "/builds/short/events", 1).await;
+    zstd_read(6, false).await;
+    zstd_read(6, false).await;
+    seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+    // Two more (8 in all, the whole first chunk): sealed, read once.
+    append(&base, "/builds/short/events", 2).await;
+    zstd_read(8, false).await;
+    zstd_read(8, false).await;
+    zstd_read(8, false).await;
+    seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+    assert_eq!(
+        seen,
+        vec![
+            (0.0, 0.0), // the first read is an ordinary one
+            (1.0, 0.0), // the prefix 1-5 read and kept
+            (1.0, 1.0), // then copied
+            (1.0, 3.0), // 6: prefix + tail, twice
+            (2.0, 5.0), // 8: prefix + tail; then chunk 0 sealed; then copied
+        ]
+    );
+}
+
+#[tokio::test]
+async fn short_logs_are_answered_from_their_prefix_on_a_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    short_logs(&database).await;
+}
+
+#[tokio::test]
+async fn short_logs_are_answered_from_their_prefix_on_postgres() {
+    with_pg("shortlogs", |database| async move {
+        short_logs(&database).await;
+    })
+    .await;
 }
 
 #[tokio::test]
