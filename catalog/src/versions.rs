@@ -46,10 +46,6 @@ pub const EMBEDDED_DOCUMENTS: &[(&str, &str)] = &[
         "0.9.0/repository.json",
         include_str!("../catalogs/0.9.0/repository.json"),
     ),
-    (
-        "0.9.0/session.json",
-        include_str!("../catalogs/0.9.0/session.json"),
-    ),
 ];
 
 /// Members the index's top level may have.

@@ -337,7 +337,7 @@ fn session_ops(id: &str) -> Vec<Op> {
             "POST",
             format!("{p}/events"),
             Some(
-                json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {"id": "m_1", "text": "t"}}),
+                json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {"text": "t"}}),
             ),
             0,
         ),
