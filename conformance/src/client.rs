@@ -54,6 +54,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The catalog set the server serves this context's identity, whose
+    /// catalog fixtures its checks send ([`crate::fixtures::catalog_set`]).
+    pub fn catalog_set(&self) -> String {
+        crate::fixtures::catalog_set(&self.autobuild_version, &self.protocol_version)
+    }
+
     pub fn new(base: &str, autobuild_version: &str) -> anyhow::Result<Ctx> {
         Ctx::with_tls(base, autobuild_version, &Tls::default())
     }
