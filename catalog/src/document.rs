@@ -228,7 +228,6 @@ impl Catalog {
             let input = RuleInput {
                 event_type,
                 actor_kind: kind,
-                actor,
                 target,
                 at: &bound.at,
             };

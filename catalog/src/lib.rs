@@ -16,10 +16,11 @@
 //! schema pass and no allocation beyond what the schema engine needs.
 //!
 //! Catalogs are versioned with Autobuild: `catalog/catalogs/versions.json`
-//! names, for every Autobuild version the server knows, the document each
-//! family uses, so versions share the documents that did not change
+//! names catalog sets, one per Autobuild release, each naming the document
+//! every family uses (so sets share the documents that did not change), and
+//! the client identities (version/protocol pairs) each set is served to
 //! ([`VersionedCatalogs`], [`Catalogs::embedded_for`]). A shared document is
-//! compiled once and its compiled form shared between versions.
+//! compiled once and its compiled form shared between sets.
 //!
 //! # Layout
 //! - `actor`: the seven actor variants and the `via` rule, in code (they are
@@ -28,7 +29,7 @@
 //! - `detail`: turning a schema failure into a deterministic, path-naming message.
 //! - `rules`: the fixed set of named cross-field rules a document may cite.
 //! - `error`: [`EventValidationError`] and [`CatalogError`].
-//! - `versions`: the version index (`versions.json`) and [`VersionedCatalogs`].
+//! - `versions`: the catalog index (`versions.json`) and [`VersionedCatalogs`].
 
 mod actor;
 mod detail;
@@ -122,27 +123,27 @@ pub struct Catalogs {
 }
 
 impl Catalogs {
-    /// The default catalogs embedded in the binary: the set of the default
-    /// Autobuild version named by `catalog/catalogs/versions.json` (0.8.0, the
-    /// version the server serves today). Call this once at startup and share
-    /// the result.
+    /// The default catalogs embedded in the binary: the default catalog set
+    /// named by `catalog/catalogs/versions.json` (0.8.0's, what a server
+    /// serves by default). Call this once at startup and share the result.
     pub fn embedded() -> Result<Catalogs, CatalogError> {
-        Catalogs::embedded_for(versions::embedded_default_version())
+        Catalogs::embedded_for(versions::embedded_default_set())
     }
 
-    /// The embedded catalogs of one Autobuild version (the client's
-    /// `X-Autobuild-Version`, exactly as sent), e.g. `"0.8.0"`. A version the
-    /// index does not name is [`CatalogError::UnknownVersion`]. Compiles only
-    /// that version's three documents; to hold every version at once, with
-    /// shared documents compiled once, use [`VersionedCatalogs::embedded`].
-    pub fn embedded_for(version: &str) -> Result<Catalogs, CatalogError> {
-        versions::embedded_catalogs_for(version)
+    /// One embedded catalog set, named after the Autobuild release whose
+    /// catalogs it holds, e.g. `"0.9.0"` (which client identities are served
+    /// it is the index's business: [`VersionedCatalogs::set_of`]). A name the
+    /// index does not have is [`CatalogError::UnknownVersion`]. Compiles only
+    /// that set's three documents; to hold every set at once, with shared
+    /// documents compiled once, use [`VersionedCatalogs::embedded`].
+    pub fn embedded_for(set: &str) -> Result<Catalogs, CatalogError> {
+        versions::embedded_catalogs_for(set)
     }
 
-    /// The Autobuild versions that have embedded catalogs, in index order
-    /// (oldest first).
-    pub fn embedded_versions() -> Vec<&'static str> {
-        versions::embedded_versions()
+    /// The names of the embedded catalog sets, in index order (oldest
+    /// first).
+    pub fn embedded_sets() -> Vec<&'static str> {
+        versions::embedded_sets()
     }
 
     /// Load `build.json`, `repository.json` and `session.json` from a directory

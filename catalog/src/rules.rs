@@ -27,7 +27,6 @@ pub(crate) enum RuleFailure {
 pub(crate) struct RuleInput<'a> {
     pub(crate) event_type: &'a str,
     pub(crate) actor_kind: ActorKind,
-    pub(crate) actor: &'a Value,
     /// The value at the binding's pointer.
     pub(crate) target: &'a Value,
     /// The binding's pointer (`""` for the payload root), for messages.
@@ -70,13 +69,10 @@ pub(crate) enum Rule {
     AttachmentFilename,
     /// A hosted PR attachment URL is an `https://` URL.
     HttpsUrl,
-    /// Provisional, session catalog: `session.created`'s `operator` is the
-    /// creating human actor's trimmed, non-blank `user`.
-    OperatorIsActor,
 }
 
 impl Rule {
-    pub(crate) const ALL: [Rule; 11] = [
+    pub(crate) const ALL: [Rule; 10] = [
         Rule::EscalationPolicyCause,
         Rule::DispatcherAnswersRetry,
         Rule::OrderedProviderAttempts,
@@ -87,7 +83,6 @@ impl Rule {
         Rule::PublicationHeadNonblank,
         Rule::AttachmentFilename,
         Rule::HttpsUrl,
-        Rule::OperatorIsActor,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -102,7 +97,6 @@ impl Rule {
             Rule::PublicationHeadNonblank => "publication-head-nonblank",
             Rule::AttachmentFilename => "attachment-filename",
             Rule::HttpsUrl => "https-url",
-            Rule::OperatorIsActor => "operator-is-actor",
         }
     }
 
@@ -130,7 +124,6 @@ impl Rule {
             }
             Rule::AttachmentFilename => attachment_filename(input),
             Rule::HttpsUrl => https_url(input),
-            Rule::OperatorIsActor => operator_is_actor(input),
         }
     }
 }
@@ -344,56 +337,22 @@ fn looks_like_absolute_url(url: &str) -> bool {
     scheme_ok && !host.is_empty() && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
-fn operator_is_actor(input: &RuleInput<'_>) -> Result<(), RuleFailure> {
-    let Some(operator) = input.target.get("operator").and_then(Value::as_str) else {
-        return Ok(());
-    };
-    if js_trim(operator).is_empty() || js_trim(operator) != operator {
-        return Err(RuleFailure::Detail(format!(
-            "{}: operator must be a trimmed, non-blank identity",
-            input.path("/operator")
-        )));
-    }
-    let user = input.actor.get("user").and_then(Value::as_str);
-    if user != Some(operator) {
-        let shown = user.map_or_else(
-            || "no user".to_owned(),
-            |user| Value::from(user).to_string(),
-        );
-        return Err(RuleFailure::Detail(format!(
-            "{}: operator must be the creating human actor's user ({shown})",
-            input.path("/operator")
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    const KERNEL: &str = r#"{"kind":"kernel"}"#;
-
-    fn run(
-        rule: Rule,
-        kind: ActorKind,
-        actor: &Value,
-        target: &Value,
-        at: &str,
-    ) -> Result<(), RuleFailure> {
+    fn run(rule: Rule, kind: ActorKind, target: &Value, at: &str) -> Result<(), RuleFailure> {
         rule.check(&RuleInput {
             event_type: "test.event",
             actor_kind: kind,
-            actor,
             target,
             at,
         })
     }
 
     fn kernel_run(rule: Rule, target: Value, at: &str) -> Result<(), RuleFailure> {
-        let actor: Value = serde_json::from_str(KERNEL).expect("actor literal");
-        run(rule, ActorKind::Kernel, &actor, &target, at)
+        run(rule, ActorKind::Kernel, &target, at)
     }
 
     fn detail(result: Result<(), RuleFailure>) -> String {
@@ -441,33 +400,20 @@ mod tests {
     #[test]
     fn dispatcher_answers_retry_only() {
         let rule = Rule::DispatcherAnswersRetry;
-        let dispatcher = json!({"kind": "dispatcher"});
-        let human = json!({"kind": "human", "user": "a"});
         assert!(
             run(
                 rule,
                 ActorKind::Dispatcher,
-                &dispatcher,
                 &json!({"resolution": "retry"}),
                 ""
             )
             .is_ok()
         );
-        assert!(
-            run(
-                rule,
-                ActorKind::Human,
-                &human,
-                &json!({"resolution": "abort"}),
-                ""
-            )
-            .is_ok()
-        );
+        assert!(run(rule, ActorKind::Human, &json!({"resolution": "abort"}), "").is_ok());
         assert_eq!(
             run(
                 rule,
                 ActorKind::Dispatcher,
-                &dispatcher,
                 &json!({"resolution": "abort"}),
                 ""
             ),
@@ -637,42 +583,6 @@ mod tests {
         assert_eq!(
             detail(kernel_run(rule, json!("https://"), "/asset/url")),
             "/asset/url: expected a valid URL"
-        );
-    }
-
-    #[test]
-    fn operator_is_the_creating_actor() {
-        let rule = Rule::OperatorIsActor;
-        let alice = json!({"kind": "human", "user": "alice"});
-        assert!(
-            run(
-                rule,
-                ActorKind::Human,
-                &alice,
-                &json!({"operator": "alice"}),
-                ""
-            )
-            .is_ok()
-        );
-        assert_eq!(
-            detail(run(
-                rule,
-                ActorKind::Human,
-                &alice,
-                &json!({"operator": "bob"}),
-                ""
-            )),
-            r#"/operator: operator must be the creating human actor's user ("alice")"#
-        );
-        assert_eq!(
-            detail(run(
-                rule,
-                ActorKind::Human,
-                &alice,
-                &json!({"operator": " alice"}),
-                ""
-            )),
-            "/operator: operator must be a trimmed, non-blank identity"
         );
     }
 }

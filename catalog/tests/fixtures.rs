@@ -1,5 +1,6 @@
-//! Walks the catalog fixtures through the embedded catalogs of every
-//! Autobuild version. `valid-*.json` must be accepted; `invalid-*.json` must
+//! Walks the catalog fixtures through every embedded catalog set (one per
+//! Autobuild release; `versions.json` says which client identities each
+//! serves). `valid-*.json` must be accepted; `invalid-*.json` must
 //! be rejected with a message containing its `expect` fragment. A valid
 //! fixture's validated (normalised) payload must equal its `normalized`
 //! member, or the payload as sent when it has none. Every catalog type of
@@ -7,11 +8,11 @@
 //! (`_any/` holds cross-cutting cases: unknown types, actor rules).
 //!
 //! Layout (`docs/catalog.md`, "Fixtures and tests"):
-//! - `fixtures/catalog/<family>/<type>/` — the default version's fixtures
-//!   (the ones the conformance runner and the drift check read);
-//! - `fixtures/catalog/<version>/` — another version's: its own
+//! - `fixtures/catalog/<family>/<type>/` — the default set's fixtures
+//!   (the ones the drift check reads);
+//! - `fixtures/catalog/<set>/` — another set's: its own
 //!   `<family>/<type>/` fixtures, plus `inherit.json` naming the families whose
-//!   default-version fixtures still hold for it and the ones that do not
+//!   default-set fixtures still hold for it and the ones that do not
 //!   (`exclude`, each with its reason). A version's own fixture replaces an
 //!   inherited one with the same `<family>/<type>/<name>`.
 
@@ -192,13 +193,13 @@ fn check_version(version: &str, default_version: &str) -> (usize, Vec<String>) {
 }
 
 #[test]
-fn every_fixture_has_the_expected_outcome_in_every_version() {
+fn every_fixture_has_the_expected_outcome_in_every_set() {
     let default_version = abstore_catalog::VersionedCatalogs::embedded()
         .expect("embedded catalogs compile")
-        .default_version()
+        .default_set()
         .to_owned();
     let mut failures = Vec::new();
-    for version in Catalogs::embedded_versions() {
+    for version in Catalogs::embedded_sets() {
         let (checked, version_failures) = check_version(version, &default_version);
         assert!(
             checked > 0,
@@ -216,8 +217,8 @@ fn every_fixture_has_the_expected_outcome_in_every_version() {
 }
 
 #[test]
-fn every_version_directory_is_a_known_version() {
-    let versions = Catalogs::embedded_versions();
+fn every_set_directory_is_a_known_set() {
+    let versions = Catalogs::embedded_sets();
     for entry in sorted_entries(&fixtures_root()) {
         let name = entry
             .file_name()
@@ -229,7 +230,7 @@ fn every_version_directory_is_a_known_version() {
         }
         assert!(
             versions.contains(&name.as_str()),
-            "fixtures/catalog/{name} is neither a family nor a catalog version ({versions:?})"
+            "fixtures/catalog/{name} is neither a family nor a catalog set ({versions:?})"
         );
     }
 }

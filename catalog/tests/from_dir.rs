@@ -63,13 +63,20 @@ fn shipped_documents_load_from_disk_like_the_embedded_ones() {
     assert_eq!(embedded.event_types(Family::Build).len(), 54);
     assert_eq!(embedded.event_types(Family::Repository).len(), 33);
     assert_eq!(embedded.event_types(Family::Session).len(), 11);
+    // Nothing the default set serves is provisional any more (the session
+    // catalog is Autobuild's public one); 0.9.0's inferred sandbox types are.
     assert_eq!(
         embedded.is_provisional(Family::Session, "turn.started"),
-        Some(true)
+        Some(false)
     );
     assert_eq!(
         embedded.is_provisional(Family::Build, "plan.completed"),
         Some(false)
+    );
+    let next = Catalogs::embedded_for("0.9.0").expect("0.9.0 catalogs load");
+    assert_eq!(
+        next.is_provisional(Family::Repository, "orchestrator.sandbox.stopped"),
+        Some(true)
     );
 }
 

@@ -1,7 +1,8 @@
-//! The versioned catalogs (`catalog/catalogs/versions.json`): every version's
-//! documents load, embedded and from disk alike; the embedded table is exactly
-//! the directory; and a document two versions name is one compiled document,
-//! shared, while different documents are not.
+//! The catalog index (`catalog/catalogs/versions.json`): every catalog set's
+//! documents load, embedded and from disk alike; every identity is served its
+//! set; the embedded table is exactly the directory; a document two sets name
+//! is one compiled document, shared, while different documents are not; and
+//! an index in the older `versions` format still loads.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,11 +19,12 @@ fn index() -> Value {
     serde_json::from_str(&text).expect("index is JSON")
 }
 
-/// The document path the shipped index names for `version` and `family`.
-fn indexed_path(index: &Value, version: &str, family: Family) -> String {
-    index["versions"][version][family.as_str()]
+/// The document path the shipped index names for catalog set `set` and
+/// `family`.
+fn indexed_path(index: &Value, set: &str, family: Family) -> String {
+    index["catalogs"][set][family.as_str()]
         .as_str()
-        .unwrap_or_else(|| panic!("{version} names a {family} document"))
+        .unwrap_or_else(|| panic!("{set} names a {family} document"))
         .to_owned()
 }
 
@@ -44,26 +46,51 @@ fn documents_on_disk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
 }
 
 #[test]
-fn every_version_loads_with_its_event_types() {
+fn every_set_loads_with_its_event_types() {
     // Counts per family, as docs/catalog.md states them.
     let expected = [("0.8.0", [54, 33, 11]), ("0.9.0", [62, 44, 11])];
     assert_eq!(
-        Catalogs::embedded_versions(),
+        Catalogs::embedded_sets(),
         expected.iter().map(|(v, _)| *v).collect::<Vec<_>>()
     );
-    let all = VersionedCatalogs::embedded().expect("every embedded version compiles");
-    for (version, counts) in expected {
-        let alone = Catalogs::embedded_for(version).expect("compiles");
-        let shared = all.get(version).expect("version present");
+    let all = VersionedCatalogs::embedded().expect("every embedded set compiles");
+    for (set, counts) in expected {
+        let alone = Catalogs::embedded_for(set).expect("compiles");
+        let shared = all.set(set).expect("set present");
         for (family, count) in Family::ALL.into_iter().zip(counts) {
-            assert_eq!(alone.event_types(family).len(), count, "{version} {family}");
+            assert_eq!(alone.event_types(family).len(), count, "{set} {family}");
             assert_eq!(alone.event_types(family), shared.event_types(family));
         }
     }
-    assert_eq!(all.protocol("0.8.0"), Some("2"));
-    assert_eq!(all.protocol("0.9.0"), Some("3"));
-    assert_eq!(all.default_version(), "0.8.0");
-    assert_eq!(all.versions().collect::<Vec<_>>(), ["0.8.0", "0.9.0"]);
+    assert_eq!(all.default_set(), "0.8.0");
+    assert_eq!(all.sets().collect::<Vec<_>>(), ["0.8.0", "0.9.0"]);
+}
+
+/// Identities are pairs: a client built from main before the 0.9.0 release
+/// sends 0.8.0 with protocol 3 and is served the 0.9.0 set, the very same
+/// compiled set as 0.9.0/3.
+#[test]
+fn every_identity_is_served_its_set() {
+    let all = VersionedCatalogs::embedded().expect("compiles");
+    assert_eq!(
+        all.identities().collect::<Vec<_>>(),
+        [("0.8.0", "2"), ("0.8.0", "3"), ("0.9.0", "3")]
+    );
+    for ((version, protocol), set) in [
+        (("0.8.0", "2"), "0.8.0"),
+        (("0.8.0", "3"), "0.9.0"),
+        (("0.9.0", "3"), "0.9.0"),
+    ] {
+        assert_eq!(all.set_of(version, protocol), Some(set));
+        let served = all.for_identity(version, protocol).expect("served");
+        for family in Family::ALL {
+            assert!(served.shares_document(all.set(set).unwrap(), family));
+        }
+    }
+    for (version, protocol) in [("0.9.0", "2"), ("0.7.0", "2"), ("0.8.0", ""), ("", "2")] {
+        assert!(all.for_identity(version, protocol).is_none());
+        assert_eq!(all.set_of(version, protocol), None);
+    }
 }
 
 #[test]
@@ -76,7 +103,7 @@ fn the_default_is_what_embedded_has_always_served() {
     }
     assert_eq!(default.document(Family::Build), "embedded build.json");
     // `from_dir` keeps reading DIR/build.json etc.: the shipped directory is
-    // still a `--catalog` directory for the default version.
+    // still a `--catalog` directory for the default set.
     let from_disk = Catalogs::from_dir(&shipped_dir()).expect("loads");
     for family in Family::ALL {
         assert_eq!(default.event_types(family), from_disk.event_types(family));
@@ -84,7 +111,7 @@ fn the_default_is_what_embedded_has_always_served() {
 }
 
 #[test]
-fn an_unknown_version_names_the_known_ones() {
+fn an_unknown_set_names_the_known_ones() {
     let error = Catalogs::embedded_for("0.7.0").expect_err("no 0.7.0 catalogs");
     assert!(matches!(error, CatalogError::UnknownVersion { .. }));
     assert_eq!(
@@ -92,9 +119,8 @@ fn an_unknown_version_names_the_known_ones() {
         r#"no event catalogs for Autobuild version "0.7.0" (known versions: 0.8.0, 0.9.0)"#
     );
     let all = VersionedCatalogs::embedded().expect("compiles");
-    assert!(all.get("0.7.0").is_none());
-    assert!(all.get("").is_none());
-    assert_eq!(all.protocol("0.7.0"), None);
+    assert!(all.set("0.7.0").is_none());
+    assert!(all.set("").is_none());
 }
 
 #[test]
@@ -110,32 +136,32 @@ fn the_embedded_table_is_exactly_the_directory() {
         let disk = std::fs::read_to_string(shipped_dir().join(name)).expect("readable");
         assert_eq!(&disk, text, "{name}");
     }
-    // Every document belongs to some version: no orphans.
+    // Every document belongs to some set: no orphans.
     let index = index();
-    let named: BTreeSet<String> = index["versions"]
+    let named: BTreeSet<String> = index["catalogs"]
         .as_object()
-        .expect("versions")
+        .expect("catalogs")
         .keys()
-        .flat_map(|version| {
+        .flat_map(|set| {
             let index = &index;
             Family::ALL
                 .into_iter()
-                .map(move |family| indexed_path(index, version, family))
+                .map(move |family| indexed_path(index, set, family))
         })
         .collect();
-    assert_eq!(named, embedded, "documents no version names");
+    assert_eq!(named, embedded, "documents no set names");
 }
 
 #[test]
 fn documents_named_twice_are_compiled_once_and_shared() {
     let index = index();
     let all = VersionedCatalogs::embedded().expect("compiles");
-    let versions: Vec<&str> = all.versions().collect();
-    for a in &versions {
-        for b in &versions {
+    let sets: Vec<&str> = all.sets().collect();
+    for a in &sets {
+        for b in &sets {
             for family in Family::ALL {
                 let same_path = indexed_path(&index, a, family) == indexed_path(&index, b, family);
-                let (ca, cb) = (all.get(a).unwrap(), all.get(b).unwrap());
+                let (ca, cb) = (all.set(a).unwrap(), all.set(b).unwrap());
                 assert_eq!(
                     ca.shares_document(cb, family),
                     same_path,
@@ -145,13 +171,19 @@ fn documents_named_twice_are_compiled_once_and_shared() {
             }
         }
     }
-    // Loading one version alone compiles its own copy: equal, not shared.
+    // The session document is one for both sets (decision 22).
+    assert!(
+        all.set("0.8.0")
+            .unwrap()
+            .shares_document(all.set("0.9.0").unwrap(), Family::Session)
+    );
+    // Loading one set alone compiles its own copy: equal, not shared.
     let alone = Catalogs::embedded_for("0.8.0").expect("compiles");
-    assert!(!alone.shares_document(all.get("0.8.0").unwrap(), Family::Build));
+    assert!(!alone.shares_document(all.set("0.8.0").unwrap(), Family::Build));
 }
 
-/// A directory with two versions, the second naming the first's session and
-/// repository documents and its own build document.
+/// A directory with two catalog sets, the second naming the first's session
+/// and repository documents and its own build document.
 fn shared_dir(test: &str, index: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("abstore-versions-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -174,6 +206,17 @@ fn shared_dir(test: &str, index: &str) -> PathBuf {
 
 const SHARED_INDEX: &str = r#"{
   "default": "1.0.0",
+  "catalogs": {
+    "1.0.0": {"build": "build.json", "repository": "repository.json", "session": "session.json"},
+    "1.1.0": {"build": "next/build.json", "repository": "repository.json", "session": "session.json"}
+  },
+  "identities": {"1.0.0/2": "1.0.0", "1.0.0/3": "1.1.0", "1.1.0/3": "1.1.0"}
+}"#;
+
+/// The same directory in the format before identities: one protocol per
+/// version.
+const OLDER_INDEX: &str = r#"{
+  "default": "1.0.0",
   "versions": {
     "1.0.0": {"protocol": "2", "build": "build.json", "repository": "repository.json", "session": "session.json"},
     "1.1.0": {"protocol": "3", "build": "next/build.json", "repository": "repository.json", "session": "session.json"}
@@ -186,15 +229,43 @@ fn a_directory_index_shares_unchanged_documents() {
     let loaded = VersionedCatalogs::from_dir(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     let all = loaded.expect("the directory loads");
-    let (old, new) = (all.get("1.0.0").unwrap(), all.get("1.1.0").unwrap());
+    let (old, new) = (all.set("1.0.0").unwrap(), all.set("1.1.0").unwrap());
     assert!(!old.shares_document(new, Family::Build));
     assert!(old.shares_document(new, Family::Repository));
     assert!(old.shares_document(new, Family::Session));
     assert_eq!(old.event_types(Family::Build).len(), 54);
     assert_eq!(new.event_types(Family::Build).len(), 62);
-    assert_eq!(all.default_version(), "1.0.0");
+    assert_eq!(all.default_set(), "1.0.0");
     assert_eq!(all.default_catalogs().event_types(Family::Build).len(), 54);
     assert!(new.document(Family::Build).ends_with("next/build.json"));
+    let main = all.for_identity("1.0.0", "3").expect("1.0.0/3 is named");
+    assert!(main.shares_document(new, Family::Build));
+}
+
+#[test]
+fn a_directory_in_the_older_format_still_loads() {
+    let dir = shared_dir("older", OLDER_INDEX);
+    let loaded = VersionedCatalogs::from_dir(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let all = loaded.expect("the older format loads");
+    assert_eq!(
+        all.identities().collect::<Vec<_>>(),
+        [("1.0.0", "2"), ("1.1.0", "3")]
+    );
+    assert_eq!(all.set_of("1.1.0", "3"), Some("1.1.0"));
+    assert!(all.for_identity("1.0.0", "3").is_none());
+    assert_eq!(
+        all.for_identity("1.1.0", "3")
+            .unwrap()
+            .event_types(Family::Build)
+            .len(),
+        62
+    );
+    assert!(
+        all.set("1.0.0")
+            .unwrap()
+            .shares_document(all.set("1.1.0").unwrap(), Family::Session)
+    );
 }
 
 #[test]
@@ -202,14 +273,18 @@ fn the_shipped_directory_loads_like_the_embedded_versions() {
     let from_disk = VersionedCatalogs::from_dir(&shipped_dir()).expect("loads");
     let embedded = VersionedCatalogs::embedded().expect("compiles");
     assert_eq!(
-        from_disk.versions().collect::<Vec<_>>(),
-        embedded.versions().collect::<Vec<_>>()
+        from_disk.sets().collect::<Vec<_>>(),
+        embedded.sets().collect::<Vec<_>>()
     );
-    for version in embedded.versions() {
+    assert_eq!(
+        from_disk.identities().collect::<Vec<_>>(),
+        embedded.identities().collect::<Vec<_>>()
+    );
+    for set in embedded.sets() {
         for family in Family::ALL {
             assert_eq!(
-                from_disk.get(version).unwrap().event_types(family),
-                embedded.get(version).unwrap().event_types(family)
+                from_disk.set(set).unwrap().event_types(family),
+                embedded.set(set).unwrap().event_types(family)
             );
         }
     }
@@ -231,12 +306,12 @@ fn a_broken_index_or_missing_document_stops_loading() {
         SHARED_INDEX.replace("\"default\": \"1.0.0\"", "\"default\": \"2.0.0\""),
     )
     .unwrap();
-    let error = VersionedCatalogs::from_dir(&dir).expect_err("the default names no version");
+    let error = VersionedCatalogs::from_dir(&dir).expect_err("the default names no set");
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         error
             .to_string()
-            .ends_with(r#"versions.json: "default" names "2.0.0", which is not in "versions""#),
+            .ends_with(r#"versions.json: "default" names "2.0.0", which is not a catalog set"#),
         "{error}"
     );
 }
@@ -247,9 +322,9 @@ fn a_document_under_the_wrong_family_is_refused() {
         "family",
         &SHARED_INDEX.replace(
             r#""session": "session.json"}
-  }"#,
+  },"#,
             r#""session": "repository.json"}
-  }"#,
+  },"#,
         ),
     );
     let error =

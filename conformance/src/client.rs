@@ -54,6 +54,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The catalog set the server serves this context's identity, whose
+    /// catalog fixtures its checks send ([`crate::fixtures::catalog_set`]).
+    pub fn catalog_set(&self) -> String {
+        crate::fixtures::catalog_set(&self.autobuild_version, &self.protocol_version)
+    }
+
     pub fn new(base: &str, autobuild_version: &str) -> anyhow::Result<Ctx> {
         Ctx::with_tls(base, autobuild_version, &Tls::default())
     }
@@ -457,31 +463,25 @@ impl Res {
         match self {
             Res::Build => crate::fixtures::build_event("pauseRequested"),
             Res::Repo => crate::fixtures::repo_event("intakeSet"),
-            Res::Session => crate::fixtures::session_event("messageAgent"),
+            Res::Session => crate::fixtures::session_event("turnStarted"),
         }
     }
 
     /// A valid event write whose payload refers to the placeholder
-    /// `{kind, rev}` given (`artifact`; a session message's `artifacts`).
+    /// `{kind, rev}` given: a build's or repository's `artifact`; on a
+    /// session, inside an approval request's free-form `input` (the public
+    /// session catalog has no artifact reference, so nothing there rejects
+    /// an unsubstituted placeholder).
     pub fn ref_event(self, artifact: Value) -> Value {
-        let (mut e, key, artifact) = match self {
-            Res::Build => (
-                crate::fixtures::build_event("planCompleted"),
-                "artifact",
-                artifact,
-            ),
-            Res::Repo => (
-                crate::fixtures::repo_event("proposalsSubmitted"),
-                "artifact",
-                artifact,
-            ),
-            Res::Session => (
-                crate::fixtures::session_event("messageHuman"),
-                "artifacts",
-                Value::Array(vec![artifact]),
-            ),
+        let mut e = match self {
+            Res::Build => crate::fixtures::build_event("planCompleted"),
+            Res::Repo => crate::fixtures::repo_event("proposalsSubmitted"),
+            Res::Session => crate::fixtures::session_event("approvalRequested"),
         };
-        e["payload"][key] = artifact;
+        match self {
+            Res::Build | Res::Repo => e["payload"]["artifact"] = artifact,
+            Res::Session => e["payload"]["input"]["artifacts"] = Value::Array(vec![artifact]),
+        }
         e
     }
 

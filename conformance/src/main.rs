@@ -4,6 +4,7 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use abstore_conformance::fixtures::{catalog_fixtures_of, catalog_set, names_identity};
 use abstore_conformance::runner::check_credentials;
 use abstore_conformance::{
     Ctx, authenticate, checks_for, every_check, is_abstore_specific, run_checks,
@@ -24,9 +25,10 @@ struct Args {
     /// The client identity every check sends (`X-Autobuild-Version` /
     /// `X-Autobuild-Protocol-Version`) and expects from `/health`, e.g.
     /// `0.8.0/2` (the default). The protocol selects the checks (a
-    /// protocol-3 identity adds the `p3.*` checks); the shipped checks' event
-    /// fixtures are Autobuild 0.8.0's, so those whose types changed fail
-    /// under another version's catalogs.
+    /// protocol-3 identity adds the `p3.*` checks), and the identity the
+    /// catalog fixtures: those of the catalog set abstore's index serves it
+    /// (`0.8.0/3` and `0.9.0/3`: the 0.9.0 catalogs; an identity the index
+    /// does not name: the default set's).
     #[arg(long, value_name = "VERSION/PROTOCOL", conflicts_with = "autobuild_version", value_parser = parse_client)]
     client: Option<(String, String)>,
     /// Run only checks whose id contains this substring.
@@ -48,9 +50,10 @@ struct Args {
     /// that mint tokens then skip).
     #[arg(long, env = "ABSTORE_CONFORMANCE_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Read the catalog fixtures (`build/<type>/*.json`, `repository/<type>/*.json`)
-    /// from this directory instead of the copy embedded at build time from
-    /// the workspace's `fixtures/catalog`.
+    /// Read the catalog fixtures from this directory, laid out like the
+    /// workspace's `fixtures/catalog` (`<family>/<type>/*.json`, and
+    /// `<set>/inherit.json` with `<set>/<family>/…` for another catalog set),
+    /// instead of the copy embedded at build time.
     #[arg(long)]
     catalog_fixtures: Option<std::path::PathBuf>,
     /// Run only what the protocol requires: skip the `abstore.*` checks,
@@ -134,8 +137,20 @@ async fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    // The checks of the protocol this run speaks (and of earlier ones).
-    let (checks, abstore_only): (Vec<_>, Vec<_>) = checks_for(&ctx.protocol_version)
+    // The checks of the protocol this run speaks (and of earlier ones), with
+    // the catalog fixtures of the catalogs the server serves its identity.
+    let set = catalog_set(&version, &ctx.protocol_version);
+    if let Err(e) = catalog_fixtures_of(&set) {
+        eprintln!("catalog fixtures of set {set}: {e}");
+        return ExitCode::from(2);
+    }
+    if !names_identity(&version, &ctx.protocol_version) {
+        println!(
+            "note: abstore's catalog index does not name {version}/{}; sending the default catalog set's fixtures ({set})",
+            ctx.protocol_version
+        );
+    }
+    let (checks, abstore_only): (Vec<_>, Vec<_>) = checks_for(&version, &ctx.protocol_version)
         .into_iter()
         .partition(|c| !(args.strict_spec && is_abstore_specific(&c.id)));
     for c in abstore_only

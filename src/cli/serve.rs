@@ -69,7 +69,8 @@ pub struct ServeArgs {
     /// Accept clients of this Autobuild version and protocol, e.g. `0.9.0/3`;
     /// repeat for several (the variable is comma separated). Each is served
     /// its own event catalogs and protocol; the first is what `/health`
-    /// reports. Default: 0.8.0/2.
+    /// reports. The embedded catalogs serve 0.8.0/2, 0.8.0/3 (a client built
+    /// from Autobuild's main branch) and 0.9.0/3. Default: 0.8.0/2.
     #[arg(
         long = "accept-client",
         env = "ABSTORE_ACCEPT_CLIENTS",

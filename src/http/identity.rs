@@ -101,13 +101,13 @@ impl Clients {
     /// with their catalogs, or the startup error explaining what is wrong.
     ///
     /// - Neither flag: `0.8.0/2` with the default catalogs (unchanged).
-    /// - `--autobuild-version V` alone: `V/2`, as before: the embedded
-    ///   catalogs of the pair `(V, 2)` when `versions.json` has it, else the
+    /// - `--autobuild-version V` alone: `V/2`, as before: the catalogs the
+    ///   index names for the identity `V/2` when it has one, else the
     ///   default set (today's behaviour for any version).
-    /// - `--accept-client V/P`: every pair needs catalogs for exactly
-    ///   `(V, P)` in `versions.json` (embedded, or `--catalog DIR` laid out
-    ///   like `catalog/catalogs/`), or a flat `--catalog DIR` for a single
-    ///   identity.
+    /// - `--accept-client V/P`: every pair must be an identity of
+    ///   `versions.json` (embedded, or `--catalog DIR` laid out like
+    ///   `catalog/catalogs/`), which names its catalog set, or a flat
+    ///   `--catalog DIR` serves a single identity.
     /// - Both flags: refused; `--autobuild-version V` is `--accept-client V/2`.
     pub fn resolve(
         accept: &[ClientIdentity],
@@ -138,7 +138,7 @@ impl Clients {
             {
                 anyhow::bail!(
                     "--catalog {} holds one catalog set (no versions.json), but {} client identities are accepted ({}): \
-                     give a directory laid out like catalog/catalogs/ whose versions.json names each version, \
+                     give a directory laid out like catalog/catalogs/ whose versions.json names each identity, \
                      or accept one identity",
                     dir.display(),
                     accept.len(),
@@ -241,23 +241,22 @@ impl CatalogSource {
         })
     }
 
-    /// `--autobuild-version V` (or nothing): the pair `(V, 2)` when the index
-    /// has it, else the index's default set; a flat directory's set.
+    /// `--autobuild-version V` (or nothing): the identity `V/2`'s set when
+    /// the index has one, else the index's default set; a flat directory's
+    /// set.
     fn legacy(&self, version: &str) -> Arc<Catalogs> {
         match self {
             CatalogSource::Flat(_, catalogs) => catalogs.clone(),
             CatalogSource::Embedded(index) | CatalogSource::Versioned(_, index) => {
-                let catalogs = match index.protocol(version) {
-                    Some(p) if p == DEFAULT_PROTOCOL.to_string() => index.get(version),
-                    _ => None,
-                }
-                .unwrap_or_else(|| index.default_catalogs());
+                let catalogs = index
+                    .for_identity(version, &DEFAULT_PROTOCOL.to_string())
+                    .unwrap_or_else(|| index.default_catalogs());
                 Arc::new(catalogs.clone())
             }
         }
     }
 
-    /// `--accept-client V/P`: the index entry for exactly `(V, P)`.
+    /// `--accept-client V/P`: the set the index names for exactly `V/P`.
     fn for_identity(&self, identity: &ClientIdentity) -> anyhow::Result<Arc<Catalogs>> {
         let (index, where_) = match self {
             CatalogSource::Flat(_, catalogs) => return Ok(catalogs.clone()),
@@ -269,34 +268,28 @@ impl CatalogSource {
                 (index, format!("{}/versions.json", dir.display()))
             }
         };
-        let known = || {
-            join(
-                index
-                    .versions()
-                    .map(|v| format!("{v}/{}", index.protocol(v).unwrap_or("?"))),
-            )
-        };
-        match (
-            index.get(&identity.version),
-            index.protocol(&identity.version),
-        ) {
-            (Some(catalogs), Some(protocol)) if protocol == identity.protocol => {
-                Ok(Arc::new(catalogs.clone()))
-            }
-            (Some(_), Some(protocol)) => anyhow::bail!(
-                "--accept-client {identity}: {where_} pairs Autobuild {} with protocol {protocol}, not {} \
-                 (known: {}); to serve another pairing, give --catalog DIR with a versions.json that names it",
-                identity.version,
-                identity.protocol,
-                known()
-            ),
-            _ => anyhow::bail!(
-                "--accept-client {identity}: no catalogs for Autobuild {} in {where_} (known: {}); \
-                 give --catalog DIR with a versions.json that names it",
-                identity.version,
-                known()
-            ),
+        if let Some(catalogs) = index.for_identity(&identity.version, &identity.protocol) {
+            return Ok(Arc::new(catalogs.clone()));
         }
+        let known = join(index.identities().map(|(v, p)| format!("{v}/{p}")));
+        let same_version: Vec<String> = index
+            .identities()
+            .filter(|(v, _)| *v == identity.version)
+            .map(|(v, p)| format!("{v}/{p}"))
+            .collect();
+        if same_version.is_empty() {
+            anyhow::bail!(
+                "--accept-client {identity}: no catalogs for Autobuild {} in {where_} (known: {known}); \
+                 give --catalog DIR with a versions.json whose \"identities\" name it",
+                identity.version
+            )
+        }
+        anyhow::bail!(
+            "--accept-client {identity}: {where_} names Autobuild {} only as {} (known: {known}); \
+             to serve another pairing, give --catalog DIR with a versions.json whose \"identities\" name it",
+            identity.version,
+            same_version.join(" and ")
+        )
     }
 }
 
@@ -459,12 +452,68 @@ mod tests {
             unknown.contains("no catalogs for Autobuild 0.7.0"),
             "{unknown}"
         );
-        assert!(unknown.contains("known: 0.8.0/2, 0.9.0/3"), "{unknown}");
-        let crossed = error(&["0.8.0/3"], None);
         assert!(
-            crossed.contains("pairs Autobuild 0.8.0 with protocol 2, not 3"),
+            unknown.contains("known: 0.8.0/2, 0.8.0/3, 0.9.0/3"),
+            "{unknown}"
+        );
+        let crossed = error(&["0.9.0/2"], None);
+        assert!(
+            crossed.contains("names Autobuild 0.9.0 only as 0.9.0/3"),
             "{crossed}"
         );
+    }
+
+    /// A client built from Autobuild's main branch before a release sends the
+    /// last release's version with the next protocol (`0.8.0/3`): the pair,
+    /// not the version, decides its catalogs and routes, so it is served
+    /// beside `0.8.0/2` with the 0.9.0 set.
+    #[test]
+    fn one_version_with_two_protocols_is_two_identities() {
+        let clients = Clients::resolve(
+            &[
+                identity("0.8.0/2"),
+                identity("0.8.0/3"),
+                identity("0.9.0/3"),
+            ],
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(clients.describe(), "0.8.0/2, 0.8.0/3, 0.9.0/3");
+        let admitted = |protocol, template| {
+            let sent = request(Some("0.8.0"), Some(protocol));
+            match admit(&clients, &sent, template).unwrap() {
+                Admission::Client(client) => Some(client),
+                Admission::UnknownToClient => None,
+                Admission::Outside => panic!("a machine route"),
+            }
+        };
+        let events = Some("/builds/{id}/events");
+        let (old, main) = (
+            admitted("2", events).unwrap(),
+            admitted("3", events).unwrap(),
+        );
+        let next = check(&clients, &request(Some("0.9.0"), Some("3")))
+            .unwrap()
+            .unwrap();
+        assert_eq!((old.protocol, main.protocol), (2, 3));
+        let build = abstore_catalog::Family::Build;
+        assert_eq!(old.catalogs.event_types(build).len(), 54);
+        assert_eq!(main.catalogs.event_types(build).len(), 62);
+        // One compiled 0.9.0 set behind both protocol-3 identities, and one
+        // session document behind all three.
+        for family in abstore_catalog::Family::ALL {
+            assert!(main.catalogs.shares_document(&next.catalogs, family));
+        }
+        assert!(
+            old.catalogs
+                .shares_document(&main.catalogs, abstore_catalog::Family::Session)
+        );
+        assert!(!old.catalogs.shares_document(&main.catalogs, build));
+        // Protocol 3's routes answer the /3 client only.
+        let digests = Some("/repos/{id}/build-digests");
+        assert!(admitted("2", digests).is_none());
+        assert_eq!(admitted("3", digests).map(|c| c.protocol), Some(3));
     }
 
     #[test]

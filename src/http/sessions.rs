@@ -77,7 +77,7 @@ async fn create_session(
     })
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });
-    let payload = created_payload(&client, &attrs);
+    let payload = created_payload(&attrs);
     // Owned: the store may run it after this handler is gone (docs/decisions.md, 14).
     let make_event = move || {
         let validated = client
@@ -108,20 +108,16 @@ async fn create_session(
     Ok(super::json(StatusCode::CREATED, &record.to_json()))
 }
 
-/// `session.created`'s payload in the client's protocol: `{repo, operator,
-/// title?}` for protocol 2, `{title?}` from protocol 3 on (Autobuild 0.9.0's
-/// session catalog; docs/protocol-versions.md). The record carries `repo`
-/// and `operator` either way.
-fn created_payload(client: &Client, attrs: &Map<String, Value>) -> Value {
-    if client.protocol >= 3 {
-        let mut payload = Map::new();
-        if let Some(title) = attrs.get("title") {
-            payload.insert("title".into(), title.clone());
-        }
-        Value::Object(payload)
-    } else {
-        Value::Object(attrs.clone())
+/// `session.created`'s payload: `{title?}`, for every client. Autobuild's
+/// public session catalog (shared by 0.8.0 and 0.9.0) has no `repo` or
+/// `operator` member, and its own stores write exactly this; the record
+/// carries `repo` and `operator` (docs/decisions.md, 22).
+fn created_payload(attrs: &Map<String, Value>) -> Value {
+    let mut payload = Map::new();
+    if let Some(title) = attrs.get("title") {
+        payload.insert("title".into(), title.clone());
     }
+    Value::Object(payload)
 }
 
 /// `listSessions`: creation order.

@@ -135,12 +135,11 @@ async fn one_store_answers_each_accepted_client_by_its_own_catalogs() {
     let (status, body) = new.post("/builds/shared/deposits", deposit).await;
     assert_eq!(status, 201, "{body}");
 
-    // Sessions: `session.created` takes the client's shape, and session
-    // events follow the client's session catalog (0.9.0: `message.posted`
-    // is `{text}`; the provisional 0.8.0 catalog also requires `id`).
+    // Sessions: both clients share Autobuild's public session catalog, so
+    // `session.created` is `{title?}` and `message.posted` is `{text}` for
+    // either (docs/decisions.md, 22).
     let (status, _) = new.post("/repos", json!({"repo": "acme/w"})).await;
     assert_eq!(status, 200);
-    let mut created = Vec::new();
     for client in [&old, &new] {
         let (status, session) = client
             .post(
@@ -151,20 +150,87 @@ async fn one_store_answers_each_accepted_client_by_its_own_catalogs() {
         assert_eq!(status, 201, "{session}");
         let id = session["id"].as_str().unwrap().to_owned();
         let (_, events) = client.get(&format!("/sessions/{id}/events")).await;
-        created.push(events[0]["payload"].clone());
+        assert_eq!(
+            events[0]["payload"],
+            json!({"title": "t"}),
+            "{}",
+            client.version
+        );
         let message = json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {"text": "hi"}});
         let (status, body) = client
             .post(&format!("/sessions/{id}/events"), message)
             .await;
-        let want = if client.protocol == "2" { 422 } else { 201 };
-        assert_eq!(status, want, "{}: {body}", client.version);
+        assert_eq!(status, 201, "{}: {body}", client.version);
     }
+}
+
+/// A client built from Autobuild's main branch before the 0.9.0 release
+/// sends `0.8.0` with protocol `3`. Accepted beside the released `0.8.0/2`,
+/// one server answers each by its own protocol and catalogs: the pair, not
+/// the version, is the identity.
+#[tokio::test]
+async fn one_version_with_two_protocols_is_served_side_by_side() {
+    let args = [
+        "--accept-client",
+        "0.8.0/2",
+        "--accept-client",
+        "0.8.0/3",
+        "--accept-client",
+        "0.9.0/3",
+    ];
+    let server = support::start_with_args("sqlite::memory:", "memory://", &args).await;
+    let released = As::new(server.url(), "0.8.0", "2");
+    let main = As::new(server.url(), "0.8.0", "3");
+
+    // The digest route is protocol 3's: an unknown route to /2, served to /3.
+    let (status, _) = released.post("/repos", json!({"repo": "acme/w"})).await;
+    assert_eq!(status, 200);
+    let (status, _) = released
+        .post("/builds", json!({"slug": "side", "repo": "acme/w"}))
+        .await;
+    assert_eq!(status, 201);
+    let (status, answer) = released.get("/repos/acme%2Fw/build-digests").await;
+    assert_eq!(status, 404, "{answer}");
     assert_eq!(
-        created,
-        [
-            json!({"repo": "acme/w", "operator": "alice", "title": "t"}),
-            json!({"title": "t"})
-        ]
+        answer,
+        json!({"kind": "not-found", "error": "no route: GET /repos/acme%2Fw/build-digests"})
+    );
+    let (status, digests) = main.get("/repos/acme%2Fw/build-digests").await;
+    assert_eq!(status, 200, "{digests}");
+    assert_eq!(
+        digests,
+        json!([{"slug": "side", "observations": []}]),
+        "the build the /2 client created, in protocol 3's digest shape"
+    );
+
+    // A 0.9.0-only event type: the /3 client is validated against the 0.9.0
+    // catalogs, the /2 client against 0.8.0's.
+    let (status, body) = released
+        .post("/builds/side/events", provision_started())
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown event type \"workspace.provision-started\""),
+        "{body}"
+    );
+    let (status, body) = main.post("/builds/side/events", provision_started()).await;
+    assert_eq!(status, 201, "{body}");
+
+    // Both read the same log.
+    let (status, events) = released.get("/builds/side/events").await;
+    assert_eq!(status, 200);
+    assert_eq!(events[0]["type"], "workspace.provision-started");
+
+    // The pair is the identity: 0.9.0 with protocol 2 is still refused.
+    let (status, body) = As::new(server.url(), "0.9.0", "2").get("/builds").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(
+        body["error"],
+        "autobuild version mismatch: client package \"0.9.0\" protocol \"2\", server accepts \
+         package \"0.8.0\" protocol \"2\" or package \"0.8.0\" protocol \"3\" or package \"0.9.0\" protocol \"3\""
     );
 }
 
@@ -275,6 +341,13 @@ fn unusable_identities_stop_the_start_with_the_reason() {
         "--database",
         "sqlite::memory:",
     ];
+    // A flat catalog directory: one set, no versions.json.
+    let flat = tempfile::tempdir().unwrap();
+    for document in ["build.json", "repository.json", "session.json"] {
+        let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog/catalogs");
+        std::fs::copy(shipped.join(document), flat.path().join(document)).unwrap();
+    }
+    let flat = flat.path().to_str().unwrap().to_owned();
     let refused = |extra: &[&str], env: &[(&str, &str)]| {
         let args: Vec<&str> = serve.iter().chain(extra).copied().collect();
         let (ok, _, stderr) = support::run_with_env(&args, env);
@@ -297,12 +370,12 @@ fn unusable_identities_stop_the_start_with_the_reason() {
         (
             &["--accept-client", "0.7.0/2"],
             &[],
-            "--accept-client 0.7.0/2: no catalogs for Autobuild 0.7.0 in the embedded catalogs (catalog/catalogs/versions.json) (known: 0.8.0/2, 0.9.0/3)",
+            "--accept-client 0.7.0/2: no catalogs for Autobuild 0.7.0 in the embedded catalogs (catalog/catalogs/versions.json) (known: 0.8.0/2, 0.8.0/3, 0.9.0/3)",
         ),
         (
-            &["--accept-client", "0.8.0/3"],
+            &["--accept-client", "0.9.0/2"],
             &[],
-            "pairs Autobuild 0.8.0 with protocol 2, not 3",
+            "names Autobuild 0.9.0 only as 0.9.0/3",
         ),
         (
             &[],
@@ -315,10 +388,7 @@ fn unusable_identities_stop_the_start_with_the_reason() {
             "--autobuild-version 0.8.0 and --accept-client cannot be combined",
         ),
         (
-            &[
-                "--catalog",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/catalog/catalogs/0.9.0"),
-            ],
+            &["--catalog", &flat],
             &[("ABSTORE_ACCEPT_CLIENTS", "0.8.0/2,0.9.0/3")],
             "holds one catalog set (no versions.json), but 2 client identities are accepted",
         ),

@@ -17,7 +17,8 @@ use std::path::Path;
 use abstore_conformance::checks::is_mode_skip;
 use abstore_conformance::util::{b64, random_hex};
 use abstore_conformance::{
-    Ctx, Outcome, Res, Server, all_checks, authenticate, introduced_by, run_checks,
+    Ctx, Outcome, Report, Res, Server, all_checks, authenticate, checks_for, introduced_by,
+    run_checks,
 };
 use serde_json::{Value, json};
 
@@ -28,7 +29,25 @@ fn random_secret() -> String {
     (0..4).map(|_| random_hex()).collect()
 }
 
+/// Every identity the embedded catalogs serve: the released client, a client
+/// built from Autobuild's main branch (0.8.0 speaking protocol 3) and the
+/// next release. The suite's servers accept them all; the first is what
+/// `/health` reports.
+const EVERY_IDENTITY: [(&str, &str); 3] = [("0.8.0", "2"), ("0.8.0", "3"), ("0.9.0", "3")];
+
 fn serve_args(database: &str, blobs: &str, secret: Option<&str>) -> Vec<String> {
+    serve_args_first(database, blobs, secret, EVERY_IDENTITY[0])
+}
+
+/// As [`serve_args`], with `first` the first identity accepted (the one
+/// `/health` reports, which the runner's section 11 checks expect to be its
+/// own).
+fn serve_args_first(
+    database: &str,
+    blobs: &str,
+    secret: Option<&str>,
+    first: (&str, &str),
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "serve",
         "--listen",
@@ -43,7 +62,15 @@ fn serve_args(database: &str, blobs: &str, secret: Option<&str>) -> Vec<String> 
     .iter()
     .map(|s| s.to_string())
     .collect();
-    args.extend(support::ACCEPT_PROTOCOL3.map(str::to_string));
+    let others = EVERY_IDENTITY
+        .into_iter()
+        .filter(|identity| *identity != first);
+    for (version, protocol) in std::iter::once(first).chain(others) {
+        args.extend([
+            "--accept-client".to_owned(),
+            format!("{version}/{protocol}"),
+        ]);
+    }
     if let Some(secret) = secret {
         args.extend(["--secret".to_string(), secret.to_string()]);
     }
@@ -55,7 +82,20 @@ async fn start(database: &str, blobs: &str) -> Server {
 }
 
 async fn start_with(database: &str, blobs: &str, secret: Option<&str>) -> Server {
-    let args = serve_args(database, blobs, secret);
+    start_args(serve_args(database, blobs, secret)).await
+}
+
+/// A server accepting every identity, `first` first.
+async fn start_first(
+    database: &str,
+    blobs: &str,
+    secret: Option<&str>,
+    first: (&str, &str),
+) -> Server {
+    start_args(serve_args_first(database, blobs, secret, first)).await
+}
+
+async fn start_args(args: Vec<String>) -> Server {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match Server::start(bin(), &args).await {
         Ok(s) => s,
@@ -67,19 +107,48 @@ async fn start_with(database: &str, blobs: &str, secret: Option<&str>) -> Server
 /// client, then protocol 3's as [`support::PROTOCOL3_CLIENT`]; panics
 /// listing the failures (and the server's stderr tail) if any failed.
 async fn run_all(label: &str, server: &Server, secret: Option<&str>) {
-    let mut ctx = Ctx::new(server.url(), VERSION).expect("http client");
-    if let Err(e) = authenticate(&mut ctx, secret, None).await {
-        panic!("conformance [{label}]: setting up authenticated mode: {e}");
-    }
+    let ctx = ctx_as(label, server, secret, (VERSION, support::PROTOCOL)).await;
     let mut report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
-    let mut p3 = support::protocol3_ctx(server.url());
-    if let Err(e) = authenticate(&mut p3, secret, None).await {
-        panic!("conformance [{label}]: setting up authenticated mode (protocol 3): {e}");
-    }
+    let (version, protocol) = support::PROTOCOL3_CLIENT;
+    let p3 = ctx_as(label, server, secret, (version, protocol)).await;
     let p3_checks = introduced_by(3);
     assert!(!p3_checks.is_empty(), "no protocol-3 checks registered");
     let p3_report = run_checks(&p3, p3_checks, None, 8, |_, _| {}).await;
     report.results.extend(p3_report.results);
+    assert_passed(label, server, &report);
+}
+
+/// The whole runner as one client identity: every check of its protocol and
+/// the earlier ones, with the catalog fixtures of the set the server serves
+/// it (`checks_for`), as `abstore-conformance --client VERSION/PROTOCOL`
+/// runs them.
+async fn run_whole_as(label: &str, server: &Server, secret: Option<&str>, client: (&str, &str)) {
+    let (version, protocol) = client;
+    let label = format!("{label}, as {version}/{protocol}");
+    let ctx = ctx_as(&label, server, secret, client).await;
+    let checks = checks_for(version, protocol);
+    assert!(
+        checks.iter().any(|c| c.min_protocol == 3),
+        "a protocol-{protocol} run has no protocol-3 checks"
+    );
+    let report = run_checks(&ctx, checks, None, 8, |_, _| {}).await;
+    assert_passed(&label, server, &report);
+}
+
+/// A context sending `client`'s identity, authenticated with `secret`.
+async fn ctx_as(label: &str, server: &Server, secret: Option<&str>, client: (&str, &str)) -> Ctx {
+    let (version, protocol) = client;
+    let mut ctx = Ctx::new(server.url(), version).expect("http client");
+    ctx.protocol_version = protocol.to_owned();
+    if let Err(e) = authenticate(&mut ctx, secret, None).await {
+        panic!("conformance [{label}]: setting up authenticated mode as {version}/{protocol}: {e}");
+    }
+    ctx
+}
+
+/// Panics listing the failures (and the server's stderr tail) if any
+/// check failed, or if one skipped for another reason than the mode.
+fn assert_passed(label: &str, server: &Server, report: &Report) {
     eprintln!("conformance [{label}]: {}", report.summary());
     let failures = report.failures();
     if !failures.is_empty() {
@@ -193,10 +262,65 @@ async fn conformance_postgres_authenticated() {
     suite_postgres(Some(random_secret())).await;
 }
 
+// ── the whole runner as a protocol-3 client ─────────────────────────────────
+
+/// The identities whose whole runs follow: the next release, and a client
+/// built from Autobuild's main branch before it (both served the 0.9.0
+/// catalogs and protocol 3).
+const NEXT_RELEASE: (&str, &str) = ("0.9.0", "3");
+const MAIN_BRANCH: (&str, &str) = ("0.8.0", "3");
+
+async fn whole_sqlite_memory(client: (&str, &str), secret: Option<String>) {
+    let secret = secret.as_deref();
+    let mut server = start_first("sqlite::memory:", "memory://", secret, client).await;
+    run_whole_as(&label("sqlite::memory:", secret), &server, secret, client).await;
+    server.stop().await.ok();
+}
+
+async fn whole_postgres(client: (&'static str, &'static str)) {
+    support::with_pg("conf", |url| async move {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut server = start_first(&url, &blob_dir_url(dir.path()), None, client).await;
+        run_whole_as(&label("postgres", None), &server, None, client).await;
+        server.stop().await.ok();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory_as_0_9_0_3() {
+    whole_sqlite_memory(NEXT_RELEASE, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory_authenticated_as_0_9_0_3() {
+    whole_sqlite_memory(NEXT_RELEASE, Some(random_secret())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory_as_0_8_0_3() {
+    whole_sqlite_memory(MAIN_BRANCH, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_sqlite_memory_authenticated_as_0_8_0_3() {
+    whole_sqlite_memory(MAIN_BRANCH, Some(random_secret())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_postgres_as_0_9_0_3() {
+    whole_postgres(NEXT_RELEASE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_postgres_as_0_8_0_3() {
+    whole_postgres(MAIN_BRANCH).await;
+}
+
 // ── restart continuity ──────────────────────────────────────────────────────
 
-/// The servers above accept 0.9.0/3 beside 0.8.0/2 (for the protocol-3
-/// checks). Started with default flags (0.8.0/2 only), the server passes the
+/// The servers above accept 0.8.0/3 and 0.9.0/3 beside 0.8.0/2 (for the
+/// protocol-3 checks). Started with default flags (0.8.0/2 only), the server passes the
 /// shipped protocol's checks exactly as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_sqlite_memory_default_identity() {
@@ -534,4 +658,49 @@ async fn the_runner_says_what_credentials_an_authenticated_server_needs() {
             && counts[2].ends_with(" skipped"),
         "{last}"
     );
+}
+
+/// The runner binary picks the catalog fixtures by the identity it is given:
+/// `abstore-conformance --client 0.8.0/3` against a server accepting it
+/// (first) runs every check of protocols 2 and 3 with the 0.9.0 catalogs'
+/// fixtures, and all pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_runner_as_a_main_branch_client_passes_everything() {
+    let mut server = start_first("sqlite::memory:", "memory://", None, MAIN_BRANCH).await;
+    let runner = Path::new(bin()).with_file_name("abstore-conformance");
+    assert!(
+        runner.is_file(),
+        "{} is missing: build it with `cargo build -p abstore-conformance`",
+        runner.display()
+    );
+    let out = tokio::process::Command::new(&runner)
+        .args(["--url", server.url(), "--client", "0.8.0/3"])
+        .env_remove("ABSTORE_CONFORMANCE_SECRET")
+        .env_remove("ABSTORE_CONFORMANCE_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    server.stop().await.ok();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        failed.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The 0.9.0 catalogs' fixtures ran: a build type 0.8.0 does not have.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("s9.fixtures.build.workspace.provision-started")),
+        "no 0.9.0 fixture check ran:\n{stdout}"
+    );
+    // And a protocol-3 check.
+    assert!(
+        stdout.lines().any(|l| l.contains("p3.s4.build_digests")),
+        "no protocol-3 check ran:\n{stdout}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.contains(" passed, 0 failed, "), "{last}");
 }

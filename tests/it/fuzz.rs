@@ -254,7 +254,7 @@ fn body_for(rng: &mut StdRng, route: &str, known: &Known) -> Vec<u8> {
     let event = if route.starts_with("/repos") {
         repo_event("pauseRequested")
     } else if route.starts_with("/sessions") {
-        session_event("messageAgent")
+        session_event("turnCompleted")
     } else {
         build_event("observation")
     };

@@ -1,6 +1,6 @@
 //! `abstore-catalog normalize [--autobuild VERSION]`: runs the embedded
-//! catalogs' validator (the default version's, or VERSION's) over
-//! event writes read from stdin, one JSON object per line
+//! catalogs' validator (the default set's, or the set of Autobuild release
+//! VERSION) over event writes read from stdin, one JSON object per line
 //! (`{"family": "build", "actor": …, "type": …, "payload": …}`), and prints one
 //! line per write: `{"ok": <validated payload>}` or `{"error": "<422 message>"}`.
 //!

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::{CheckResult, Failure, NEEDS_AUTH, NEEDS_OPEN, Registry};
 use crate::client::{Ctx, Res, Resp, same};
 use crate::ensure;
-use crate::fixtures::{build_event, catalog_fixtures, invalid_build, invalid_repo, repo_event};
+use crate::fixtures::{build_event, catalog_fixtures_of, invalid_build, invalid_repo, repo_event};
 use crate::token::{
     admin_scope, b64url, deployment_scope, mint_text, resource_scope, sign, sign_segment,
 };
@@ -337,7 +337,7 @@ fn session_ops(id: &str) -> Vec<Op> {
             "POST",
             format!("{p}/events"),
             Some(
-                json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {"id": "m_1", "text": "t"}}),
+                json!({"actor": {"kind": "human", "user": "alice"}, "type": "message.posted", "payload": {"text": "t"}}),
             ),
             0,
         ),
@@ -386,7 +386,7 @@ async fn all_allowed(c: &Ctx, token: &str, ops: &[Op]) -> Result<(), String> {
 /// A valid event write of `res`'s catalog whose actor has `kind` (and no
 /// `via`): from the conformance samples, else the first matching catalog
 /// fixture.
-fn event_by(res: Res, kind: &str) -> Option<Value> {
+fn event_by(c: &Ctx, res: Res, kind: &str) -> Option<Value> {
     let sample = match (res, kind) {
         (Res::Build, "kernel") => Some(build_event("observation")),
         (Res::Build, "agent") => Some(build_event("observationAgent")),
@@ -406,15 +406,16 @@ fn event_by(res: Res, kind: &str) -> Option<Value> {
         } else {
             "repository"
         };
-        catalog_fixtures()
-            .into_iter()
+        catalog_fixtures_of(&c.catalog_set())
+            .ok()?
+            .iter()
             .find(|f| {
                 f.valid
                     && f.family == family
                     && f.event["actor"]["kind"] == kind
                     && f.event["actor"].get("via").is_none()
             })
-            .map(|f| f.event)
+            .map(|f| f.event.clone())
     })
 }
 
@@ -1158,7 +1159,7 @@ async fn wildcard_any_actor(c: Ctx, res: Res) -> CheckResult {
     let token = c.mint(&resource_scope(res_kind(res), &id, "*", c.exp_ms))?;
     let mut n = 0;
     for kind in ["kernel", "agent", "human", "dispatcher", "ingester"] {
-        let Some(ev) = event_by(res, kind) else {
+        let Some(ev) = event_by(&c, res, kind) else {
             continue;
         };
         let env = c
@@ -1188,7 +1189,7 @@ async fn session_agent_only(c: Ctx, res: Res, legacy: bool) -> CheckResult {
         ev["actor"]["session"] = json!("s_1");
         ev
     };
-    let agent_ev = own(event_by(res, "agent").ok_or("no agent sample")?);
+    let agent_ev = own(event_by(&c, res, "agent").ok_or("no agent sample")?);
     let dep_ev = own(res.ref_event(json!({"kind": "plan", "rev": -1})));
     ensure!(
         dep_ev["actor"]["kind"] == "agent",
@@ -1197,8 +1198,8 @@ async fn session_agent_only(c: Ctx, res: Res, legacy: bool) -> CheckResult {
     let deposit = |ev: &Value| json!({"artifacts": [{"kind": "plan", "contentBase64": b64(b"p")}], "event": ev});
 
     // Refused: every other actor, on every event-bearing write.
-    let base = event_by(res, "kernel")
-        .or_else(|| event_by(res, "human"))
+    let base = event_by(&c, res, "kernel")
+        .or_else(|| event_by(&c, res, "human"))
         .ok_or("no sample")?;
     let refusals = [
         (json!({"kind": "kernel"}), NON_AGENT.to_string()),
@@ -1372,6 +1373,7 @@ async fn via_stamps(c: Ctx, res: Res, deployment: bool, via: Value) -> CheckResu
     }
     // Non-human actors are never stamped.
     if let Some(ev) = event_by(
+        &c,
         res,
         if res == Res::Build {
             "kernel"
@@ -1436,7 +1438,7 @@ async fn via_non_human(c: Ctx, res: Res) -> CheckResult {
     let w = c.scoped(&scope)?;
     let mut cases = Vec::new();
     for kind in ["kernel", "dispatcher", "agent"] {
-        if let Some(mut ev) = event_by(res, kind) {
+        if let Some(mut ev) = event_by(&c, res, kind) {
             ev["actor"]["via"] = via.clone();
             cases.push(ev);
         }

@@ -113,8 +113,7 @@ fn session_ops(os: &str, sid: &str) -> Vec<Op> {
             format!("{p}/deposits"),
             Some(json!({
                 "artifacts": [{"kind": "notes", "contentBase64": b64(b"d")}],
-                "event": {"actor": {"kind": "human", "user": "alice"}, "type": "message.posted",
-                          "payload": {"id": "m_d", "text": "t", "artifacts": [{"kind": "notes", "rev": -1}]}},
+                "event": Res::Session.ref_event(json!({"kind": "notes", "rev": -1})),
             })),
             201,
         ),
@@ -336,7 +335,7 @@ async fn attribution_gate(c: Ctx) -> CheckResult {
     let (_, os) = new_session(&c).await?;
     let token = session_token(&c, &os, "s_1")?;
     let p = session_path(&os);
-    let mut agent = session_event("messageAgent");
+    let mut agent = session_event("turnStarted");
     agent["actor"]["session"] = json!("s_1");
     let deposit = |ev: &Value| json!({"artifacts": [{"kind": "notes", "contentBase64": b64(b"n")}], "event": ev});
     let non_agent =
@@ -345,7 +344,7 @@ async fn attribution_gate(c: Ctx) -> CheckResult {
     other_agent["actor"]["session"] = json!("s_2");
     for (ev, msg) in [
         (session_event("messageHuman"), non_agent.to_string()),
-        (session_event("turnStarted"), non_agent.to_string()),
+        (session_event("wakeSetHuman"), non_agent.to_string()),
         (
             other_agent,
             "token scoped to session \"s_1\" may not write events attributed to session \"s_2\""

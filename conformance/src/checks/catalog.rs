@@ -1,5 +1,7 @@
-//! The event catalogs as data (sections 2 and 9): every fixture in
-//! `fixtures/catalog/{build,repository,session}/<type>/` sent over HTTP to a fresh
+//! The event catalogs as data (sections 2 and 9): every catalog fixture of
+//! the catalog set the server serves the run's client identity
+//! (`fixtures/catalog/{build,repository,session}/<type>/` for 0.8.0, with
+//! `fixtures/catalog/<set>/` for another set) sent over HTTP to a fresh
 //! build, repository or operator session. One check per type directory, named
 //! `s9.fixtures.<family>.<type>`; the files of one directory go in sequence.
 //!
@@ -27,11 +29,23 @@ use std::collections::BTreeMap;
 use super::{CheckResult, Failure, Registry};
 use crate::client::{Ctx, Res, same};
 use crate::ensure;
-use crate::fixtures::{CatalogFixture, catalog_fixtures};
+use crate::fixtures::{CatalogFixture, catalog_fixtures_of};
 
 pub fn register(r: &mut Registry) {
+    let all = match catalog_fixtures_of(r.catalog_set()) {
+        Ok(all) => all,
+        Err(e) => {
+            // A `--catalog-fixtures` directory without this set's fixtures:
+            // one failing check says so instead of none passing silently.
+            r.add("s9.fixtures", "9", move |_| {
+                let e = e.clone();
+                async move { Err(Failure::Fail(e)) }
+            });
+            return;
+        }
+    };
     let mut groups: BTreeMap<(String, String), Vec<CatalogFixture>> = BTreeMap::new();
-    for f in catalog_fixtures() {
+    for f in all.iter().cloned() {
         groups
             .entry((f.family.clone(), f.dir.clone()))
             .or_default()
@@ -48,9 +62,10 @@ pub fn register(r: &mut Registry) {
         });
     }
     for family in ["build", "repository", "session"] {
-        let invalid: Vec<CatalogFixture> = catalog_fixtures()
-            .into_iter()
+        let invalid: Vec<CatalogFixture> = all
+            .iter()
             .filter(|f| f.family == family && !f.valid && f.expect.is_some())
+            .cloned()
             .collect();
         if invalid.is_empty() {
             continue;

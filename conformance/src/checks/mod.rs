@@ -106,21 +106,38 @@ pub struct Registry {
     pub checks: Vec<Check>,
     /// The `min_protocol` of the checks registered from now on.
     protocol: u8,
+    /// The catalog set whose fixtures the catalog checks send: the one the
+    /// server serves the run's client identity.
+    catalog_set: String,
+}
+
+impl Registry {
+    fn for_set(catalog_set: &str) -> Registry {
+        Registry {
+            checks: Vec::new(),
+            protocol: SHIPPED_PROTOCOL,
+            catalog_set: catalog_set.to_owned(),
+        }
+    }
 }
 
 impl Default for Registry {
     fn default() -> Self {
-        Registry {
-            checks: Vec::new(),
-            protocol: SHIPPED_PROTOCOL,
-        }
+        Registry::for_set(&crate::fixtures::catalog_set(SHIPPED_VERSION, "2"))
     }
 }
 
 /// The protocol the released client (Autobuild 0.8.0) speaks.
 pub const SHIPPED_PROTOCOL: u8 = 2;
+/// The released client's Autobuild version.
+pub const SHIPPED_VERSION: &str = "0.8.0";
 
 impl Registry {
+    /// The catalog set whose fixtures the catalog checks send.
+    pub fn catalog_set(&self) -> &str {
+        &self.catalog_set
+    }
+
     /// Checks registered after this call belong to `protocol`.
     pub fn since_protocol(&mut self, protocol: u8) {
         self.protocol = protocol;
@@ -188,17 +205,20 @@ impl Registry {
 /// The checks of the shipped protocol (2), in a stable order: what every
 /// client of Autobuild 0.8.0 relies on.
 pub fn all_checks() -> Vec<Check> {
-    checks_for(&SHIPPED_PROTOCOL.to_string())
+    checks_for(SHIPPED_VERSION, &SHIPPED_PROTOCOL.to_string())
 }
 
-/// The checks a client sending `X-Autobuild-Protocol-Version: protocol`
-/// runs: those of every protocol up to it (an unparsable version: the
-/// shipped protocol's).
-pub fn checks_for(protocol: &str) -> Vec<Check> {
-    let protocol = protocol.parse::<u8>().unwrap_or(SHIPPED_PROTOCOL);
-    every_check()
+/// The checks a client sending `X-Autobuild-Version: version` and
+/// `X-Autobuild-Protocol-Version: protocol` runs: those of every protocol up
+/// to its own (an unparsable protocol: the shipped protocol's), with the
+/// catalog fixtures of the catalog set the server serves that identity
+/// ([`crate::fixtures::catalog_set`]), so a `0.9.0/3` or `0.8.0/3` run sends
+/// the 0.9.0 catalogs' fixtures.
+pub fn checks_for(version: &str, protocol: &str) -> Vec<Check> {
+    let number = protocol.parse::<u8>().unwrap_or(SHIPPED_PROTOCOL);
+    registered(&crate::fixtures::catalog_set(version, protocol))
         .into_iter()
-        .filter(|c| c.min_protocol <= protocol)
+        .filter(|c| c.min_protocol <= number)
         .collect()
 }
 
@@ -211,26 +231,37 @@ pub fn introduced_by(protocol: u8) -> Vec<Check> {
 }
 
 /// Every check of every protocol, in a stable order (by section family,
-/// then protocol).
+/// then protocol), with the default catalog set's fixtures.
 pub fn every_check() -> Vec<Check> {
     let mut r = Registry::default();
-    transport::register(&mut r);
-    builds::register(&mut r);
-    repos::register(&mut r);
-    artifacts::register(&mut r);
-    leases::register(&mut r);
-    deposits::register(&mut r);
-    sessions::register(&mut r);
-    streams::register(&mut r);
-    errors::register(&mut r);
-    health::register(&mut r);
-    concurrency::register(&mut r);
-    catalog::register(&mut r);
-    auth::register(&mut r);
-    auth_sessions::register(&mut r);
-    clock::register(&mut r);
-    r.since_protocol(3);
-    protocol3::register(&mut r);
-    ticket_assets::register(&mut r);
+    register_all(&mut r);
     r.checks
+}
+
+/// Every check of every protocol for catalog set `set`.
+fn registered(set: &str) -> Vec<Check> {
+    let mut r = Registry::for_set(set);
+    register_all(&mut r);
+    r.checks
+}
+
+fn register_all(r: &mut Registry) {
+    transport::register(r);
+    builds::register(r);
+    repos::register(r);
+    artifacts::register(r);
+    leases::register(r);
+    deposits::register(r);
+    sessions::register(r);
+    streams::register(r);
+    errors::register(r);
+    health::register(r);
+    concurrency::register(r);
+    catalog::register(r);
+    auth::register(r);
+    auth_sessions::register(r);
+    clock::register(r);
+    r.since_protocol(3);
+    protocol3::register(r);
+    ticket_assets::register(r);
 }

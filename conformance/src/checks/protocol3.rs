@@ -122,7 +122,7 @@ async fn append_fixture(
     ty: &str,
     file: &str,
 ) -> Result<Value, super::Failure> {
-    let event = catalog_event(family, ty, file);
+    let event = catalog_event(&c.catalog_set(), family, ty, file);
     let writer = c
         .writer_for(&event)?
         .ok_or_else(|| format!("fixture {family}/{ty}/{file} has no writer"))?;

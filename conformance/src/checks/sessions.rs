@@ -2,8 +2,8 @@
 //! session event log (`session.created` as sequence 1, the closed session
 //! catalog, no `via`), event reads with lenient `since` and the strict `wait`
 //! (the build and repository checks of `builds.rs`, run on a session),
-//! artifacts, atomic deposits (placeholders inside arrays, which only the
-//! session catalog can show) and the absence of a lease family.
+//! artifacts, atomic deposits (placeholders inside arrays, in an approval
+//! request's free-form `input`) and the absence of a lease family.
 //! Session-scoped streams are in `streams.rs`; the token cells in
 //! `auth_sessions.rs`.
 
@@ -224,9 +224,14 @@ pub fn register(r: &mut Registry) {
         deposit_array,
     );
     r.add(
-        "s5.deposits.out_of_range_422_nothing_written",
+        "s5.deposits.out_of_range_left_unchanged",
         "5",
         deposit_out_of_range,
+    );
+    r.add(
+        "s5.deposits.invalid_event_422_nothing_written",
+        "5",
+        deposit_invalid_event,
     );
     r.add("s5.deposits.unknown_session_404", "5", deposit_unknown);
     // no lease family; identity
@@ -281,11 +286,9 @@ async fn create_trimmed(c: Ctx) -> CheckResult {
         &first["actor"],
         &json!({"kind": "human", "user": "alice"}),
     )?;
-    same(
-        "session.created payload operator",
-        &first["payload"]["operator"],
-        &json!("alice"),
-    )?;
+    // The public session catalog's `session.created` carries no operator:
+    // the actor names it.
+    same("session.created payload", &first["payload"], &json!({}))?;
     Ok(())
 }
 
@@ -476,7 +479,7 @@ async fn created_event(c: Ctx) -> CheckResult {
         &json!({"session": e["session"], "seq": e["seq"], "actor": e["actor"], "type": e["type"], "payload": e["payload"]}),
         &json!({
             "session": id, "seq": 1, "actor": {"kind": "human", "user": "alice"},
-            "type": "session.created", "payload": {"repo": repo, "operator": "alice"},
+            "type": "session.created", "payload": {},
         }),
     )?;
     Ok(())
@@ -491,7 +494,7 @@ async fn created_title(c: Ctx) -> CheckResult {
     same(
         "session.created payload",
         &first["payload"],
-        &json!({"repo": repo, "operator": "bob", "title": "the title"}),
+        &json!({"title": "the title"}),
     )?;
     Ok(())
 }
@@ -528,9 +531,9 @@ async fn actor_kinds(c: Ctx) -> CheckResult {
     let (_, id) = new_session(&c).await?;
     let names = [
         "messageHuman",
-        "messageAgent",
-        "wakeSetKernel",
         "turnStarted",
+        "wakeSetHuman",
+        "turnCompleted",
         "approvalAnswered",
     ];
     for name in names {
@@ -579,7 +582,7 @@ async fn seq_per_session(c: Ctx) -> CheckResult {
 async fn since_strict(c: Ctx) -> CheckResult {
     let (_, id) = new_session(&c).await?;
     for _ in 0..3 {
-        append_session(&c, &id, &session_event("messageAgent")).await?;
+        append_session(&c, &id, &session_event("turnCompleted")).await?;
     }
     for (since, want) in [
         (0, vec![1, 2, 3, 4]),
@@ -628,15 +631,15 @@ async fn catalog_422(c: Ctx) -> CheckResult {
     let human = json!({"kind": "human", "user": "alice"});
     let cases = [
         (
-            json!({"actor": {"kind": "kernel"}, "type": "message.posted", "payload": {"id": "m", "text": "t"}}),
-            "actor kind \"kernel\" may not emit \"message.posted\" (allowed: human, agent)",
+            json!({"actor": {"kind": "kernel"}, "type": "message.posted", "payload": {"text": "t"}}),
+            "actor kind \"kernel\" may not emit \"message.posted\" (allowed: human)",
         ),
         (
-            json!({"actor": human, "type": "message.posted", "payload": {"id": "m", "text": "t", "x": 1}}),
+            json!({"actor": human, "type": "message.posted", "payload": {"text": "t", "x": 1}}),
             "invalid payload for \"message.posted\": ",
         ),
         (
-            json!({"actor": human, "type": "message.posted", "payload": {"text": "t"}}),
+            json!({"actor": human, "type": "message.posted", "payload": {}}),
             "invalid payload for \"message.posted\": ",
         ),
         (
@@ -710,7 +713,7 @@ async fn via_non_human(c: Ctx) -> CheckResult {
         json!({"kind": "mcp", "client": "c"}),
         json!({"kind": "session", "id": "os_1"}),
     ] {
-        for name in ["messageAgent", "turnStarted"] {
+        for name in ["turnStarted", "turnCompleted"] {
             let mut ev = session_event(name);
             ev["actor"]["via"] = via.clone();
             let ty = ev["type"].as_str().unwrap_or_default().to_string();
@@ -921,14 +924,17 @@ async fn artifacts_unknown(c: Ctx) -> CheckResult {
 
 // ── deposits ────────────────────────────────────────────────────────────────
 
-fn message_with(refs: Value) -> Value {
-    let mut ev = session_event("messageHuman");
-    ev["payload"]["artifacts"] = refs;
+/// An approval request whose free-form `input` carries `refs`: the public
+/// session catalog has no artifact reference, so `input` is where a
+/// session event can hold placeholders.
+fn request_with(refs: Value) -> Value {
+    let mut ev = session_event("approvalRequested");
+    ev["payload"]["input"] = json!({"artifacts": refs});
     ev
 }
 
-/// Section 8, step 3: placeholders inside arrays are substituted. Only the
-/// session catalog (`message.posted.artifacts`) has an array of artifact refs.
+/// Section 8, step 3: placeholders inside arrays (and object values) are
+/// substituted.
 async fn deposit_array(c: Ctx) -> CheckResult {
     let (_, id) = new_session(&c).await?;
     put(&c, &id, "plan", b"earlier", None).await?;
@@ -937,7 +943,7 @@ async fn deposit_array(c: Ctx) -> CheckResult {
             {"kind": "notes", "contentBase64": b64(b"n")},
             {"kind": "plan", "contentBase64": b64(b"p"), "metadata": {"round": 2}},
         ],
-        "event": message_with(json!([
+        "event": request_with(json!([
             {"kind": "notes", "rev": -1},
             {"kind": "wrong-kind", "rev": -2},
             {"kind": "plan", "rev": 0},
@@ -955,8 +961,8 @@ async fn deposit_array(c: Ctx) -> CheckResult {
         &["event", "artifacts"],
     )?;
     same(
-        "substituted payload.artifacts",
-        &v["event"]["payload"]["artifacts"],
+        "substituted payload.input.artifacts",
+        &v["event"]["payload"]["input"]["artifacts"],
         &json!([
             {"kind": "notes", "rev": 0},
             {"kind": "plan", "rev": 1},
@@ -989,16 +995,51 @@ async fn deposit_array(c: Ctx) -> CheckResult {
     Ok(())
 }
 
+/// Section 8, step 6: an out-of-range placeholder is left as sent. Only an
+/// artifact-reference schema would reject it, and the session catalog has
+/// none (an approval request's `input` is any object), so the deposit
+/// commits with the value unchanged.
 async fn deposit_out_of_range(c: Ctx) -> CheckResult {
     let (_, id) = new_session(&c).await?;
     let body = json!({
         "artifacts": [{"kind": "notes", "contentBase64": b64(b"n")}],
-        "event": message_with(json!([{"kind": "notes", "rev": -1}, {"kind": "notes", "rev": -2}])),
+        "event": request_with(json!([{"kind": "notes", "rev": -1}, {"kind": "notes", "rev": -2}])),
     });
-    c.post(&format!("{}/deposits", session_path(&id)), &body)
+    let r = c
+        .post(&format!("{}/deposits", session_path(&id)), &body)
         .send()
-        .await?
-        .e422()?;
+        .await?;
+    let v = r.json_status(201)?;
+    same(
+        "payload.input.artifacts (the second placeholder names no request artifact)",
+        &v["event"]["payload"]["input"]["artifacts"],
+        &json!([{"kind": "notes", "rev": 0}, {"kind": "notes", "rev": -2}]),
+    )?;
+    Ok(())
+}
+
+/// All or nothing (section 8): a deposit whose event the catalog rejects
+/// writes neither artifacts nor the event, and consumes no revision.
+async fn deposit_invalid_event(c: Ctx) -> CheckResult {
+    let (_, id) = new_session(&c).await?;
+    let mut event = request_with(json!([{"kind": "notes", "rev": -1}]));
+    event["payload"]
+        .as_object_mut()
+        .map(|payload| payload.remove("toolName"));
+    let body = json!({
+        "artifacts": [{"kind": "notes", "contentBase64": b64(b"n")}],
+        "event": event,
+    });
+    let r = c
+        .post(&format!("{}/deposits", session_path(&id)), &body)
+        .send()
+        .await?;
+    let msg = r.e422()?;
+    ensure!(
+        msg.starts_with("invalid payload for \"approval.requested\": "),
+        "{}",
+        r.fail("422 `invalid payload for \"approval.requested\": …`")
+    );
     ensure!(
         session_seqs(&c, &id).await? == vec![1],
         "a 422 deposit appended an event"
@@ -1019,7 +1060,7 @@ async fn deposit_unknown(c: Ctx) -> CheckResult {
     let id = unknown_session_id();
     let body = json!({
         "artifacts": [{"kind": "notes", "contentBase64": b64(b"n")}],
-        "event": message_with(json!([{"kind": "notes", "rev": -1}])),
+        "event": request_with(json!([{"kind": "notes", "rev": -1}])),
     });
     c.post(&format!("{}/deposits", session_path(&id)), &body)
         .send()

@@ -43,14 +43,6 @@ pub fn protocol3_client() -> reqwest::Client {
         .expect("reqwest client")
 }
 
-/// A conformance context for `url` speaking [`PROTOCOL3_CLIENT`].
-pub fn protocol3_ctx(url: &str) -> abstore_conformance::Ctx {
-    let (version, protocol) = PROTOCOL3_CLIENT;
-    let mut ctx = abstore_conformance::Ctx::new(url, version).expect("http client");
-    ctx.protocol_version = protocol.to_owned();
-    ctx
-}
-
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
 }
