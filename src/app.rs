@@ -50,6 +50,13 @@ impl App {
             args.request_timeout_seconds,
             args.max_wait_seconds
         );
+        anyhow::ensure!(
+            args.max_json_body_bytes >= args.max_stream_batch_bytes.saturating_add(64 * 1024),
+            "--max-json-body-bytes ({}) must exceed --max-stream-batch-bytes ({}) by at least 64 KiB, \
+             so a batch within its ceiling always fits its request",
+            args.max_json_body_bytes,
+            args.max_stream_batch_bytes
+        );
         let retention = store::retention::Retention::load(
             args.retention_policy.as_deref(),
             args.retention_prune_limit,
@@ -77,6 +84,15 @@ impl App {
             Some(clock) => clock.clone(),
             None => Arc::new(SystemClock),
         };
+        let max_streamed_reads = args
+            .max_streamed_reads
+            .unwrap_or_else(|| StoreOptions::default_streamed_reads(args.db.db_pool_size));
+        anyhow::ensure!(
+            args.db.db_pool_size == 1 || max_streamed_reads < args.db.db_pool_size,
+            "--max-streamed-reads ({max_streamed_reads}) must be below --db-pool-size ({}): \
+             otherwise clients reading slowly could hold every database connection",
+            args.db.db_pool_size
+        );
         let notifier = Arc::new(Notifier::new());
         let options = StoreOptions {
             pool_size: args.db.db_pool_size,
@@ -87,7 +103,8 @@ impl App {
             unavailable_acquire_timeout: Duration::from_millis(
                 args.db.db_unavailable_acquire_timeout_ms,
             ),
-            stall: Duration::from_secs(args.read_stall_timeout_seconds),
+            answer_times: answer_times(args),
+            max_streamed_reads,
         };
         let store = args
             .db
@@ -115,6 +132,7 @@ impl App {
             limits: Limits {
                 max_artifact_bytes: args.max_artifact_bytes,
                 max_body_bytes: args.max_body_bytes,
+                max_json_body_bytes: args.max_json_body_bytes,
                 max_stream_batch_bytes: args.max_stream_batch_bytes,
                 max_wait: Duration::from_secs(args.max_wait_seconds),
                 request_timeout: Duration::from_secs(args.request_timeout_seconds),
@@ -124,6 +142,8 @@ impl App {
             },
             held: Arc::new(held),
             sealed: history_cache(args),
+            json_budget: crate::http::JsonBudget::new(args.max_json_memory_bytes),
+            stream_closes: tokio::sync::Semaphore::new(args.max_concurrent_stream_closes as usize),
             test_clock,
             shutdown,
         });
@@ -135,6 +155,7 @@ impl App {
             &state.access.clients.describe(),
             &retention,
             max_connections,
+            max_streamed_reads,
         );
         Ok(App {
             listener,
@@ -244,6 +265,7 @@ fn log_configuration(
     clients: &str,
     retention: &store::retention::Retention,
     max_connections: u32,
+    max_streamed_reads: u32,
 ) {
     tracing::info!(
         listen = %args.listen,
@@ -257,6 +279,8 @@ fn log_configuration(
         accept_clients = %clients,
         max_artifact_bytes = args.max_artifact_bytes,
         max_body_bytes = args.max_body_bytes,
+        max_json_body_bytes = args.max_json_body_bytes,
+        max_json_memory_bytes = args.max_json_memory_bytes,
         max_stream_batch_bytes = args.max_stream_batch_bytes,
         max_wait_seconds = args.max_wait_seconds,
         max_held_reads = args.max_held_reads,
@@ -268,6 +292,9 @@ fn log_configuration(
         idle_timeout_seconds = args.idle_timeout_seconds,
         body_read_timeout_seconds = args.body_read_timeout_seconds,
         read_stall_timeout_seconds = args.read_stall_timeout_seconds,
+        read_deadline_seconds = args.read_deadline_seconds,
+        max_streamed_reads,
+        max_concurrent_stream_closes = args.max_concurrent_stream_closes,
         compression = if args.no_compression { "off".to_owned() } else { format!("zstd, br, gzip from {} bytes", args.compress_min_bytes) },
         history_cache = if history_cache(args).is_none() { "off".to_owned() } else { format!("{} bytes, chunks of {} events", args.history_cache_bytes, args.history_chunk_events) },
         metrics_listen = ?args.metrics_listen,
@@ -287,7 +314,15 @@ fn history_cache(args: &ServeConfig) -> Option<Arc<crate::http::SealedChunks>> {
         Arc::new(crate::http::SealedChunks::new(
             args.history_chunk_events,
             args.history_cache_bytes,
-            Duration::from_secs(args.read_stall_timeout_seconds),
+            answer_times(args),
         ))
     })
+}
+
+/// How long a streamed answer may take its client.
+fn answer_times(args: &ServeConfig) -> store::rows::AnswerTimes {
+    store::rows::AnswerTimes {
+        stall: Duration::from_secs(args.read_stall_timeout_seconds),
+        deadline: Duration::from_secs(args.read_deadline_seconds),
+    }
 }

@@ -83,9 +83,24 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_MAX_ARTIFACT_BYTES", default_value_t = 1_048_576)]
     pub max_artifact_bytes: usize,
 
-    /// Largest request body in bytes, any route; larger ones are 413.
+    /// Largest request body in bytes of the routes that carry artifacts
+    /// (put, deposit) and of the ticket-asset routes; larger ones are 413.
     #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576)]
     pub max_body_bytes: usize,
+
+    /// Largest request body in bytes of every other route (events, stream
+    /// batches, leases, sessions); larger ones are 413. Above
+    /// `--max-stream-batch-bytes`, so a batch is judged by its own ceiling.
+    /// The default is the request ceiling of Autobuild's hosted service.
+    #[arg(long, env = "ABSTORE_MAX_JSON_BODY_BYTES", default_value_t = 4 * 1_048_576)]
+    pub max_json_body_bytes: usize,
+
+    /// Memory all parsed request bodies may hold at once, in bytes (a JSON
+    /// text's tree takes several times its size). A body that does not fit
+    /// beside the others is answered `503` (retry), one that could never
+    /// fit `413`.
+    #[arg(long, env = "ABSTORE_MAX_JSON_MEMORY_BYTES", default_value_t = 512 * 1_048_576)]
+    pub max_json_memory_bytes: usize,
 
     /// Largest serialised stream batch (`parts`) in bytes; larger ones are 413.
     #[arg(
@@ -144,6 +159,26 @@ pub struct ServeArgs {
     /// read is abandoned and the connection closed.
     #[arg(long, env = "ABSTORE_READ_STALL_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub read_stall_timeout_seconds: u64,
+
+    /// Longest a whole streamed answer may take to send, however steadily
+    /// its client reads; then it is cut short and the connection closed
+    /// (the answer holds a database connection and, on SQLite, a read
+    /// snapshot until it ends).
+    #[arg(long, env = "ABSTORE_READ_DEADLINE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub read_deadline_seconds: u64,
+
+    /// Streamed answers longer than one 64 KiB piece that may be sending at
+    /// once (each holds a database connection while its client reads);
+    /// another waits up to `--db-acquire-timeout-ms`, then is answered
+    /// `503`. Below `--db-pool-size`, so slow readers never take every
+    /// connection. Default: half the pool, rounded up.
+    #[arg(long, env = "ABSTORE_MAX_STREAMED_READS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_streamed_reads: Option<u32>,
+
+    /// Stream closes assembling their documents at once (each holds its
+    /// stream's document in memory); more wait for a turn.
+    #[arg(long, env = "ABSTORE_MAX_CONCURRENT_STREAM_CLOSES", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent_stream_closes: u32,
 
     /// Compress answers of at least this many bytes (zstd, brotli or gzip,
     /// as the client's `Accept-Encoding` allows).
@@ -234,6 +269,8 @@ impl ServeArgs {
             accept_clients,
             max_artifact_bytes,
             max_body_bytes,
+            max_json_body_bytes,
+            max_json_memory_bytes,
             max_stream_batch_bytes,
             max_wait_seconds,
             metrics_listen,
@@ -245,6 +282,9 @@ impl ServeArgs {
             idle_timeout_seconds,
             body_read_timeout_seconds,
             read_stall_timeout_seconds,
+            read_deadline_seconds,
+            max_streamed_reads,
+            max_concurrent_stream_closes,
             compress_min_bytes,
             no_compression,
             history_cache_bytes,
@@ -267,6 +307,8 @@ impl ServeArgs {
             accept_clients,
             max_artifact_bytes,
             max_body_bytes,
+            max_json_body_bytes,
+            max_json_memory_bytes,
             max_stream_batch_bytes,
             max_wait_seconds,
             metrics_listen,
@@ -278,6 +320,9 @@ impl ServeArgs {
             idle_timeout_seconds,
             body_read_timeout_seconds,
             read_stall_timeout_seconds,
+            read_deadline_seconds,
+            max_streamed_reads,
+            max_concurrent_stream_closes,
             compress_min_bytes,
             no_compression,
             history_cache_bytes,

@@ -93,6 +93,7 @@ impl<T: Clone> Flights<T> {
         shared.map_err(|err| match &*err {
             StoreError::NotFound(resource) => StoreError::NotFound(resource.clone()),
             StoreError::Unavailable => StoreError::Unavailable,
+            StoreError::Busy(bound) => StoreError::Busy(bound),
             StoreError::Full(detail) => StoreError::Full(detail.clone()),
             other => StoreError::Aborted(other.to_string()),
         })

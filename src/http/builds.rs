@@ -9,7 +9,6 @@ use axum::response::Response;
 use axum::routing::post;
 use serde_json::Map;
 
-use super::extract::json_body;
 use super::resources::{append_conditional, family_routes};
 use super::rows::{fixed_suffix, rows_response};
 use super::{ApiResult, SharedState, json};
@@ -27,7 +26,7 @@ pub fn router() -> Router<SharedState> {
 
 /// `createBuild`: `POST /builds`. Unknown top-level keys are ignored.
 async fn create_build(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
-    let body = json_body(body, state.limits.max_body_bytes).await?;
+    let body = state.json_body(body).await?;
     let obj = wire::object(&body, "the request body")?;
     let slug = wire::identifier(obj, "slug")?;
     let mut attrs = Map::new();

@@ -41,6 +41,10 @@ pub enum ApiError {
     /// the client should retry. Carries the dependency's name.
     #[error("{0} unavailable")]
     Unavailable(&'static str),
+    /// 503 internal with `Retry-After: 1`: a bound on concurrent work is
+    /// reached (the message names it); nothing was done.
+    #[error("{0}")]
+    Busy(&'static str),
     /// 503 internal with `Retry-After: 10`: the disk under the database or
     /// the blob store is full; nothing of the write was kept, and the same
     /// write succeeds once space is freed (`crate::storage_full`).
@@ -70,7 +74,9 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Unavailable(_) | ApiError::StorageFull(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Busy(_) | ApiError::StorageFull(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -83,9 +89,10 @@ impl ApiError {
             ApiError::Unauthenticated(_) | ApiError::Forbidden(_) => "auth",
             ApiError::NotFound(_) => "not-found",
             ApiError::Conflict(_) => "conflict",
-            ApiError::Internal(_) | ApiError::Unavailable(_) | ApiError::StorageFull(_) => {
-                "internal"
-            }
+            ApiError::Internal(_)
+            | ApiError::Unavailable(_)
+            | ApiError::Busy(_)
+            | ApiError::StorageFull(_) => "internal",
         }
     }
 
@@ -135,6 +142,7 @@ impl From<StoreError> for ApiError {
             }
             // Logged once per outage by the store, not per request.
             StoreError::Unavailable => ApiError::Unavailable("database"),
+            StoreError::Busy(bound) => ApiError::Busy(bound),
             StoreError::Full(detail) => Self::storage_full(Storage::Database, &detail),
             other => ApiError::Internal(other.to_string()),
         }
@@ -160,7 +168,7 @@ impl IntoResponse for ApiError {
         let body = serde_json::json!({ "error": message, "kind": self.kind() });
         let mut response = super::json_response(self.status(), body.to_string());
         let retry_after = match self {
-            ApiError::Unavailable(_) => Some(RETRY_UNAVAILABLE),
+            ApiError::Unavailable(_) | ApiError::Busy(_) => Some(RETRY_UNAVAILABLE),
             ApiError::StorageFull(_) => Some(RETRY_STORAGE_FULL),
             _ => None,
         };

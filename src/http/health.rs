@@ -66,7 +66,7 @@ async fn set_clock(State(state): State<SharedState>, body: Body) -> ApiResult<Re
         .test_clock
         .as_ref()
         .ok_or_else(|| ApiError::NotFound("no route: POST /_test/clock".into()))?;
-    let body = json_body(body, 4096).await?;
+    let body = json_body(body, 4096, &state.json_budget).await?;
     let now = body
         .get("now")
         .and_then(|v| v.as_str())

@@ -34,6 +34,7 @@ use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 
 pub use error::{ApiError, ApiResult};
+pub use extract::JsonBudget;
 pub use sealed::SealedChunks;
 
 use crate::blobs::Blobs;
@@ -48,8 +49,11 @@ pub use identity::{Client, Clients, SUPPORTED_PROTOCOLS, min_protocol};
 pub struct Limits {
     /// Largest decoded artifact, per artifact (413 above).
     pub max_artifact_bytes: usize,
-    /// Largest request body of any route (413 above).
+    /// Largest request body of the routes that carry artifacts (put,
+    /// deposit) and of the ticket-asset routes (413 above).
     pub max_body_bytes: usize,
+    /// Largest request body of every other route (413 above).
+    pub max_json_body_bytes: usize,
     /// Largest serialised stream batch (413 above).
     pub max_stream_batch_bytes: usize,
     /// Ceiling a `wait` is clamped to.
@@ -94,6 +98,11 @@ pub struct AppState {
     /// Compressed sealed history chunks (whole-history reads in zstd);
     /// `None` when compression or the cache is off.
     pub sealed: Option<Arc<SealedChunks>>,
+    /// Turns for closing streams (`--max-concurrent-stream-closes`): each
+    /// close holds the document it assembles in memory.
+    pub stream_closes: tokio::sync::Semaphore,
+    /// The memory all parsed request bodies may hold at once.
+    pub json_budget: extract::JsonBudget,
     /// The settable clock behind `/_test/clock`; only with `--test-clock`.
     pub test_clock: Option<Arc<TestClock>>,
     /// The server's one shutdown token: cancelled, held reads answer at once
@@ -102,6 +111,18 @@ pub struct AppState {
 }
 
 pub type SharedState = Arc<AppState>;
+
+impl AppState {
+    /// The JSON body of a route without artifacts (`--max-json-body-bytes`).
+    pub async fn json_body(&self, body: axum::body::Body) -> ApiResult<extract::ParsedJson> {
+        extract::json_body(body, self.limits.max_json_body_bytes, &self.json_budget).await
+    }
+
+    /// The JSON body of a route carrying artifacts (`--max-body-bytes`).
+    pub async fn artifact_body(&self, body: axum::body::Body) -> ApiResult<extract::ParsedJson> {
+        extract::json_body(body, self.limits.max_body_bytes, &self.json_budget).await
+    }
+}
 
 pub fn router(state: SharedState) -> Router {
     let routes = Router::new()

@@ -9,7 +9,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 
-use super::extract::json_body;
 use super::path::ResourcePath;
 use super::resources::family_routes;
 use super::rows::{fixed_suffix, rows_response};
@@ -31,7 +30,7 @@ pub fn router() -> Router<SharedState> {
 
 /// `ensureRepo`: `POST /repos`, idempotent, `200` either way.
 async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
-    let body = json_body(body, state.limits.max_body_bytes).await?;
+    let body = state.json_body(body).await?;
     let obj = wire::object(&body, "the request body")?;
     let repo = wire::identifier(obj, "repo")?;
     let record = state.store.ensure_repo(repo).await?;

@@ -21,7 +21,7 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::auth::{Caller, attribute};
-use super::extract::{json_body, query_param};
+use super::extract::query_param;
 use super::identity::Client;
 use super::path::ResourcePath;
 use super::rows::{counted_rows_response, fixed_suffix, rows_response};
@@ -94,7 +94,7 @@ pub async fn append_event(
 ) -> ApiResult<Response> {
     let r = path.resource()?;
     let event = lookup_on_failure(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.json_body(body).await?;
         let mut write = wire::event_write(&body, "the request body")?;
         attribute(caller.as_deref(), &mut write.actor, r.kind.allows_via())?;
         validated_event(&client, r.kind, &write).map_err(ApiError::Unprocessable)
@@ -125,7 +125,7 @@ pub async fn append_conditional(
 ) -> ApiResult<Response> {
     let r = path.resource()?;
     let (expected, event) = lookup_on_failure(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.json_body(body).await?;
         let obj = wire::object(&body, "the request body")?;
         let expected = wire::nonnegative_int(obj, "expectedSeq")?;
         let mut write = wire::event_write(obj.get("event").unwrap_or(&Value::Null), "\"event\"")?;
@@ -283,7 +283,7 @@ pub async fn put_artifact(
 ) -> ApiResult<Response> {
     let r = path.resource()?;
     let prepared = lookup_on_failure(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.artifact_body(body).await?;
         prepare_artifact(&state, &body, "the artifact")
     })
     .await?;
@@ -309,7 +309,7 @@ pub async fn deposit(
 ) -> ApiResult<Response> {
     let r = path.resource()?;
     let (prepared, write) = lookup_on_failure(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.artifact_body(body).await?;
         let obj = wire::object(&body, "the request body")?;
         let items = match obj.get("artifacts") {
             Some(Value::Array(items)) => items,
@@ -423,7 +423,7 @@ pub async fn claim_lease(
 ) -> ApiResult<Response> {
     let r = path.resource()?;
     let (holder, ttl) = lookup_on_failure(&state, &r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.json_body(body).await?;
         let obj = wire::object(&body, "the request body")?;
         Ok((
             wire::identifier(obj, "holder")?.to_owned(),
@@ -437,7 +437,7 @@ pub async fn claim_lease(
 
 async fn holder_body(state: &SharedState, r: &ResourceRef, body: Body) -> ApiResult<String> {
     lookup_on_failure(state, r, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.json_body(body).await?;
         let obj = wire::object(&body, "the request body")?;
         Ok(wire::identifier(obj, "holder")?.to_owned())
     })

@@ -36,7 +36,6 @@
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -44,11 +43,12 @@ use axum::response::Response;
 use bytes::Bytes;
 use hashlink::LruCache;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::AppState;
 use super::rows::cut_short;
 use crate::protocol::ResourceRef;
-use crate::store::rows::Next;
+use crate::store::rows::{AnswerTimes, Next};
 use crate::store::{Listing, Rows, StoreError};
 
 /// The zstd level sealed chunks are compressed at: each is compressed once
@@ -61,9 +61,10 @@ const LIVE_LEVEL: i32 = 1;
 pub struct SealedChunks {
     chunk_events: i64,
     capacity: usize,
-    /// How long a frame waits for the client to take it (the streamed
-    /// reads' stall bound); then the answer is abandoned.
-    stall: Duration,
+    /// How long a frame waits for the client to take it, and the whole
+    /// answer may take (the streamed reads' bounds); then the answer is
+    /// abandoned.
+    times: AnswerTimes,
     cache: Mutex<Cache>,
     /// A lower bound on the last sequence of each log a read has seen
     /// (recently read ones first).
@@ -90,12 +91,12 @@ struct Chunk {
 
 impl SealedChunks {
     /// Chunks of `chunk_events` events, at most `capacity` bytes of frames,
-    /// a client given `stall` to take each frame.
-    pub fn new(chunk_events: u32, capacity: usize, stall: Duration) -> Self {
+    /// a client given `times` to take each frame and the whole answer.
+    pub fn new(chunk_events: u32, capacity: usize, times: AnswerTimes) -> Self {
         SealedChunks {
             chunk_events: i64::from(chunk_events.max(1)),
             capacity,
-            stall,
+            times,
             cache: Mutex::new(Cache {
                 frames: LruCache::new_unbounded(),
                 bytes: 0,
@@ -182,14 +183,23 @@ enum Segment {
 /// at least `last`, in chunks of `n`, when the cache holds the last chunk's
 /// prefix up to `cached`; `None` when the range spans no sealed chunk and no
 /// prefix (the ordinary read answers).
+///
+/// `since` comes from the request (any `i64`, `1e300` saturating to
+/// `i64::MAX`) and `last` from the log: nothing here may overflow, so the
+/// first chunk is a rounded-up division that cannot wrap, and the range is
+/// known to end inside the log (`first ≤ open`) before anything is
+/// multiplied or allocated.
 fn plan(since: i64, last: i64, n: i64, cached: Option<i64>) -> Option<Vec<Segment>> {
     let since = since.max(0);
-    let first = (since + n - 1) / n;
+    let last = last.max(0);
+    let n = n.max(1);
+    let first = since / n + i64::from(since % n != 0);
     // The chunk `last` is in, or the next one when `last` ends a chunk.
     let open = last / n;
     if first > open {
         return None;
     }
+    // `open · n ≤ last` and `first ≤ open`: these products cannot overflow.
     let start = open * n;
     // The open chunk's cached prefix is used while the log has grown less
     // than a quarter of a chunk past it; then it is made again, longer.
@@ -200,7 +210,9 @@ fn plan(since: i64, last: i64, n: i64, cached: Option<i64>) -> Option<Vec<Segmen
     if first == open && prefix_end.is_none() {
         return None;
     }
-    let mut segments = Vec::with_capacity((open - first + 3) as usize);
+    // One segment per sealed chunk in range: bounded by the log's length,
+    // which only real appends grow.
+    let mut segments = Vec::with_capacity(usize::try_from(open - first).ok()?.saturating_add(3));
     if since < first * n {
         segments.push(Segment::Live {
             since,
@@ -241,7 +253,8 @@ pub fn answer(
     tokio::spawn(async move {
         let out = Out {
             tx,
-            stall: sealed.stall,
+            times: sealed.times,
+            started: Instant::now(),
         };
         match write(&state, &sealed, &resource, segments, &out).await {
             Ok(()) => {
@@ -309,17 +322,21 @@ fn body(
 /// The body's sending end.
 struct Out {
     tx: mpsc::Sender<Frame>,
-    stall: Duration,
+    times: AnswerTimes,
+    started: Instant,
 }
 
 impl Out {
     /// Hand `frame` to the body; `Gone` once the client went away or left
-    /// it untaken for the stall bound.
+    /// it untaken for the stall bound, or the answer reached its deadline.
     async fn send(&self, frame: Bytes) -> Result<(), Stop> {
         if frame.is_empty() {
             return Ok(());
         }
-        match tokio::time::timeout(self.stall, self.tx.send(Frame::Bytes(frame))).await {
+        let Some(wait) = self.times.next_wait(self.started) else {
+            return Err(Stop::Gone);
+        };
+        match tokio::time::timeout(wait, self.tx.send(Frame::Bytes(frame))).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(Stop::Gone),
         }
@@ -576,8 +593,26 @@ mod tests {
     }
 
     #[test]
+    fn a_since_at_the_integers_edge_plans_nothing_and_never_overflows() {
+        // `since=1e300` saturates to i64::MAX (issue 33): rounding it up to
+        // a chunk used to wrap in release builds and ask for ~10^18 bytes.
+        for since in [i64::MAX, i64::MAX - 1, i64::MAX - 255, i64::MAX / 2] {
+            for n in [1, 8, 256, 65_536] {
+                assert_eq!(plan(since, 30, n, None), None, "{since} {n}");
+                // A log as long as the integers go: at most a head, the
+                // last chunk's prefix and the tail, computed without wrapping.
+                if since > i64::MAX - n {
+                    let planned = plan(since, i64::MAX, n, Some(i64::MAX));
+                    assert!(planned.is_none_or(|s| s.len() <= 3), "{since} {n}");
+                }
+            }
+        }
+        assert_eq!(plan(i64::MIN, 30, 10, None), plan(0, 30, 10, None));
+    }
+
+    #[test]
     fn a_log_is_known_once_a_read_shows_an_event() {
-        let cache = SealedChunks::new(10, 800, Duration::from_secs(1));
+        let cache = SealedChunks::new(10, 800, AnswerTimes::default());
         let r = ResourceRef::new(ResourceKind::Build, "b");
         // No read yet, or one that found nothing: nothing known.
         assert_eq!(cache.known_last(&r), None);
@@ -598,7 +633,7 @@ mod tests {
 
     #[test]
     fn the_cache_keeps_its_bound_by_evicting_the_least_recently_used() {
-        let cache = SealedChunks::new(10, 800, Duration::from_secs(1));
+        let cache = SealedChunks::new(10, 800, AnswerTimes::default());
         let r = ResourceRef::new(ResourceKind::Build, "b");
         let chunk = |size| Chunk {
             end: 10,

@@ -12,7 +12,6 @@ use axum::routing::post;
 use axum::{Extension, Router};
 use serde_json::{Map, Value, json};
 
-use super::extract::json_body;
 use super::identity::Client;
 use super::path::ResourcePath;
 use super::resources::{append_conditional, family_routes, lookup_on_failure};
@@ -52,7 +51,7 @@ async fn create_session(
 ) -> ApiResult<Response> {
     let repo = path.resource()?;
     let attrs = lookup_on_failure(&state, &repo, async {
-        let body = json_body(body, state.limits.max_body_bytes).await?;
+        let body = state.json_body(body).await?;
         let obj = wire::object(&body, "the request body")?;
         let body_repo = wire::nonempty_str(obj, "repo")?;
         if body_repo != repo.id {

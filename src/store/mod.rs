@@ -79,6 +79,10 @@ pub enum StoreError {
     /// The database cannot be reached (PostgreSQL outage): `503`, retry soon.
     #[error("database unavailable")]
     Unavailable,
+    /// A bound on concurrent work is reached (long reads sending at once):
+    /// nothing was done; `503`, retry soon. The message names the bound.
+    #[error("{0}")]
+    Busy(&'static str),
     /// The disk under the database is full (or its quota exhausted): nothing
     /// of the write was kept; `503` until space is freed
     /// ([`crate::storage_full`]). Carries the backend's message, for the log.
@@ -377,9 +381,29 @@ pub struct StoreOptions {
     pub acquire_timeout: std::time::Duration,
     /// The same while PostgreSQL is known to be unreachable.
     pub unavailable_acquire_timeout: std::time::Duration,
-    /// How long a streamed read waits for its client to take each piece
-    /// before it is abandoned.
-    pub stall: std::time::Duration,
+    /// How long a streamed answer may take its client (each piece, whole).
+    pub answer_times: rows::AnswerTimes,
+    /// Streamed answers that may wait on their clients at once (each holds
+    /// a connection meanwhile); below `pool_size`.
+    pub max_streamed_reads: u32,
+}
+
+impl StoreOptions {
+    /// The bounds of this store's streamed reads: an answer that finds
+    /// every sending permit taken waits as long as for a connection.
+    pub(crate) fn streamed_reads(&self) -> rows::StreamedReads {
+        rows::StreamedReads::new(
+            self.answer_times,
+            self.max_streamed_reads,
+            self.acquire_timeout,
+        )
+    }
+
+    /// The default `max_streamed_reads` of a pool: half of it, rounded up,
+    /// so the other half always serves writes and short reads.
+    pub fn default_streamed_reads(pool_size: u32) -> u32 {
+        pool_size.max(1).div_ceil(2)
+    }
 }
 
 impl Default for StoreOptions {
@@ -391,7 +415,8 @@ impl Default for StoreOptions {
             retention: retention::Retention::default(),
             acquire_timeout: std::time::Duration::from_secs(10),
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
-            stall: rows::DEFAULT_STALL,
+            answer_times: rows::AnswerTimes::default(),
+            max_streamed_reads: 8,
         }
     }
 }

@@ -13,11 +13,21 @@
 //! that goes away drops the consumer: the producer's next send fails and it
 //! stops, ending its statement. A client that stops reading is given
 //! `stall` to take each piece, then abandoned the same way.
+//!
+//! An answer that outgrows its first piece holds its database connection
+//! (and, on SQLite, a read snapshot that keeps the WAL from being
+//! checkpointed) while its client takes the rest, so such answers are
+//! bounded twice over ([`StreamedReads`]): a whole answer has a deadline,
+//! however steadily its client reads, and only so many may be sending at
+//! once, fewer than the pool's connections, so that slow readers can never
+//! take every connection from the writes and short reads (issue 33).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::time::Instant;
 
 use super::{StoreError, StoreResult};
 use crate::protocol::{ResourceKind, ResourceRef};
@@ -84,6 +94,82 @@ enum Message<E> {
     Failed(StoreError),
 }
 
+/// How long an answer may take its client: each piece, and the whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerTimes {
+    /// How long one piece waits for the client to take it.
+    pub stall: Duration,
+    /// How long the whole answer may take, from its start, however steadily
+    /// the client reads.
+    pub deadline: Duration,
+}
+
+impl AnswerTimes {
+    /// How long the next piece may wait, or `None` once the deadline passed.
+    pub fn next_wait(&self, started: Instant) -> Option<Duration> {
+        let left = self.deadline.checked_sub(started.elapsed())?;
+        (!left.is_zero()).then(|| left.min(self.stall))
+    }
+}
+
+impl Default for AnswerTimes {
+    fn default() -> Self {
+        AnswerTimes {
+            stall: DEFAULT_STALL,
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
+}
+
+/// The bounds of every streamed read of one store (configured with
+/// `--read-stall-timeout-seconds`, `--read-deadline-seconds` and
+/// `--max-streamed-reads`).
+#[derive(Clone, Debug)]
+pub struct StreamedReads {
+    times: AnswerTimes,
+    /// Permits of the answers that outgrew their first piece: only these
+    /// wait on their clients while holding a connection.
+    sending: Arc<Semaphore>,
+    /// How long an answer that outgrew its first piece waits for a permit
+    /// before it is refused (`Busy`, nothing sent yet).
+    permit_wait: Duration,
+}
+
+impl StreamedReads {
+    /// At most `max_sending` answers wait on their clients at once; one
+    /// that finds none free within `permit_wait` is refused.
+    pub fn new(times: AnswerTimes, max_sending: u32, permit_wait: Duration) -> Self {
+        StreamedReads {
+            times,
+            sending: Arc::new(Semaphore::new(max_sending.max(1) as usize)),
+            permit_wait,
+        }
+    }
+
+    /// A sink and its consumer's receiving end, under these bounds.
+    pub(crate) fn sink<E>(&self) -> (RowSink<E>, Pending<E>) {
+        let (tx, rx) = mpsc::channel(1);
+        (
+            RowSink {
+                piece: BytesMut::with_capacity(PIECE_BYTES + PIECE_BYTES / 4),
+                count: 0,
+                sent: false,
+                tx,
+                reads: self.clone(),
+                started: Instant::now(),
+                permit: None,
+            },
+            Pending { rx },
+        )
+    }
+}
+
+impl Default for StreamedReads {
+    fn default() -> Self {
+        StreamedReads::new(AnswerTimes::default(), 8, Duration::from_secs(10))
+    }
+}
+
 /// The producer's side: rows in, pieces out.
 pub(crate) struct RowSink<E> {
     piece: BytesMut,
@@ -92,31 +178,34 @@ pub(crate) struct RowSink<E> {
     /// A piece went out.
     sent: bool,
     tx: mpsc::Sender<Message<E>>,
-    stall: Duration,
+    reads: StreamedReads,
+    started: Instant,
+    /// Held from the first piece sent until the producer ends.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
-/// The consumer went away (or stopped reading for longer than the stall
-/// bound): the producer stops.
+/// Why a producer must stop early.
 #[derive(Debug)]
-pub(crate) struct Gone;
+pub(crate) enum Stopped {
+    /// The consumer went away, stopped reading for longer than the stall
+    /// bound, or the answer reached its deadline: the answer is cut.
+    Gone,
+    /// Too many long answers are sending: refused before any byte (`503`).
+    Busy,
+}
+
+impl From<Stopped> for StoreError {
+    fn from(stopped: Stopped) -> Self {
+        match stopped {
+            Stopped::Gone => StoreError::Aborted("the client stopped reading".into()),
+            Stopped::Busy => StoreError::Busy(
+                "too many long reads are being sent; retry shortly (--max-streamed-reads)",
+            ),
+        }
+    }
+}
 
 impl<E> RowSink<E> {
-    /// A sink and its consumer's receiving end; `stall` bounds how long a
-    /// piece waits for the consumer.
-    pub(crate) fn new(stall: Duration) -> (Self, Pending<E>) {
-        let (tx, rx) = mpsc::channel(1);
-        (
-            RowSink {
-                piece: BytesMut::with_capacity(PIECE_BYTES + PIECE_BYTES / 4),
-                count: 0,
-                sent: false,
-                tx,
-                stall,
-            },
-            Pending { rx },
-        )
-    }
-
     /// The buffer to write the next row's JSON text into (the separator is
     /// already there).
     pub(crate) fn row(&mut self) -> &mut BytesMut {
@@ -148,17 +237,51 @@ impl<E> RowSink<E> {
         self.piece.len() >= PIECE_BYTES
     }
 
-    /// Send the current piece, waiting at most the stall bound for room.
-    pub(crate) async fn send_piece(&mut self) -> Result<(), Gone> {
+    /// Send the current piece, waiting at most the stall bound (and what is
+    /// left of the deadline) for room. The first piece takes a permit of
+    /// [`StreamedReads`]: from then on the answer waits on its client.
+    pub(crate) async fn send_piece(&mut self) -> Result<(), Stopped> {
         if self.piece.is_empty() {
             return Ok(());
+        }
+        if self.permit.is_none() {
+            let permit = self.reads.sending.clone().acquire_owned();
+            match tokio::time::timeout(self.reads.permit_wait, permit).await {
+                Ok(Ok(permit)) => self.permit = Some(permit),
+                Ok(Err(_)) | Err(_) => {
+                    metrics::counter!("abstore_streamed_reads_cut_total", "reason" => "busy")
+                        .increment(1);
+                    return Err(Stopped::Busy);
+                }
+            }
         }
         let piece = self.piece.split().freeze();
         self.piece.reserve(PIECE_BYTES + PIECE_BYTES / 4);
         self.sent = true;
-        match tokio::time::timeout(self.stall, self.tx.send(Message::Piece(piece))).await {
+        self.deliver(Message::Piece(piece)).await
+    }
+
+    /// Hand `message` to the consumer within the answer's times.
+    async fn deliver(&self, message: Message<E>) -> Result<(), Stopped> {
+        let Some(wait) = self.reads.times.next_wait(self.started) else {
+            metrics::counter!("abstore_streamed_reads_cut_total", "reason" => "deadline")
+                .increment(1);
+            return Err(Stopped::Gone);
+        };
+        match tokio::time::timeout(wait, self.tx.send(message)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) | Err(_) => Err(Gone),
+            // The consumer went away: routine, not counted.
+            Ok(Err(_)) => Err(Stopped::Gone),
+            Err(_) => {
+                let reason = if self.reads.times.next_wait(self.started).is_some() {
+                    "stall"
+                } else {
+                    "deadline"
+                };
+                metrics::counter!("abstore_streamed_reads_cut_total", "reason" => reason)
+                    .increment(1);
+                Err(Stopped::Gone)
+            }
         }
     }
 
@@ -175,7 +298,7 @@ impl<E> RowSink<E> {
             }
             Err(err) => Message::Failed(err),
         };
-        let _ = tokio::time::timeout(self.stall, self.tx.send(last)).await;
+        let _ = self.deliver(last).await;
     }
 }
 
@@ -335,13 +458,91 @@ pub(crate) fn write_json(piece: &mut BytesMut, value: &serde_json::Value) -> Sto
 /// The default bound a producer waits for its consumer to take a piece.
 pub const DEFAULT_STALL: Duration = Duration::from_secs(30);
 
+/// The default bound on a whole streamed answer.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn bounded(stall: Duration, deadline: Duration, sending: u32) -> (RowSink<()>, Pending<()>) {
+        let times = AnswerTimes { stall, deadline };
+        StreamedReads::new(times, sending, Duration::from_millis(100)).sink()
+    }
+
+    /// A producer that writes 1,000-byte rows until it is stopped.
+    fn endless(mut sink: RowSink<()>) -> tokio::task::JoinHandle<Stopped> {
+        tokio::spawn(async move {
+            loop {
+                sink.row().extend_from_slice(&[b'1'; 1000]);
+                if sink.is_full()
+                    && let Err(stopped) = sink.send_piece().await
+                {
+                    return stopped;
+                }
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn a_steady_reader_is_cut_at_the_answers_deadline() {
+        let (sink, pending) = bounded(Duration::from_secs(60), Duration::from_millis(300), 8);
+        let producer = endless(sink);
+        let mut rows = pending.start().await.unwrap();
+        let started = std::time::Instant::now();
+        // Read every piece as it comes: only the deadline can end it.
+        let cut = loop {
+            match rows.next().await {
+                Some(Ok(Next::Piece(_))) => continue,
+                Some(Err(_)) | None => break true,
+                Some(Ok(Next::End(()))) => break false,
+            }
+        };
+        assert!(cut, "an endless answer cannot end whole");
+        assert!(matches!(producer.await.unwrap(), Stopped::Gone));
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+
+    #[tokio::test]
+    async fn long_answers_beyond_the_permits_are_refused_before_any_byte() {
+        let reads = StreamedReads::new(
+            AnswerTimes {
+                stall: Duration::from_secs(60),
+                deadline: Duration::from_secs(60),
+            },
+            1,
+            Duration::from_millis(100),
+        );
+        // The first long answer takes the one permit and its client waits.
+        let (sink, pending) = reads.sink::<()>();
+        let first = endless(sink);
+        let held = pending.start().await.unwrap();
+        // A second long answer is refused: `Busy`, before its status.
+        let (sink, pending) = reads.sink::<()>();
+        let second = endless(sink);
+        assert!(matches!(second.await.unwrap(), Stopped::Busy));
+        drop(pending);
+        // A short answer needs no permit.
+        let (mut sink, pending) = reads.sink::<()>();
+        sink.row().extend_from_slice(b"1");
+        sink.finish(Ok(())).await;
+        assert_eq!(
+            pending.start().await.unwrap().collect().await.unwrap().0,
+            "[1]"
+        );
+        // Once the first is gone, its permit is free again.
+        drop(held);
+        assert!(matches!(first.await.unwrap(), Stopped::Gone));
+        let (sink, pending) = reads.sink::<()>();
+        let third = endless(sink);
+        let rows = pending.start().await.unwrap();
+        drop(rows);
+        assert!(matches!(third.await.unwrap(), Stopped::Gone));
+    }
+
     #[tokio::test]
     async fn pieces_join_into_one_array_with_the_end_value() {
-        let (mut sink, pending) = RowSink::<u8>::new(DEFAULT_STALL);
+        let (mut sink, pending) = StreamedReads::default().sink::<u8>();
         let producer = tokio::spawn(async move {
             for i in 0..20_000 {
                 sink.row()
@@ -372,7 +573,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_short_answer_arrives_whole() {
-        let (mut sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        let (mut sink, pending) = StreamedReads::default().sink::<()>();
         sink.row().extend_from_slice(b"1");
         sink.row().extend_from_slice(b"2");
         sink.finish(Ok(())).await;
@@ -385,21 +586,21 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_answer_and_a_failure_are_known_before_any_piece() {
-        let (sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        let (sink, pending) = StreamedReads::default().sink::<()>();
         sink.finish(Ok(())).await;
         let rows = pending.start().await.unwrap();
         assert!(rows.is_empty());
         assert_eq!(rows.count(), Some(0));
         assert_eq!(rows.collect().await.unwrap().0, "[]");
 
-        let (sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        let (sink, pending) = StreamedReads::default().sink::<()>();
         sink.finish(Err(StoreError::Aborted("no".into()))).await;
         assert!(pending.start().await.is_err());
     }
 
     #[tokio::test]
     async fn a_consumer_that_leaves_stops_the_producer() {
-        let (mut sink, pending) = RowSink::<()>::new(DEFAULT_STALL);
+        let (mut sink, pending) = StreamedReads::default().sink::<()>();
         let producer = tokio::spawn(async move {
             let mut sent = 0;
             loop {
@@ -421,7 +622,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_consumer_that_stops_reading_is_abandoned_after_the_stall_bound() {
-        let (mut sink, pending) = RowSink::<()>::new(Duration::from_millis(100));
+        let (mut sink, pending) = bounded(Duration::from_millis(100), DEFAULT_DEADLINE, 8);
         let producer = tokio::spawn(async move {
             loop {
                 sink.row().extend_from_slice(&[b'1'; 1000]);

@@ -25,7 +25,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use super::extract::{json_body, query_param};
+use super::extract::{ParsedJson, json_body, query_param};
 use super::path::ResourcePath;
 use super::resources::lenient_int;
 use super::{ApiError, ApiResult, SharedState, json, json_response};
@@ -101,8 +101,8 @@ fn ceiling(state: &SharedState) -> usize {
 }
 
 /// A ticket-asset request body: over the ceiling, the `413` names it.
-async fn ticket_body(body: Body, ceiling: usize) -> ApiResult<Value> {
-    match json_body(body, ceiling).await {
+async fn ticket_body(state: &SharedState, body: Body, ceiling: usize) -> ApiResult<ParsedJson> {
+    match json_body(body, ceiling, &state.json_budget).await {
         Err(ApiError::TooLarge(_)) => {
             Err(ApiError::TooLarge(assets::request_over_ceiling(ceiling)))
         }
@@ -255,7 +255,7 @@ async fn remove_asset(
 ) -> ApiResult<Response> {
     let ticket = Ticket::of(&path)?;
     let ceiling = ceiling(&state);
-    let body = ticket_body(body, ceiling).await?;
+    let body = ticket_body(&state, body, ceiling).await?;
     let obj = wire::object(&body, "the request body")?;
     let (kind, name) = (
         wire::nonempty_str(obj, "kind")?,

@@ -77,7 +77,7 @@ pub(super) async fn put_asset(
         }
     }
     let ceiling = ceiling(&state);
-    let body = ticket_body(body, ceiling).await?;
+    let body = ticket_body(&state, body, ceiling).await?;
     let obj = wire::object(&body, "the request body")?;
     let what = "the request body";
     let (kind, name, layout) = (

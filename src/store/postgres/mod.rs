@@ -20,6 +20,7 @@ use crate::clock::Clock;
 use crate::held::Notifier;
 use crate::store::engine::{Backend, OpFuture};
 use crate::store::ops::Written;
+use crate::store::rows::StreamedReads;
 use crate::store::{Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult};
 
 /// The channel every replica listens on; payloads name a resource, never content.
@@ -53,8 +54,8 @@ pub struct PgBackend {
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
     published: tokio::sync::mpsc::UnboundedSender<String>,
-    /// How long a streamed read waits for its client to take a piece.
-    stall: Duration,
+    /// The bounds of streamed reads.
+    reads: StreamedReads,
 }
 
 impl PgBackend {
@@ -104,7 +105,7 @@ impl PgBackend {
             clock,
             notifier,
             published,
-            stall: options.stall,
+            reads: options.streamed_reads(),
         })
     }
 }
@@ -162,7 +163,7 @@ impl Backend for PgBackend {
     }
 
     async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
-        stream::read(self.connections.clone(), listing, self.stall).await
+        stream::read(self.connections.clone(), listing, &self.reads).await
     }
 
     fn pool_stats(&self) -> PoolStats {

@@ -6,14 +6,13 @@
 //! thrown away by the next user of the connection.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::TryStreamExt as _;
 
 use super::connections::Connections;
 use super::primitives::PgRead;
 use crate::store::ops::Reads as _;
-use crate::store::rows::RowSink;
+use crate::store::rows::{RowSink, StreamedReads};
 use crate::store::sql;
 use crate::store::{Listing, Rows, StoreError, StoreResult};
 
@@ -21,9 +20,9 @@ use crate::store::{Listing, Rows, StoreError, StoreResult};
 pub(super) async fn read(
     connections: Arc<Connections>,
     listing: Listing,
-    stall: Duration,
+    reads: &StreamedReads,
 ) -> StoreResult<Rows> {
-    let (mut sink, pending) = RowSink::new(stall);
+    let (mut sink, pending) = reads.sink();
     tokio::spawn(async move {
         let mut read = PgRead::new(&connections);
         let outcome = produce(&mut read, &listing, &mut sink).await;
@@ -39,20 +38,22 @@ async fn produce(
     sink: &mut RowSink<()>,
 ) -> StoreResult<()> {
     let query = super::primitives::query(&sql::listing(listing, sql::Dialect::Postgres));
-    let mut gone = false;
+    let mut stopped = None;
     {
         let mut rows = query.fetch(read.conn().await?);
         while let Some(row) = rows.try_next().await? {
             sql::render(listing, &row, sink.row())?;
-            if sink.is_full() && sink.send_piece().await.is_err() {
-                gone = true;
+            if sink.is_full()
+                && let Err(stop) = sink.send_piece().await
+            {
+                stopped = Some(stop);
                 break;
             }
         }
     }
-    if gone {
+    if let Some(stop) = stopped {
         read.discard();
-        return Err(StoreError::Aborted("the client stopped reading".into()));
+        return Err(stop.into());
     }
     if !sink.has_rows()
         && let Some(owner) = listing.owner()

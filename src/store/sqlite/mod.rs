@@ -32,6 +32,7 @@ use crate::clock::Clock;
 use crate::held::Notifier;
 use crate::store::engine::{Backend, OpFuture};
 use crate::store::ops::{Written, run_synchronously};
+use crate::store::rows::StreamedReads;
 use crate::store::url::SqliteLocation as Location;
 use crate::store::{
     DatabaseFailure, Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult,
@@ -88,8 +89,8 @@ pub struct SqliteBackend {
     pool_size: u32,
     clock: Arc<dyn Clock>,
     notifier: Arc<Notifier>,
-    /// How long a streamed read waits for its client to take a piece.
-    stall: Duration,
+    /// The bounds of streamed reads.
+    reads: StreamedReads,
     _lock: Option<std::fs::File>,
 }
 
@@ -112,7 +113,11 @@ impl SqliteBackend {
                 (
                     conn,
                     Some(lock),
-                    Some(Arc::new(Readers::new(path.clone(), options.pool_size))),
+                    Some(Arc::new(Readers::new(
+                        path.clone(),
+                        options.pool_size,
+                        options.acquire_timeout,
+                    ))),
                 )
             }
         };
@@ -130,7 +135,7 @@ impl SqliteBackend {
             pool_size: options.pool_size.max(1),
             clock,
             notifier,
-            stall: options.stall,
+            reads: options.streamed_reads(),
             _lock: lock,
         })
     }
@@ -249,7 +254,7 @@ impl Backend for SqliteBackend {
             Some(readers) => {
                 let clock = self.clock.clone();
                 readers
-                    .stream(self.stall, move |conn, out| {
+                    .stream(&self.reads, move |conn, out| {
                         Conn::new(conn, &*clock).stream(&listing, out)
                     })
                     .await

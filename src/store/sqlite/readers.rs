@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 
 use super::BUSY_TIMEOUT;
 use super::stream::Out;
-use crate::store::rows::RowSink;
+use crate::store::rows::StreamedReads;
 use crate::store::{PoolStats, Rows, StoreError, StoreResult};
 
 pub(super) struct Readers {
@@ -19,15 +19,18 @@ pub(super) struct Readers {
     idle: Mutex<Vec<Connection>>,
     /// Bounds concurrent reads (and so open connections) to the pool size.
     permits: Arc<Semaphore>,
+    /// How long a read waits for a turn before it is refused (`Busy`).
+    acquire_timeout: std::time::Duration,
     opened: std::sync::atomic::AtomicU32,
 }
 
 impl Readers {
-    pub(super) fn new(path: PathBuf, size: u32) -> Self {
+    pub(super) fn new(path: PathBuf, size: u32, acquire_timeout: std::time::Duration) -> Self {
         Readers {
             path,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(size.max(1) as usize)),
+            acquire_timeout,
             opened: std::sync::atomic::AtomicU32::new(0),
         }
     }
@@ -63,13 +66,18 @@ impl Readers {
             .push(conn);
     }
 
-    /// A turn: at most the pool size of reads hold a connection at once.
+    /// A turn: at most the pool size of reads hold a connection at once, and
+    /// a read waits for one no longer than PostgreSQL's would for a
+    /// connection (`--db-acquire-timeout-ms`).
     async fn permit(&self) -> StoreResult<tokio::sync::OwnedSemaphorePermit> {
-        self.permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Corrupt("reader pool closed".into()))
+        let permit = self.permits.clone().acquire_owned();
+        match tokio::time::timeout(self.acquire_timeout, permit).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(StoreError::Corrupt("reader pool closed".into())),
+            Err(_) => Err(StoreError::Busy(
+                "every database reader is busy; retry shortly (--db-pool-size)",
+            )),
+        }
     }
 
     pub(super) async fn run<T: Send + 'static>(
@@ -96,11 +104,11 @@ impl Readers {
     /// answer ends or the client goes away.
     pub(super) async fn stream(
         self: &Arc<Self>,
-        stall: std::time::Duration,
+        reads: &StreamedReads,
         op: impl FnOnce(&mut Connection, &mut Out) -> StoreResult<()> + Send + 'static,
     ) -> StoreResult<Rows> {
         let permit = self.permit().await?;
-        let (sink, pending) = RowSink::new(stall);
+        let (sink, pending) = reads.sink();
         let handle = tokio::runtime::Handle::current();
         let readers = self.clone();
         tokio::task::spawn_blocking(move || {

@@ -7,8 +7,8 @@
 use bytes::BytesMut;
 use tokio::runtime::Handle;
 
-use crate::store::rows::{RowSink, Rows};
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
+use crate::store::rows::{RowSink, Rows, StreamedReads};
 
 pub(super) struct Out {
     sink: RowSink<()>,
@@ -27,7 +27,7 @@ impl Out {
 
     /// The whole answer stays here until [`Out::into_rows`].
     pub(super) fn gathering() -> Self {
-        let (sink, _unused) = RowSink::new(crate::store::rows::DEFAULT_STALL);
+        let (sink, _unused) = StreamedReads::default().sink();
         Out { sink, handle: None }
     }
 
@@ -45,9 +45,7 @@ impl Out {
         if let Some(handle) = &self.handle
             && self.sink.is_full()
         {
-            handle
-                .block_on(self.sink.send_piece())
-                .map_err(|_| StoreError::Aborted("the client stopped reading".into()))?;
+            handle.block_on(self.sink.send_piece())?;
         }
         Ok(())
     }

@@ -60,14 +60,35 @@ pub struct Assembly {
 /// Assemble a stream's parts (all chunks' parts concatenated in seq order) into the
 /// `UIMessage[]` document and the number of dropped parts.
 pub fn assemble(parts: &[Value]) -> Assembly {
-    let mut assembler = Assembler::default();
-    let dropped = parts
-        .iter()
-        .filter(|part| assembler.apply(part).is_err())
-        .count();
-    Assembly {
-        messages: assembler.finish(),
-        dropped,
+    let mut assembly = Assembling::default();
+    for part in parts {
+        assembly.push(part);
+    }
+    assembly.finish()
+}
+
+/// Assembly part by part, for a caller that reads the parts in pieces: the
+/// parts themselves need not be kept, only what the document holds so far.
+#[derive(Debug, Default)]
+pub struct Assembling {
+    assembler: Assembler,
+    dropped: usize,
+}
+
+impl Assembling {
+    /// Apply the next part in order (a dropped one is counted).
+    pub fn push(&mut self, part: &Value) {
+        if self.assembler.apply(part).is_err() {
+            self.dropped += 1;
+        }
+    }
+
+    /// The document of every part pushed.
+    pub fn finish(self) -> Assembly {
+        Assembly {
+            messages: self.assembler.finish(),
+            dropped: self.dropped,
+        }
     }
 }
 
