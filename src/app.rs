@@ -51,6 +51,13 @@ impl App {
             args.max_wait_seconds
         );
         anyhow::ensure!(
+            args.answer_deadline_seconds > args.request_timeout_seconds,
+            "--answer-deadline-seconds ({}) must exceed --request-timeout-seconds ({}), \
+             so that only an answer its client takes too slowly is ever cut",
+            args.answer_deadline_seconds,
+            args.request_timeout_seconds
+        );
+        anyhow::ensure!(
             args.max_json_body_bytes >= args.max_stream_batch_bytes.saturating_add(64 * 1024),
             "--max-json-body-bytes ({}) must exceed --max-stream-batch-bytes ({}) by at least 64 KiB, \
              so a batch within its ceiling always fits its request",
@@ -149,12 +156,17 @@ impl App {
         });
         crate::metrics::record_build_info(args.db.database.backend());
         let max_connections = crate::connections::effective_max_connections(args.max_connections);
+        let max_per_address = args
+            .max_connections_per_address
+            .unwrap_or((max_connections / 4).max(1))
+            .min(max_connections);
         log_configuration(
             args,
             &catalog_source(args),
             &state.access.clients.describe(),
             &retention,
             max_connections,
+            max_per_address,
             max_streamed_reads,
         );
         Ok(App {
@@ -166,9 +178,12 @@ impl App {
                 deadlines: crate::connections::Deadlines {
                     header_read: Duration::from_secs(args.header_read_timeout_seconds),
                     idle: Duration::from_secs(args.idle_timeout_seconds),
+                    answer_stall: Duration::from_secs(args.read_stall_timeout_seconds),
+                    answer_deadline: Duration::from_secs(args.answer_deadline_seconds),
                 },
                 body_read: Duration::from_secs(args.body_read_timeout_seconds),
                 max_connections,
+                max_per_address,
             },
         })
     }
@@ -265,6 +280,7 @@ fn log_configuration(
     clients: &str,
     retention: &store::retention::Retention,
     max_connections: u32,
+    max_connections_per_address: u32,
     max_streamed_reads: u32,
 ) {
     tracing::info!(
@@ -288,11 +304,12 @@ fn log_configuration(
         request_timeout_seconds = args.request_timeout_seconds,
         max_concurrent_requests = args.max_concurrent_requests,
         max_connections,
+        max_connections_per_address,
         header_read_timeout_seconds = args.header_read_timeout_seconds,
         idle_timeout_seconds = args.idle_timeout_seconds,
         body_read_timeout_seconds = args.body_read_timeout_seconds,
         read_stall_timeout_seconds = args.read_stall_timeout_seconds,
-        read_deadline_seconds = args.read_deadline_seconds,
+        answer_deadline_seconds = args.answer_deadline_seconds,
         max_streamed_reads,
         max_concurrent_stream_closes = args.max_concurrent_stream_closes,
         compression = if args.no_compression { "off".to_owned() } else { format!("zstd, br, gzip from {} bytes", args.compress_min_bytes) },
@@ -323,6 +340,6 @@ fn history_cache(args: &ServeConfig) -> Option<Arc<crate::http::SealedChunks>> {
 fn answer_times(args: &ServeConfig) -> store::rows::AnswerTimes {
     store::rows::AnswerTimes {
         stall: Duration::from_secs(args.read_stall_timeout_seconds),
-        deadline: Duration::from_secs(args.read_deadline_seconds),
+        deadline: Duration::from_secs(args.answer_deadline_seconds),
     }
 }

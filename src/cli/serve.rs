@@ -80,26 +80,26 @@ pub struct ServeArgs {
     pub accept_clients: Vec<ClientIdentity>,
 
     /// Largest decoded artifact in bytes; larger ones are 413.
-    #[arg(long, env = "ABSTORE_MAX_ARTIFACT_BYTES", default_value_t = 1_048_576)]
+    #[arg(long, env = "ABSTORE_MAX_ARTIFACT_BYTES", default_value_t = 1_048_576, value_parser = bytes_in(1, 1 << 30))]
     pub max_artifact_bytes: usize,
 
     /// Largest request body in bytes of the routes that carry artifacts
     /// (put, deposit) and of the ticket-asset routes; larger ones are 413.
-    #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576)]
+    #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576, value_parser = bytes_in(1024, 1 << 32))]
     pub max_body_bytes: usize,
 
     /// Largest request body in bytes of every other route (events, stream
     /// batches, leases, sessions); larger ones are 413. Above
     /// `--max-stream-batch-bytes`, so a batch is judged by its own ceiling.
     /// The default is the request ceiling of Autobuild's hosted service.
-    #[arg(long, env = "ABSTORE_MAX_JSON_BODY_BYTES", default_value_t = 4 * 1_048_576)]
+    #[arg(long, env = "ABSTORE_MAX_JSON_BODY_BYTES", default_value_t = 4 * 1_048_576, value_parser = bytes_in(1024, 1 << 32))]
     pub max_json_body_bytes: usize,
 
     /// Memory all parsed request bodies may hold at once, in bytes (a JSON
     /// text's tree takes several times its size). A body that does not fit
     /// beside the others is answered `503` (retry), one that could never
     /// fit `413`.
-    #[arg(long, env = "ABSTORE_MAX_JSON_MEMORY_BYTES", default_value_t = 512 * 1_048_576)]
+    #[arg(long, env = "ABSTORE_MAX_JSON_MEMORY_BYTES", default_value_t = 512 * 1_048_576, value_parser = bytes_in(1 << 20, 1 << 40))]
     pub max_json_memory_bytes: usize,
 
     /// Largest serialised stream batch (`parts`) in bytes; larger ones are 413.
@@ -121,7 +121,7 @@ pub struct ServeArgs {
 
     /// Longest a request may run before it is answered `500 internal`; must
     /// exceed the held-read ceiling by at least 5 s so no held read is cut short.
-    #[arg(long, env = "ABSTORE_REQUEST_TIMEOUT_SECONDS", default_value_t = 60)]
+    #[arg(long, env = "ABSTORE_REQUEST_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub request_timeout_seconds: u64,
 
     /// Requests served at once (held reads included); more wait for a turn.
@@ -130,7 +130,7 @@ pub struct ServeArgs {
 
     /// After SIGTERM/SIGINT, how long in-flight requests may take to finish
     /// before the process exits anyway (held reads answer at once).
-    #[arg(long, env = "ABSTORE_SHUTDOWN_GRACE_SECONDS", default_value_t = 10)]
+    #[arg(long, env = "ABSTORE_SHUTDOWN_GRACE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub shutdown_grace_seconds: u64,
 
     /// Connections open at once (held reads each keep one); over it a new
@@ -139,33 +139,43 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
-    /// Longest a client may take to send a request head, from its first byte;
-    /// then the connection is closed.
-    #[arg(long, env = "ABSTORE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Connections open at once from one client address (IPv6 clients by
+    /// their /64); over it a new connection is answered `503` and closed.
+    /// Default: a quarter of `--max-connections`. Behind a reverse proxy
+    /// every connection comes from the proxy: raise it to
+    /// `--max-connections` there.
+    #[arg(long, env = "ABSTORE_MAX_CONNECTIONS_PER_ADDRESS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_address: Option<u32>,
+
+    /// Longest a client may take to send a request head, from its first byte
+    /// (for a new connection, from the moment it opens); then the
+    /// connection is closed.
+    #[arg(long, env = "ABSTORE_HEADER_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_read_timeout_seconds: u64,
 
     /// Longest a connection may stay open with no request in progress and no
     /// bytes arriving (idle keep-alive, or never sending anything).
-    #[arg(long, env = "ABSTORE_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "ABSTORE_IDLE_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout_seconds: u64,
 
     /// Longest a request body may go without data before the request is
     /// answered `400 validation`.
-    #[arg(long, env = "ABSTORE_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "ABSTORE_BODY_READ_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub body_read_timeout_seconds: u64,
 
-    /// Longest a streamed answer (a whole history, written as the database
-    /// produces it) waits for its client to take the next piece; then the
-    /// read is abandoned and the connection closed.
+    /// Longest an answer waits for its client to take more of it (a
+    /// streamed answer: its next piece; any answer: bytes the socket can
+    /// send); then the answer is abandoned and the connection closed.
     #[arg(long, env = "ABSTORE_READ_STALL_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub read_stall_timeout_seconds: u64,
 
-    /// Longest a whole streamed answer may take to send, however steadily
-    /// its client reads; then it is cut short and the connection closed
-    /// (the answer holds a database connection and, on SQLite, a read
-    /// snapshot until it ends).
-    #[arg(long, env = "ABSTORE_READ_DEADLINE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub read_deadline_seconds: u64,
+    /// Longest a request may take from the first byte of its head to the
+    /// last byte of its answer, however steadily its client reads; then the
+    /// answer is cut short and the connection closed (a streamed answer
+    /// holds a database connection and, on SQLite, a read snapshot until it
+    /// ends). Above `--request-timeout-seconds`.
+    #[arg(long, env = "ABSTORE_ANSWER_DEADLINE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub answer_deadline_seconds: u64,
 
     /// Streamed answers longer than one 64 KiB piece that may be sending at
     /// once (each holds a database connection while its client reads);
@@ -191,7 +201,7 @@ pub struct ServeArgs {
 
     /// Bytes of compressed sealed history chunks kept in memory to answer
     /// whole-history reads in zstd; 0 turns the cache off.
-    #[arg(long, env = "ABSTORE_HISTORY_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    #[arg(long, env = "ABSTORE_HISTORY_CACHE_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = bytes_in(0, 1 << 40))]
     pub history_cache_bytes: usize,
 
     /// Events per history chunk: a log's chunk is sealed (kept compressed)
@@ -200,7 +210,7 @@ pub struct ServeArgs {
     pub history_chunk_events: u32,
 
     /// Held reads allowed at once in this process; beyond it reads answer immediately.
-    #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000)]
+    #[arg(long, env = "ABSTORE_MAX_HELD_READS", default_value_t = 10_000, value_parser = bytes_in(0, 1_000_000))]
     pub max_held_reads: usize,
 
     /// Replace the embedded event catalogs with `build.json`, `repository.json`
@@ -236,6 +246,16 @@ pub struct ServeArgs {
     /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
+}
+
+/// A size or count flag between `min` and `max` (inclusive): a value out of
+/// range fails the start naming the flag, instead of overflowing a deadline
+/// or a semaphore later.
+fn bytes_in(min: u64, max: u64) -> impl clap::builder::TypedValueParser<Value = usize> {
+    use clap::builder::TypedValueParser as _;
+    clap::value_parser!(u64)
+        .range(min..=max)
+        .map(|value| usize::try_from(value).unwrap_or(usize::MAX))
 }
 
 /// Where the token signing secret comes from; none means open mode.
@@ -278,11 +298,12 @@ impl ServeArgs {
             max_concurrent_requests,
             shutdown_grace_seconds,
             max_connections,
+            max_connections_per_address,
             header_read_timeout_seconds,
             idle_timeout_seconds,
             body_read_timeout_seconds,
             read_stall_timeout_seconds,
-            read_deadline_seconds,
+            answer_deadline_seconds,
             max_streamed_reads,
             max_concurrent_stream_closes,
             compress_min_bytes,
@@ -316,11 +337,12 @@ impl ServeArgs {
             max_concurrent_requests,
             shutdown_grace_seconds,
             max_connections,
+            max_connections_per_address,
             header_read_timeout_seconds,
             idle_timeout_seconds,
             body_read_timeout_seconds,
             read_stall_timeout_seconds,
-            read_deadline_seconds,
+            answer_deadline_seconds,
             max_streamed_reads,
             max_concurrent_stream_closes,
             compress_min_bytes,

@@ -20,6 +20,11 @@ const NONE: u64 = u64::MAX;
 pub struct Activity {
     epoch: Instant,
     in_flight: AtomicU32,
+    /// Milliseconds since `epoch` when the request in progress began.
+    request_started: AtomicU64,
+    /// Milliseconds since `epoch` since when the socket has refused the
+    /// answer's bytes (the client is not reading), or [`NONE`].
+    write_blocked: AtomicU64,
     /// Milliseconds since `epoch` when the first byte of the next head came.
     head_started: AtomicU64,
     /// Milliseconds since `epoch` when the last request finished (or the
@@ -36,6 +41,13 @@ pub struct Deadlines {
     pub header_read: Duration,
     /// A connection with no request in progress and no bytes arriving.
     pub idle: Duration,
+    /// How long the socket may refuse an answer's bytes (its client not
+    /// reading) before the connection is closed.
+    pub answer_stall: Duration,
+    /// From a request's head to its answer's last byte, whatever the client
+    /// does: longer than the request timeout, so it only ever cuts an
+    /// answer its client takes too slowly.
+    pub answer_deadline: Duration,
 }
 
 impl Activity {
@@ -43,7 +55,14 @@ impl Activity {
         Arc::new(Activity {
             epoch: Instant::now(),
             in_flight: AtomicU32::new(0),
-            head_started: AtomicU64::new(NONE),
+            // A new connection's first request head is under way from the
+            // moment it opens: a client that connects and sends nothing is
+            // closed after the header-read bound, not kept for the idle one
+            // (issue 33: a few hundred silent connections a second would
+            // otherwise hold the connection cap).
+            head_started: AtomicU64::new(0),
+            request_started: AtomicU64::new(0),
+            write_blocked: AtomicU64::new(NONE),
             last_finished: AtomicU64::new(0),
             changed: tokio::sync::Notify::new(),
         })
@@ -72,8 +91,29 @@ impl Activity {
     /// A request head was parsed and handed to the service.
     pub fn begin(self: &Arc<Self>) -> RequestGuard {
         self.in_flight.fetch_add(1, Relaxed);
-        self.head_started.store(NONE, Relaxed);
+        // The request began when its head began to arrive.
+        let started = match self.head_started.swap(NONE, Relaxed) {
+            NONE => self.now_ms(),
+            started => started,
+        };
+        self.request_started.store(started, Relaxed);
+        self.changed.notify_one();
         RequestGuard(self.clone())
+    }
+
+    /// The socket refused bytes of an answer: the stall clock starts (once).
+    pub fn on_write_blocked(&self) {
+        if self.write_blocked.load(Relaxed) == NONE {
+            self.write_blocked.store(self.now_ms(), Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
+    /// The socket took bytes: no stall.
+    pub fn on_write(&self) {
+        if self.write_blocked.load(Relaxed) != NONE {
+            self.write_blocked.store(NONE, Relaxed);
+        }
     }
 
     /// Resolves when the deadline may have moved.
@@ -81,16 +121,22 @@ impl Activity {
         self.changed.notified().await;
     }
 
-    /// When the connection is due to close if nothing changes, or `None`
-    /// while a request is in progress (requests have their own bound).
-    pub fn deadline(&self, bounds: Deadlines) -> Option<Instant> {
+    /// When the connection is due to close if nothing changes: while a
+    /// request is in progress, at its answer's deadline or once its client
+    /// has refused the answer's bytes for the stall bound; between
+    /// requests, at the idle or header-read bound.
+    pub fn deadline(&self, bounds: Deadlines) -> Instant {
         if self.in_flight() {
-            return None;
+            let whole = self.at(self.request_started.load(Relaxed)) + bounds.answer_deadline;
+            return match self.write_blocked.load(Relaxed) {
+                NONE => whole,
+                since => whole.min(self.at(since) + bounds.answer_stall),
+            };
         }
-        Some(match self.head_started.load(Relaxed) {
+        match self.head_started.load(Relaxed) {
             NONE => self.at(self.last_finished.load(Relaxed)) + bounds.idle,
             started => self.at(started) + bounds.header_read,
-        })
+        }
     }
 }
 
@@ -102,6 +148,7 @@ impl Drop for RequestGuard {
     fn drop(&mut self) {
         let activity = &self.0;
         activity.in_flight.fetch_sub(1, Relaxed);
+        activity.write_blocked.store(NONE, Relaxed);
         activity.last_finished.store(activity.now_ms(), Relaxed);
         activity.changed.notify_one();
     }

@@ -1,6 +1,7 @@
 //! The socket as the HTTP library sees it: reads tell the connection's
-//! [`Activity`] that bytes arrived, and the library's own rejections are
-//! given the protocol's JSON error body.
+//! [`Activity`] that bytes arrived, writes whether the client is taking the
+//! answer, and the library's own rejections are given the protocol's JSON
+//! error body.
 //!
 //! hyper answers a request it cannot parse (a malformed request line or
 //! header, a too-long target, too-large headers) itself, before any service
@@ -59,6 +60,16 @@ impl WatchedStream {
         let reported = replacement.reported;
         self.replacing = None;
         Poll::Ready(Ok(Some(reported)))
+    }
+
+    /// Tell the connection's activity whether the socket took the bytes
+    /// (a client not reading shows as writes that stay pending).
+    fn watch_write(&self, polled: &Poll<io::Result<usize>>) {
+        match polled {
+            Poll::Pending => self.activity.on_write_blocked(),
+            Poll::Ready(Ok(n)) if *n > 0 => self.activity.on_write(),
+            Poll::Ready(_) => {}
+        }
     }
 
     /// Start replacing `head` if it is one of hyper's empty rejections.
@@ -144,7 +155,9 @@ impl AsyncWrite for WatchedStream {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         if this.replacing.is_none() && !this.intercept(buf) {
-            return Pin::new(&mut this.stream).poll_write(cx, buf);
+            let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+            this.watch_write(&polled);
+            return polled;
         }
         let reported = ready!(this.poll_replacement(cx))?;
         Poll::Ready(Ok(reported.unwrap_or(0)))
@@ -158,7 +171,9 @@ impl AsyncWrite for WatchedStream {
         let this = &mut *self;
         let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| b);
         if this.replacing.is_none() && !this.intercept(first) {
-            return Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+            let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+            this.watch_write(&polled);
+            return polled;
         }
         let reported = ready!(this.poll_replacement(cx))?;
         Poll::Ready(Ok(reported.unwrap_or(0)))

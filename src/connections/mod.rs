@@ -5,7 +5,10 @@
 //!
 //! Over the cap a connection is accepted, answered `503` with the protocol's
 //! JSON error and closed at once, so a flood cannot exhaust descriptors and
-//! a client learns why instead of hanging in the kernel's backlog.
+//! a client learns why instead of hanging in the kernel's backlog. A second
+//! cap per client address keeps one client from taking every place, and a
+//! new connection must deliver its first request head within the
+//! header-read bound (issue 33).
 
 mod activity;
 mod body;
@@ -34,6 +37,63 @@ pub struct ConnectionLimits {
     pub body_read: Duration,
     /// Connections open at once.
     pub max_connections: u32,
+    /// Connections open at once from one client address (an IPv6 client
+    /// by its /64, which one host can spread over).
+    pub max_per_address: u32,
+}
+
+/// Open connections by client address, for the per-address cap.
+#[derive(Default)]
+struct PerAddress {
+    open: std::sync::Mutex<std::collections::HashMap<AddressKey, u32>>,
+}
+
+/// What one client is counted by: an IPv4 address, or an IPv6 /64 (a
+/// single host is commonly given a whole /64).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct AddressKey(u128);
+
+impl AddressKey {
+    fn of(ip: std::net::IpAddr) -> AddressKey {
+        match ip.to_canonical() {
+            std::net::IpAddr::V4(v4) => AddressKey(u128::from(u32::from(v4))),
+            std::net::IpAddr::V6(v6) => AddressKey((u128::from(v6) >> 64) | (1 << 127)),
+        }
+    }
+}
+
+impl PerAddress {
+    /// A place for one more connection from `key`, or `None` at the cap.
+    fn admit(self: &Arc<Self>, key: AddressKey, cap: u32) -> Option<AddressSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let count = open.entry(key).or_insert(0);
+        if *count >= cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: self.clone(),
+            key,
+        })
+    }
+}
+
+/// One connection's place in [`PerAddress`], given back when dropped.
+struct AddressSlot {
+    table: Arc<PerAddress>,
+    key: AddressKey,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = open.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
 }
 
 /// Descriptors kept free of connections for the database, blob files,
@@ -74,6 +134,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let open = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let per_address = Arc::new(PerAddress::default());
     // Looked up once: a handle, not a registry lookup per connection.
     let open_gauge = metrics::gauge!("abstore_connections_open");
     loop {
@@ -81,14 +142,14 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = shutdown.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => {
                 // Answers are written in several pieces (a streamed read's
                 // last piece, a zstd answer's closing frames); with Nagle on,
                 // a small last write waits for the client's delayed ACK
                 // (~40 ms). A failure only costs that latency.
                 let _ = stream.set_nodelay(true);
-                stream
+                (stream, peer)
             }
             Err(err) => {
                 // Per-connection errors (reset before accept) are routine;
@@ -100,6 +161,12 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(slot) = per_address.admit(AddressKey::of(peer.ip()), limits.max_per_address)
+        else {
+            metrics::counter!("abstore_connections_refused_total", "cap" => "address").increment(1);
+            tokio::spawn(refuse(stream));
+            continue;
+        };
         match open.clone().try_acquire_owned() {
             Ok(permit) => {
                 let router = router.clone();
@@ -107,11 +174,14 @@ pub async fn serve(
                 let open_gauge = open_gauge.clone();
                 open_gauge.increment(1.0);
                 tokio::spawn(async move {
-                    serve_connection(stream, router, limits, shutdown, permit).await;
+                    serve_connection(stream, router, limits, shutdown, (permit, slot)).await;
                     open_gauge.decrement(1.0);
                 });
             }
             Err(_) => {
+                drop(slot);
+                metrics::counter!("abstore_connections_refused_total", "cap" => "total")
+                    .increment(1);
                 tokio::spawn(refuse(stream));
             }
         }
@@ -147,7 +217,7 @@ async fn serve_connection(
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
-    _permit: OwnedSemaphorePermit,
+    _places: (OwnedSemaphorePermit, AddressSlot),
 ) {
     let activity = Activity::new();
     let io = TokioIo::new(io::WatchedStream::new(stream, activity.clone()));
@@ -169,10 +239,7 @@ async fn serve_connection(
     tokio::pin!(connection);
     let mut draining = false;
     loop {
-        let deadline = activity.deadline(limits.deadlines);
-        // While a request runs there is no deadline (requests have the
-        // request timeout); its end wakes this loop through `changed`.
-        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + limits.deadlines.idle);
+        let wake = activity.deadline(limits.deadlines);
         tokio::select! {
             served = connection.as_mut() => {
                 if let Err(err) = served {
@@ -181,10 +248,14 @@ async fn serve_connection(
                 return;
             }
             () = tokio::time::sleep_until(wake) => {
-                let due = activity.deadline(limits.deadlines);
-                if due.is_some_and(|due| due <= tokio::time::Instant::now()) {
-                    // Idle or too slow sending a head: nothing is in
-                    // progress, so closing loses nothing.
+                if activity.deadline(limits.deadlines) <= tokio::time::Instant::now() {
+                    // Idle, too slow sending a head (nothing in progress,
+                    // so closing loses nothing), or too slow taking an
+                    // answer (which is cut: the client learns it from the
+                    // connection closing before the answer's end).
+                    if activity.in_flight() {
+                        metrics::counter!("abstore_answers_cut_total").increment(1);
+                    }
                     return;
                 }
             }
@@ -194,5 +265,20 @@ async fn serve_connection(
                 connection.as_mut().graceful_shutdown();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AddressKey;
+
+    #[test]
+    fn clients_are_counted_by_ipv4_address_or_ipv6_slash_64() {
+        let key = |s: &str| AddressKey::of(s.parse().unwrap());
+        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff::9"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_ne!(key("::1"), key("0.0.0.1"));
     }
 }

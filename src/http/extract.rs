@@ -22,13 +22,19 @@ pub fn decode_segment(raw: &str) -> Result<String, ApiError> {
     });
     if malformed {
         return Err(ApiError::BadRequest(format!(
-            "malformed path segment encoding: {raw}"
+            "malformed path segment encoding: {}",
+            ident::shown(raw)
         )));
     }
     percent_encoding::percent_decode_str(raw)
         .decode_utf8()
         .map(|s| s.into_owned())
-        .map_err(|_| ApiError::BadRequest(format!("malformed path segment encoding: {raw}")))
+        .map_err(|_| {
+            ApiError::BadRequest(format!(
+                "malformed path segment encoding: {}",
+                ident::shown(raw)
+            ))
+        })
 }
 
 /// A decoded path id about to be looked up: one the identifier rule
@@ -84,6 +90,24 @@ impl ParsedJson {
     pub fn into_value(self) -> Value {
         self.value
     }
+
+    /// The value and its charge apart: for a caller that moves the tree's
+    /// contents elsewhere (a stream's parts into the document a close
+    /// assembles) and keeps the charge for as long as they live there.
+    pub fn into_parts(self) -> (Value, JsonCharge) {
+        (
+            self.value,
+            JsonCharge {
+                _permit: self._charge,
+            },
+        )
+    }
+}
+
+/// A share of the [`JsonBudget`], given back when dropped.
+#[derive(Debug)]
+pub struct JsonCharge {
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl std::ops::Deref for ParsedJson {

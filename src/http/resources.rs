@@ -199,7 +199,8 @@ pub(super) fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Durat
             Some(secs) => Duration::from_secs(secs).min(ceiling),
             None => {
                 return Err(ApiError::BadRequest(format!(
-                    "query parameter \"wait\" must be one or more ASCII digits, got \"{raw}\""
+                    "query parameter \"wait\" must be one or more ASCII digits, got \"{}\"",
+                    ident::shown(&raw)
                 )));
             }
         },
@@ -213,7 +214,8 @@ pub(super) fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
         None => Ok(None),
         Some(raw) => js_integer(&raw).map(Some).ok_or_else(|| {
             ApiError::BadRequest(format!(
-                "query parameter \"{name}\" must be an integer, got \"{raw}\""
+                "query parameter \"{name}\" must be an integer, got \"{}\"",
+                ident::shown(&raw)
             ))
         }),
     }

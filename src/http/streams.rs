@@ -302,6 +302,9 @@ async fn finalize(
     outcome: &str,
 ) -> ApiResult<NewArtifact> {
     let mut assembly = Assembling::default();
+    // The document holds every part's tree: each chunk is parsed against
+    // the process's JSON budget, and its charge kept until the close ends.
+    let mut charges = Vec::new();
     let mut seen = 0i64;
     let mut page = first;
     loop {
@@ -311,8 +314,23 @@ async fn finalize(
             if seen > stream.last_seq {
                 break;
             }
-            let mut chunk: Value = serde_json::from_str(&chunk)
-                .map_err(|e| ApiError::Internal(format!("stored chunk unreadable: {e}")))?;
+            let (mut chunk, charge) = match state.json_budget.parse(chunk.as_bytes()) {
+                Ok(parsed) => parsed.into_parts(),
+                Err(ApiError::TooLarge(_)) => {
+                    return Err(ApiError::TooLarge(format!(
+                        "stream {:?} is too large to assemble within the server's parsing budget (--max-json-memory-bytes)",
+                        stream.id
+                    )));
+                }
+                Err(ApiError::BadRequest(_)) => {
+                    return Err(ApiError::Internal(format!(
+                        "stored chunk {seen} of stream {:?} is not JSON",
+                        stream.id
+                    )));
+                }
+                Err(other) => return Err(other),
+            };
+            charges.push(charge);
             if let Some(Value::Array(batch)) = chunk.get_mut("parts").map(Value::take) {
                 for part in &batch {
                     assembly.push(part);

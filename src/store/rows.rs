@@ -122,7 +122,7 @@ impl Default for AnswerTimes {
 }
 
 /// The bounds of every streamed read of one store (configured with
-/// `--read-stall-timeout-seconds`, `--read-deadline-seconds` and
+/// `--read-stall-timeout-seconds`, `--answer-deadline-seconds` and
 /// `--max-streamed-reads`).
 #[derive(Clone, Debug)]
 pub struct StreamedReads {

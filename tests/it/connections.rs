@@ -132,11 +132,65 @@ async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
     assert_eq!(status, 200);
     let took = closed_after(&mut idle).await;
     assert!(took < Duration::from_secs(30), "closed after {took:?}");
+}
 
-    // A connection that never sends anything is idle too.
+/// A new connection's first request head is due within the header-read
+/// bound from the moment it opens: one that sends nothing is not kept for
+/// the (longer) idle bound, so silent connections cannot hold the cap
+/// (issue 33, finding 3).
+#[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed_at_the_header_read_timeout() {
+    let s = start(&[
+        "--header-read-timeout-seconds",
+        "1",
+        "--idle-timeout-seconds",
+        "600",
+    ])
+    .await;
     let mut silent = connect(&s).await;
     let took = closed_after(&mut silent).await;
-    assert!(took < Duration::from_secs(30), "closed after {took:?}");
+    assert!(
+        took < Duration::from_secs(30),
+        "closed after {took:?}: by the idle bound, not the header-read bound"
+    );
+}
+
+/// A connection from `source` (a loopback address of its own) to `server`.
+async fn connect_from(server: &Server, source: &str) -> TcpStream {
+    let addr = server.url().strip_prefix("http://").unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket.connect(addr.parse().unwrap()).await.unwrap()
+}
+
+/// One client address cannot take every place: over its own cap its next
+/// connection is answered `503`, while another address is still served.
+#[tokio::test]
+async fn one_address_cannot_take_every_connection() {
+    let s = start(&[
+        "--max-connections",
+        "10",
+        "--max-connections-per-address",
+        "2",
+    ])
+    .await;
+    let _first = connect_from(&s, "127.0.0.1").await;
+    let mut second = connect_from(&s, "127.0.0.1").await;
+    second
+        .write_all(format!("GET /health HTTP/1.1\r\n{HEADERS}\r\n").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(read_response(&mut second).await.0, 200);
+    let mut third = connect_from(&s, "127.0.0.1").await;
+    let (status, body) = read_response(&mut third).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["kind"], "internal", "{body}");
+    let mut other = connect_from(&s, "127.0.0.2").await;
+    other
+        .write_all(format!("GET /health HTTP/1.1\r\n{HEADERS}\r\n").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(read_response(&mut other).await.0, 200, "another address");
 }
 
 #[tokio::test]
@@ -180,7 +234,13 @@ async fn a_held_read_outlives_the_connection_timeouts() {
 
 #[tokio::test]
 async fn connections_over_the_cap_are_answered_503_and_the_cap_frees_up() {
-    let s = start(&["--max-connections", "2"]).await;
+    let s = start(&[
+        "--max-connections",
+        "2",
+        "--max-connections-per-address",
+        "2",
+    ])
+    .await;
     let first = connect(&s).await;
     let mut second = connect(&s).await;
     // The second is served: both are under the cap.

@@ -1,5 +1,6 @@
-//! A bounded HTTP fuzz test with a fixed seed, through the real binary, in
-//! open and authenticated mode, on SQLite (memory) and PostgreSQL.
+//! A bounded HTTP fuzz test with a fixed seed, through the real release
+//! binary (where overflow wraps instead of panicking: issue 33), in open and
+//! authenticated mode, on SQLite (memory) and PostgreSQL.
 //!
 //! Every route family gets mutated paths (percent escapes, NUL, huge ids,
 //! unicode, dot segments), queries (`since`/`rev`/`wait`/`kind`/`name`/
@@ -152,6 +153,11 @@ fn query(rng: &mut StdRng) -> String {
         "1,2",
         "%D9%A3",
         "+",
+        "1e300",
+        "-1e300",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "0xffffffffffffffffffff",
     ];
     let mut parts = Vec::new();
     for name in [
@@ -398,6 +404,21 @@ fn request(rng: &mut StdRng, known: &Known) -> Raw<'static> {
             .push(("Authorization".into(), b"Bearer".to_vec())),
         _ => {}
     }
+    // Compressed answers and the history cache take other paths than
+    // identity ones: every request may ask for any encoding.
+    let encodings = [
+        "zstd",
+        "gzip",
+        "br",
+        "gzip, deflate, br, zstd",
+        "*",
+        "zstd;q=0",
+    ];
+    if rng.random_bool(0.5)
+        && let Some(encoding) = encodings.choose(rng)
+    {
+        raw = raw.header("Accept-Encoding", *encoding);
+    }
     if method == "POST" {
         let body = body_for(rng, &path, known);
         raw = raw.body(body);
@@ -471,7 +492,10 @@ async fn fuzz(database: &str, secret: Option<&str>) {
     if let Some(secret) = secret {
         args.extend(["--secret", secret]);
     }
-    let mut server = abstore_conformance::Server::start(support::bin(), &args)
+    let Some(bin) = support::release_bin() else {
+        return;
+    };
+    let mut server = abstore_conformance::Server::start(&bin, &args)
         .await
         .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
     let base: Arc<str> = Arc::from(server.url());

@@ -13,6 +13,7 @@
 
 mod support;
 
+mod adversarial;
 mod archive;
 mod cli;
 mod clients;

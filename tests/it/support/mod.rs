@@ -47,6 +47,23 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
 }
 
+/// The release binary `scripts/test` built once (`ABSTORE_RELEASE_BIN`),
+/// for the tests whose subject is release behaviour (overflow wraps instead
+/// of panicking; docs/decisions.md, 21); `None`, said loudly (and a failure
+/// under `scripts/test` or CI), when the tests run without it.
+pub fn release_bin() -> Option<String> {
+    match std::env::var("ABSTORE_RELEASE_BIN") {
+        Ok(path) if std::path::Path::new(&path).is_file() => Some(path),
+        _ => {
+            abstore_testkit::skip::skipped(
+                "adversarial tests on the release binary",
+                "ABSTORE_RELEASE_BIN is unset; scripts/test builds target/release/abstore and sets it",
+            );
+            None
+        }
+    }
+}
+
 /// The protocol's identity headers, for `reqwest` clients.
 pub fn identity_headers() -> reqwest::header::HeaderMap {
     let mut headers = reqwest::header::HeaderMap::new();
@@ -252,7 +269,10 @@ pub fn run_ok(args: &[&str]) -> String {
 #[derive(Debug)]
 pub struct Reply {
     pub status: u16,
+    /// The body, decoded when the answer was compressed.
     pub body: Vec<u8>,
+    /// The answer's `Content-Encoding`, if any.
+    pub encoding: Option<String>,
 }
 
 impl Reply {
@@ -416,7 +436,20 @@ fn parse_response(bytes: &[u8]) -> Result<Reply, String> {
     } else {
         rest.to_vec()
     };
-    Ok(Reply { status, body })
+    let encoding = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("content-encoding")
+            .then(|| value.trim().to_ascii_lowercase())
+    });
+    let body = match &encoding {
+        Some(encoding) => decode(encoding, &body),
+        None => body,
+    };
+    Ok(Reply {
+        status,
+        body,
+        encoding,
+    })
 }
 
 fn dechunk(mut bytes: &[u8]) -> Result<Vec<u8>, String> {
