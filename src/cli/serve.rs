@@ -85,7 +85,7 @@ pub struct ServeArgs {
 
     /// Largest request body in bytes of the routes that carry artifacts
     /// (put, deposit) and of the ticket-asset routes; larger ones are 413.
-    #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576, value_parser = bytes_in(1024, 1 << 32))]
+    #[arg(long, env = "ABSTORE_MAX_BODY_BYTES", default_value_t = 16 * 1_048_576, value_parser = bytes_in(1, 1 << 32))]
     pub max_body_bytes: usize,
 
     /// Largest request body in bytes of every other route (events, stream

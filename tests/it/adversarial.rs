@@ -283,8 +283,8 @@ fn read_routes(seeded: &Seeded) -> Vec<String> {
 }
 
 /// One answer: below 500, in the error shape when an error, on a
-/// connection that was not dropped. Returns the status.
-async fn judged(raw: Raw<'static>, base: Arc<str>) -> u16 {
+/// connection that was not dropped. Returns its status and encoding.
+async fn judged(raw: Raw<'static>, base: Arc<str>) -> (u16, Option<String>) {
     let what = format!(
         "{} {} (accept-encoding {:?})",
         raw.method,
@@ -305,11 +305,14 @@ async fn judged(raw: Raw<'static>, base: Arc<str>) -> u16 {
         reply.text()
     );
     reply.assert_error_shape(&what);
-    reply.status
+    (reply.status, reply.encoding)
 }
 
-/// Run `requests` with 8 in flight; how many answers had each status.
-async fn fire(base: &str, requests: Vec<Raw<'static>>) -> std::collections::BTreeMap<u16, usize> {
+/// How many answers had each status and each `Content-Encoding`.
+type Tally = std::collections::BTreeMap<(u16, Option<String>), usize>;
+
+/// Run `requests` with 8 in flight.
+async fn fire(base: &str, requests: Vec<Raw<'static>>) -> Tally {
     let base: Arc<str> = Arc::from(base);
     let limit = Arc::new(tokio::sync::Semaphore::new(8));
     let mut tasks = tokio::task::JoinSet::new();
@@ -321,14 +324,22 @@ async fn fire(base: &str, requests: Vec<Raw<'static>>) -> std::collections::BTre
             judged(raw, base).await
         });
     }
-    let mut statuses = std::collections::BTreeMap::new();
+    let mut tally = Tally::new();
     while let Some(done) = tasks.join_next().await {
         match done {
-            Ok(status) => *statuses.entry(status).or_default() += 1,
+            Ok(answer) => *tally.entry(answer).or_default() += 1,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
     }
-    statuses
+    tally
+}
+
+/// Answers of `status` in `encoding`.
+fn count(tally: &Tally, status: u16, encoding: Option<&str>) -> usize {
+    tally
+        .get(&(status, encoding.map(str::to_owned)))
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Every read route × every parameter × every extreme value, the
@@ -470,6 +481,13 @@ async fn extremes(database: &str, secret: Option<&str>, extra: &[&str]) {
         end <= after_warming + 32 * 1024,
         "RSS grew from {after_warming} KiB to {end} KiB over a sweep"
     );
+    // The sweeps reached the handlers, and with compression on, the
+    // compressed paths (the history cache's among them) answered too.
+    assert!(count(&warm, 200, None) > 0, "{warm:?}");
+    if !extra.contains(&"--no-compression") {
+        assert!(count(&warm, 200, Some("zstd")) > 0, "{warm:?}");
+        assert!(count(&cold, 200, Some("gzip")) > 0, "{cold:?}");
+    }
     let stderr = server.stderr();
     for sign in ["panicked", "internal error", "overflow"] {
         assert!(
