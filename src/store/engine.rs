@@ -14,7 +14,7 @@ use super::retention::Retention;
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
     MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Rows, Store,
-    StoreResult, StreamRecord, TicketAssetMeta, TicketAssetSummary,
+    StoreResult, StreamRecord, TicketAssetMeta,
 };
 use crate::protocol::ResourceRef;
 
@@ -298,20 +298,6 @@ impl<B: Backend> Store for Engine<B> {
         let key = key.clone();
         self.backend
             .read(move |db| Box::pin(async move { db.ticket_asset(&key, rev).await }))
-            .await
-    }
-
-    async fn list_ticket_assets(
-        &self,
-        repo: &str,
-        ticket_id: &str,
-        revisions: bool,
-    ) -> StoreResult<Vec<TicketAssetSummary>> {
-        let (repo, ticket_id) = (repo.to_owned(), ticket_id.to_owned());
-        self.backend
-            .read(move |db| {
-                Box::pin(async move { db.ticket_assets(&repo, &ticket_id, revisions).await })
-            })
             .await
     }
 

@@ -321,15 +321,6 @@ pub trait Store: Send + Sync + 'static {
         key: &AssetKey,
         rev: Option<i64>,
     ) -> StoreResult<Option<TicketAssetMeta>>;
-    /// A ticket's assets by kind, name, revision: the latest live revision
-    /// of each, or (`revisions`) every revision that is no tombstone.
-    async fn list_ticket_assets(
-        &self,
-        repo: &str,
-        ticket_id: &str,
-        revisions: bool,
-    ) -> StoreResult<Vec<TicketAssetSummary>>;
-
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
 

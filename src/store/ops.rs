@@ -28,7 +28,7 @@ use super::sql::{self, Columns, Statements};
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact,
     NewEvent, NewTicketAsset, Record, StoreError, StoreResult, StreamArtifact, StreamRecord,
-    TicketAssetMeta, TicketAssetSummary, envelope_json,
+    TicketAssetMeta, envelope_json,
 };
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -162,22 +162,6 @@ pub(crate) trait Reads: Statements {
         rev: Option<i64>,
     ) -> impl Future<Output = StoreResult<Option<TicketAssetMeta>>> + Send {
         sql::ticket_asset(self, key, rev)
-    }
-
-    /// A ticket's summaries ([`sql::list_ticket_assets`]).
-    fn ticket_assets(
-        &mut self,
-        repo: &str,
-        ticket_id: &str,
-        revisions: bool,
-    ) -> impl Future<Output = StoreResult<Vec<TicketAssetSummary>>> + Send {
-        async move {
-            let statement = sql::list_ticket_assets(repo, ticket_id, revisions);
-            let rows = self
-                .all(statement, |row| sql::ticket_asset_summary_row(row))
-                .await?;
-            Ok(rows.into_iter().flatten().collect())
-        }
     }
 
     fn stream(

@@ -594,6 +594,14 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
             kind: None,
         } => statement(ARTIFACTS, args![r.kind.tag(), &r.id].into()),
         Listing::Streams { scope } => statement(STREAMS, args![scope.kind.tag(), &scope.id].into()),
+        Listing::TicketAssets {
+            repo,
+            ticket_id,
+            revisions,
+        } => {
+            let list = list_ticket_assets(repo, ticket_id, *revisions);
+            statement(list.text, list.args.into())
+        }
     }
 }
 
@@ -873,6 +881,13 @@ pub(crate) fn render(
             write_json(piece, &artifact_row(resource, row)?.to_json())
         }
         Listing::Streams { .. } => write_json(piece, &stream_row(row)?.to_json()),
+        Listing::TicketAssets { .. } => {
+            // The statement selects no tombstone.
+            let summary = ticket_asset_summary_row(row)?
+                .ok_or_else(|| StoreError::Corrupt("a tombstone in an asset list".into()))?;
+            piece.extend_from_slice(summary.to_json_text().as_bytes());
+            Ok(())
+        }
     }
 }
 
