@@ -12,7 +12,7 @@ use crate::store::{
     AnswerCheck, AssetEntry, AssetKey, Listing, NewTicketAsset, Store, StoreError, TicketAssetMeta,
 };
 
-fn key(ticket: &str, kind: &str, name: &str) -> AssetKey {
+pub(super) fn key(ticket: &str, kind: &str, name: &str) -> AssetKey {
     AssetKey {
         repo: "acme/widgets".into(),
         ticket_id: ticket.into(),
@@ -22,7 +22,7 @@ fn key(ticket: &str, kind: &str, name: &str) -> AssetKey {
 }
 
 /// A tree of one file (`n` bytes, a made-up address) and one directory.
-fn tree(key: &AssetKey, n: u64) -> NewTicketAsset {
+pub(super) fn tree(key: &AssetKey, n: u64) -> NewTicketAsset {
     NewTicketAsset {
         key: key.clone(),
         layout: Layout::Tree,
@@ -39,15 +39,15 @@ fn tree(key: &AssetKey, n: u64) -> NewTicketAsset {
     }
 }
 
-fn accept() -> AnswerCheck {
+pub(super) fn accept() -> AnswerCheck {
     Box::new(|_| Ok(()))
 }
 
-async fn put(s: &Arc<dyn Store>, asset: NewTicketAsset) -> TicketAssetMeta {
+pub(super) async fn put(s: &Arc<dyn Store>, asset: NewTicketAsset) -> TicketAssetMeta {
     s.put_ticket_asset(asset, accept()).await.unwrap()
 }
 
-async fn get(s: &Arc<dyn Store>, key: &AssetKey, rev: Option<i64>) -> Option<i64> {
+pub(super) async fn get(s: &Arc<dyn Store>, key: &AssetKey, rev: Option<i64>) -> Option<i64> {
     s.get_ticket_asset(key, rev)
         .await
         .unwrap()
@@ -55,7 +55,7 @@ async fn get(s: &Arc<dyn Store>, key: &AssetKey, rev: Option<i64>) -> Option<i64
 }
 
 /// A ticket's list as served: its summaries' JSON.
-async fn summaries(s: &Arc<dyn Store>, ticket: &str, revisions: bool) -> Vec<Value> {
+pub(super) async fn summaries(s: &Arc<dyn Store>, ticket: &str, revisions: bool) -> Vec<Value> {
     let listing = Listing::TicketAssets {
         repo: "acme/widgets".into(),
         ticket_id: ticket.into(),
@@ -66,7 +66,11 @@ async fn summaries(s: &Arc<dyn Store>, ticket: &str, revisions: bool) -> Vec<Val
 }
 
 /// `(kind, name, revision)` of a ticket's list.
-async fn listed(s: &Arc<dyn Store>, ticket: &str, revisions: bool) -> Vec<(String, String, i64)> {
+pub(super) async fn listed(
+    s: &Arc<dyn Store>,
+    ticket: &str,
+    revisions: bool,
+) -> Vec<(String, String, i64)> {
     summaries(s, ticket, revisions)
         .await
         .into_iter()
