@@ -14,6 +14,7 @@
 mod support;
 
 mod archive;
+mod bounds;
 mod cli;
 mod clients;
 mod compose;
