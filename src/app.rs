@@ -106,6 +106,7 @@ impl App {
             min_connections: args.db.db_min_connections,
             migrate: !args.no_migrate,
             retention: retention.clone(),
+            bounds: args.bounds,
             acquire_timeout: Duration::from_millis(args.db.db_acquire_timeout_ms),
             unavailable_acquire_timeout: Duration::from_millis(
                 args.db.db_unavailable_acquire_timeout_ms,
@@ -319,6 +320,12 @@ fn log_configuration(
         retention = %retention.policy,
         retention_source = %args.retention_policy.as_ref().map_or_else(|| "embedded".to_owned(), |p| p.display().to_string()),
         retention_prune_limit = retention.prune_limit,
+        max_stream_chunks = args.bounds.max_stream_chunks,
+        max_stream_bytes = args.bounds.max_stream_bytes,
+        max_events_per_log = args.bounds.max_events_per_log,
+        max_artifact_revisions = args.bounds.max_artifact_revisions,
+        max_ticket_asset_revisions = args.bounds.max_ticket_asset_revisions,
+        max_ticket_assets = args.bounds.max_ticket_assets,
         test_clock = ?args.test_clock,
         migrate = !args.no_migrate,
         "configuration"

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::store::DatabaseUrl;
+use crate::store::{Bounds, DatabaseUrl};
 
 /// `abstore serve`.
 #[derive(Debug, Clone)]
@@ -49,6 +49,8 @@ pub struct ServeConfig {
     pub catalog: Option<PathBuf>,
     pub retention_policy: Option<PathBuf>,
     pub retention_prune_limit: u32,
+    /// `--max-stream-chunks`, `--max-events-per-log`, … (the collection bounds).
+    pub bounds: Bounds,
     pub secret: SecretConfig,
     pub open: bool,
     pub create_secret_file: bool,

@@ -19,6 +19,9 @@
 //! schema order, so the same store always yields the same bytes whichever
 //! backend holds it. Keys are compared bytewise (both schemas order text
 //! keys bytewise), so the order is canonical and checkable line by line.
+//! A column derived from other rows ([`DERIVED`]) is not carried: an
+//! import recomputes it from the rows it holds, so an archive cannot
+//! disagree with itself, and archives of every version import alike.
 
 use std::cmp::Ordering;
 
@@ -214,6 +217,25 @@ pub static TABLES: [Table; TABLE_COUNT] = [
         key_len: 5,
     },
 ];
+
+/// Columns of the schema the archive does not carry, as (table, column):
+/// each is derived from archived rows and recomputed by an import
+/// ([`recount_sql`]).
+pub const DERIVED: [(&str, &str); 1] = [("streams", "bytes")];
+
+/// What an import runs once its rows are in, to recompute [`DERIVED`]: an
+/// open stream's byte total (migration 0008) is the UTF-8 length of its
+/// chunks, exactly as appends count it; a closed stream's is left as it is
+/// (0 for an imported one), since it takes no more appends.
+pub fn recount_sql(postgres: bool) -> &'static str {
+    if postgres {
+        "UPDATE streams SET bytes = (SELECT COALESCE(SUM(octet_length(c.chunk)), 0) \
+         FROM stream_chunks c WHERE c.stream_id = streams.id) WHERE status = 'open'"
+    } else {
+        "UPDATE streams SET bytes = (SELECT COALESCE(SUM(length(CAST(c.chunk AS BLOB))), 0) \
+         FROM stream_chunks c WHERE c.stream_id = streams.id) WHERE status = 'open'"
+    }
+}
 
 /// The column of a `ticket_asset` row holding its manifest's entries.
 pub const TICKET_ASSET_ENTRIES: usize = 9;

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use sqlx::{Connection as _, Executor as _};
 
 use super::db::{self, Db};
-use super::format::{TABLES, Table, Val};
+use super::format::{self, TABLES, Table, Val};
 use super::progress::Progress;
 use super::reader::{ArchiveReader, Record};
 use super::verify;
@@ -73,7 +73,10 @@ pub async fn import(options: &ImportOptions) -> anyhow::Result<ImportReport> {
     let mut report = ImportReport::default();
     import_blobs(options, blobs.as_ref(), &mut report).await?;
     let mut destination = open_destination(&db, &options.database, options.apply).await?;
-    let written = import_rows(options, destination.as_mut(), &mut report).await;
+    let mut written = import_rows(options, destination.as_mut(), &mut report).await;
+    if written.is_ok() {
+        written = destination.recount().await;
+    }
     match written {
         Ok(()) => destination.finish(options.apply).await?,
         Err(err) => {
@@ -222,6 +225,9 @@ trait Destination {
     /// Inserts each row unless its key exists: for each row, true when it
     /// did. An error names the row that failed.
     async fn insert(&mut self, table: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>>;
+    /// Recomputes the columns the archive does not carry
+    /// ([`format::DERIVED`](super::format::DERIVED)) from the rows now held.
+    async fn recount(&mut self) -> anyhow::Result<()>;
     /// Commits when `commit`, rolls back otherwise.
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()>;
 }
@@ -268,6 +274,9 @@ impl Destination for EmptyDestination {
     async fn insert(&mut self, _: &Table, rows: &[Vec<Val>]) -> anyhow::Result<Vec<bool>> {
         Ok(vec![true; rows.len()])
     }
+    async fn recount(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
     async fn finish(&mut self, _: bool) -> anyhow::Result<()> {
         Ok(())
     }
@@ -304,6 +313,13 @@ impl Destination for SqliteDestination {
                 Ok(done == 1)
             })
             .collect()
+    }
+
+    async fn recount(&mut self) -> anyhow::Result<()> {
+        self.conn
+            .execute(format::recount_sql(false), [])
+            .context("recounting stream bytes")?;
+        Ok(())
     }
 
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {
@@ -373,6 +389,14 @@ impl Destination for PgDestination {
             .iter()
             .map(|row| inserted.contains(&row[..table.key_len]))
             .collect())
+    }
+
+    async fn recount(&mut self) -> anyhow::Result<()> {
+        self.conn
+            .execute(format::recount_sql(true))
+            .await
+            .context("recounting stream bytes")?;
+        Ok(())
     }
 
     async fn finish(&mut self, commit: bool) -> anyhow::Result<()> {

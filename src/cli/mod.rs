@@ -57,6 +57,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Remote BuildStore protocol.
+    // Boxed: its flags outweigh every other command's many times over.
     Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),

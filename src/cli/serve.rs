@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::boolish;
 use crate::config::{ClientIdentity, DatabaseConfig, SecretConfig, ServeConfig};
 use crate::store::DatabaseUrl;
+use crate::store::bounds::{self, Bounds};
 
 #[derive(Debug, Args, Clone)]
 pub struct DatabaseArgs {
@@ -230,6 +231,9 @@ pub struct ServeArgs {
     pub retention_prune_limit: u32,
 
     #[command(flatten)]
+    pub bounds: BoundsArgs,
+
+    #[command(flatten)]
     pub secret: SecretArgs,
 
     /// Serve without a secret on a non-loopback address (every route
@@ -256,6 +260,70 @@ fn bytes_in(min: u64, max: u64) -> impl clap::builder::TypedValueParser<Value = 
     clap::value_parser!(u64)
         .range(min..=max)
         .map(|value| usize::try_from(value).unwrap_or(usize::MAX))
+}
+
+/// The bounds on the collections clients grow (docs/configuration.md,
+/// "Collection bounds"). A write over one writes nothing and is answered
+/// `413 validation` naming the bound and its flag. Each is at most 2^53 − 1,
+/// the largest count a JavaScript client reads exactly.
+#[derive(Debug, Args, Clone)]
+pub struct BoundsArgs {
+    /// Chunks one stream may hold; an append beyond them is refused (close
+    /// the stream and start another).
+    #[arg(long, env = "ABSTORE_MAX_STREAM_CHUNKS", default_value_t = bounds::DEFAULT_MAX_STREAM_CHUNKS, value_parser = bound())]
+    pub max_stream_chunks: i64,
+
+    /// Bytes of chunks one stream may hold, as stored (each batch plus
+    /// about 100 bytes of envelope): a close assembles them all in memory,
+    /// so this bounds a close's memory.
+    #[arg(long, env = "ABSTORE_MAX_STREAM_BYTES", default_value_t = bounds::DEFAULT_MAX_STREAM_BYTES, value_parser = bound())]
+    pub max_stream_bytes: i64,
+
+    /// Events one build, repository or session log may hold; appends and
+    /// deposits beyond them are refused.
+    #[arg(long, env = "ABSTORE_MAX_EVENTS_PER_LOG", default_value_t = bounds::DEFAULT_MAX_EVENTS_PER_LOG, value_parser = bound())]
+    pub max_events_per_log: i64,
+
+    /// Revisions one artifact kind of one resource may have, for kinds no
+    /// retention rule selects (retention bounds the others); puts and
+    /// deposits beyond them are refused.
+    #[arg(long, env = "ABSTORE_MAX_ARTIFACT_REVISIONS", default_value_t = bounds::DEFAULT_MAX_ARTIFACT_REVISIONS, value_parser = bound())]
+    pub max_artifact_revisions: i64,
+
+    /// Revisions one ticket asset may have, removals included; puts and
+    /// removals beyond them are refused.
+    #[arg(long, env = "ABSTORE_MAX_TICKET_ASSET_REVISIONS", default_value_t = bounds::DEFAULT_MAX_TICKET_ASSET_REVISIONS, value_parser = bound())]
+    pub max_ticket_asset_revisions: i64,
+
+    /// Live assets one ticket may have; a put adding another is refused.
+    #[arg(long, env = "ABSTORE_MAX_TICKET_ASSETS", default_value_t = bounds::DEFAULT_MAX_TICKET_ASSETS, value_parser = bound())]
+    pub max_ticket_assets: i64,
+}
+
+/// A collection bound: a whole number from 1 to 2^53 − 1.
+fn bound() -> clap::builder::RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(1..=bounds::MAX_BOUND)
+}
+
+impl From<BoundsArgs> for Bounds {
+    fn from(args: BoundsArgs) -> Bounds {
+        let BoundsArgs {
+            max_stream_chunks,
+            max_stream_bytes,
+            max_events_per_log,
+            max_artifact_revisions,
+            max_ticket_asset_revisions,
+            max_ticket_assets,
+        } = args;
+        Bounds {
+            max_stream_chunks,
+            max_stream_bytes,
+            max_events_per_log,
+            max_artifact_revisions,
+            max_ticket_asset_revisions,
+            max_ticket_assets,
+        }
+    }
 }
 
 /// Where the token signing secret comes from; none means open mode.
@@ -314,6 +382,7 @@ impl ServeArgs {
             catalog,
             retention_policy,
             retention_prune_limit,
+            bounds,
             secret,
             open,
             create_secret_file,
@@ -353,6 +422,7 @@ impl ServeArgs {
             catalog,
             retention_policy,
             retention_prune_limit,
+            bounds: bounds.into(),
             secret: secret.into(),
             open,
             create_secret_file,

@@ -137,6 +137,8 @@ impl From<StoreError> for ApiError {
             )),
             StoreError::Rejected(message) => ApiError::Unprocessable(message),
             StoreError::TooLarge(message) => ApiError::TooLarge(message),
+            // A configured ceiling, as the protocol answers one (section 9).
+            StoreError::OverBound(refusal) => ApiError::TooLarge(refusal.message),
             StoreError::Closed(stream) => {
                 ApiError::Conflict(format!("stream \"{stream}\" is closed"))
             }

@@ -5,7 +5,8 @@
 //! A stream that does not exist and one scoped to another resource are the
 //! same `404 unknown stream "<id>"`. Append evaluates, in order: stream
 //! resolution (and, in the auth layer, scope authorization) → body schema
-//! (400) → batch ceiling (413) → closed (409); nothing is written on failure.
+//! (400) → batch ceiling (413) → closed (409) → the stream's bounds on
+//! chunks and bytes (413, in the store); nothing is written on failure.
 
 use axum::Router;
 use axum::body::Body;

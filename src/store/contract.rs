@@ -4,10 +4,17 @@
 //! by the conformance suite; these cases pin the store's own guarantees,
 //! concurrency above all.
 
+mod bounds;
 mod ticket_assets;
 
 use std::sync::Arc;
 
+use bounds::{
+    artifact_revision_bound, artifact_revision_bound_under_concurrent_deposits, event_bound,
+    event_bound_under_concurrent_writers, stream_bounds_under_concurrent_appends,
+    stream_byte_bound, stream_chunk_bound, ticket_asset_live_bound,
+    ticket_asset_live_bound_under_concurrent_puts, ticket_asset_revision_bound,
+};
 use serde_json::{Map, Value, json};
 use ticket_assets::{
     ticket_asset_concurrency, ticket_asset_refused_answers, ticket_asset_revisions,
@@ -60,11 +67,11 @@ struct Harness {
 }
 
 impl Harness {
-    async fn sqlite_memory() -> Harness {
+    async fn sqlite_memory(options: StoreOptions) -> Harness {
         let clock = Arc::new(TestClock::new(T0));
         let store = open(
             "sqlite::memory:",
-            &options(),
+            &options,
             clock.clone(),
             Arc::new(Notifier::new()),
         )
@@ -78,14 +85,14 @@ impl Harness {
         }
     }
 
-    async fn sqlite_file() -> Harness {
+    async fn sqlite_file(options: StoreOptions) -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!(
             "sqlite://{}",
             dir.path().join("nested/abstore.db").display()
         );
         let clock = Arc::new(TestClock::new(T0));
-        let store = open(&url, &options(), clock.clone(), Arc::new(Notifier::new()))
+        let store = open(&url, &options, clock.clone(), Arc::new(Notifier::new()))
             .await
             .expect("open sqlite file");
         Harness {
@@ -98,7 +105,7 @@ impl Harness {
 
     /// `None` (with a loud note) when no PostgreSQL is configured; a panic in
     /// CI, where PostgreSQL is required.
-    async fn postgres() -> Option<Harness> {
+    async fn postgres(options: StoreOptions) -> Option<Harness> {
         let db =
             abstore_testkit::scratch_pg::for_test("PostgreSQL store contract", "abstore_contract")
                 .await?;
@@ -106,7 +113,7 @@ impl Harness {
         let clock = Arc::new(TestClock::new(T0));
         let store = open(
             url.as_str(),
-            &options(),
+            &options,
             clock.clone(),
             Arc::new(Notifier::new()),
         )
@@ -1527,11 +1534,17 @@ async fn futures_join<T: Send + 'static>(
 
 // ------------------------------------------------------------- bindings
 
+/// One test per case and backend, in modules named for the backend; the
+/// `@` form names the modules and the options (the bounds' cases run with
+/// small bounds).
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {
-        mod sqlite_memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { let h = super::Harness::sqlite_memory().await; super::$case(&h).await; h.finish().await; } )* }
-        mod sqlite_file { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { let h = super::Harness::sqlite_file().await; super::$case(&h).await; h.finish().await; } )* }
-        mod postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { if let Some(h) = super::Harness::postgres().await { super::$case(&h).await; h.finish().await; } } )* }
+        contract!(@ sqlite_memory, sqlite_file, postgres, super::options(); $($case),*);
+    };
+    (@ $memory:ident, $file:ident, $postgres:ident, $options:expr; $($case:ident),* $(,)?) => {
+        mod $memory { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { let h = super::Harness::sqlite_memory($options).await; super::$case(&h).await; h.finish().await; } )* }
+        mod $file { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { let h = super::Harness::sqlite_file($options).await; super::$case(&h).await; h.finish().await; } )* }
+        mod $postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $case() { if let Some(h) = super::Harness::postgres($options).await { super::$case(&h).await; h.finish().await; } } )* }
     };
 }
 
@@ -1559,12 +1572,25 @@ contract!(
     ticket_asset_concurrency
 );
 
+contract!(@ bounds_sqlite_memory, bounds_sqlite_file, bounds_postgres, super::bounds::options();
+    stream_chunk_bound,
+    stream_byte_bound,
+    event_bound,
+    event_bound_under_concurrent_writers,
+    artifact_revision_bound,
+    artifact_revision_bound_under_concurrent_deposits,
+    ticket_asset_revision_bound,
+    ticket_asset_live_bound,
+    ticket_asset_live_bound_under_concurrent_puts,
+    stream_bounds_under_concurrent_appends
+);
+
 /// Two stores on one PostgreSQL database stand for two replicas: an append
 /// through one wakes a waiter registered with the other's notifier, through
 /// NOTIFY and the other's LISTEN connection (no sweep runs here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_notify_wakes_another_replica() {
-    let Some(h) = Harness::postgres().await else {
+    let Some(h) = Harness::postgres(options()).await else {
         return;
     };
     let url = h.pg_database.clone().expect("postgres harness").url;

@@ -9,12 +9,13 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+use super::bounds::Bounds;
 use super::ops::{self, Reads, Writes, Written};
 use super::retention::Retention;
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
     MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Rows, Store,
-    StoreResult, StreamRecord, TicketAssetMeta, TicketAssetSummary,
+    StoreResult, StreamRecord, TicketAssetMeta,
 };
 use crate::protocol::ResourceRef;
 
@@ -51,15 +52,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
 }
 
 /// The store: `backend` running [`ops`], with the retention puts and
-/// deposits apply.
+/// deposits apply and the bounds every write that grows a collection keeps.
 pub(crate) struct Engine<B> {
     pub(crate) backend: B,
     retention: Retention,
+    bounds: Bounds,
 }
 
 impl<B: Backend> Engine<B> {
-    pub(crate) fn new(backend: B, retention: Retention) -> Self {
-        Engine { backend, retention }
+    pub(crate) fn new(backend: B, retention: Retention, bounds: Bounds) -> Self {
+        Engine {
+            backend,
+            retention,
+            bounds,
+        }
     }
 }
 
@@ -100,10 +106,10 @@ impl<B: Backend> Store for Engine<B> {
         event: NewEvent,
         expected_seq: Option<i64>,
     ) -> StoreResult<Option<String>> {
-        let r = r.clone();
+        let (r, bounds) = (r.clone(), self.bounds);
         self.backend
             .write(move |tx| {
-                Box::pin(async move { ops::append(tx, &r, &event, expected_seq).await })
+                Box::pin(async move { ops::append(tx, &r, &event, expected_seq, &bounds).await })
             })
             .await
     }
@@ -125,10 +131,12 @@ impl<B: Backend> Store for Engine<B> {
         r: &ResourceRef,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactMeta> {
-        let (r, retention) = (r.clone(), self.retention.clone());
+        let (r, retention, bounds) = (r.clone(), self.retention.clone(), self.bounds);
         self.backend
             .write(move |tx| {
-                Box::pin(async move { ops::put_artifact(tx, &r, artifact, &retention).await })
+                Box::pin(
+                    async move { ops::put_artifact(tx, &r, artifact, &retention, &bounds).await },
+                )
             })
             .await
     }
@@ -139,12 +147,12 @@ impl<B: Backend> Store for Engine<B> {
         artifacts: Vec<NewArtifact>,
         make_event: MakeEvent,
     ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
-        let (r, retention) = (r.clone(), self.retention.clone());
+        let (r, retention, bounds) = (r.clone(), self.retention.clone(), self.bounds);
         self.backend
             .write(move |tx| {
-                Box::pin(
-                    async move { ops::deposit(tx, &r, artifacts, &make_event, &retention).await },
-                )
+                Box::pin(async move {
+                    ops::deposit(tx, &r, artifacts, &make_event, &retention, &bounds).await
+                })
             })
             .await
     }
@@ -230,9 +238,11 @@ impl<B: Backend> Store for Engine<B> {
     }
 
     async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
-        let (id, parts_json) = (id.to_owned(), parts_json.to_owned());
+        let (id, parts_json, bounds) = (id.to_owned(), parts_json.to_owned(), self.bounds);
         self.backend
-            .write(move |tx| Box::pin(async move { ops::append_chunk(tx, &id, &parts_json).await }))
+            .write(move |tx| {
+                Box::pin(async move { ops::append_chunk(tx, &id, &parts_json, &bounds).await })
+            })
             .await
     }
 
@@ -270,9 +280,10 @@ impl<B: Backend> Store for Engine<B> {
         asset: NewTicketAsset,
         check: AnswerCheck,
     ) -> StoreResult<TicketAssetMeta> {
+        let bounds = self.bounds;
         self.backend
             .write(move |tx| {
-                Box::pin(async move { ops::put_ticket_asset(tx, asset, &check).await })
+                Box::pin(async move { ops::put_ticket_asset(tx, asset, &check, &bounds).await })
             })
             .await
     }
@@ -282,10 +293,10 @@ impl<B: Backend> Store for Engine<B> {
         key: &AssetKey,
         check: AnswerCheck,
     ) -> StoreResult<Option<TicketAssetMeta>> {
-        let key = key.clone();
+        let (key, bounds) = (key.clone(), self.bounds);
         self.backend
             .write(move |tx| {
-                Box::pin(async move { ops::remove_ticket_asset(tx, &key, &check).await })
+                Box::pin(async move { ops::remove_ticket_asset(tx, &key, &check, &bounds).await })
             })
             .await
     }
@@ -298,20 +309,6 @@ impl<B: Backend> Store for Engine<B> {
         let key = key.clone();
         self.backend
             .read(move |db| Box::pin(async move { db.ticket_asset(&key, rev).await }))
-            .await
-    }
-
-    async fn list_ticket_assets(
-        &self,
-        repo: &str,
-        ticket_id: &str,
-        revisions: bool,
-    ) -> StoreResult<Vec<TicketAssetSummary>> {
-        let (repo, ticket_id) = (repo.to_owned(), ticket_id.to_owned());
-        self.backend
-            .read(move |db| {
-                Box::pin(async move { db.ticket_assets(&repo, &ticket_id, revisions).await })
-            })
             .await
     }
 

@@ -12,9 +12,12 @@
 //! - artifact retention ([`retention`]) prunes inside the put or deposit
 //!   transaction that exceeds a bound, never elsewhere;
 //! - ticket-asset revisions ([`assets`]) are counted on `ticket_asset_heads`
-//!   rows, bumped inside the writing transaction like artifact heads.
+//!   rows, bumped inside the writing transaction like artifact heads;
+//! - every collection a client grows has a bound ([`bounds`]), checked in
+//!   the writing transaction: a write over it writes nothing.
 
 pub mod assets;
+pub mod bounds;
 mod engine;
 mod ops;
 pub mod postgres;
@@ -36,6 +39,7 @@ use serde_json::{Map, Value};
 pub use assets::{
     AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
 };
+pub use bounds::{Bound, Bounds, OverBound};
 pub use records::{
     ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, STREAM_FORMAT,
     StreamArtifact, StreamRecord, Terminal,
@@ -61,6 +65,10 @@ pub enum StoreError {
     /// was written. The message is the 413 text.
     #[error("{0}")]
     TooLarge(String),
+    /// A collection the write would grow is at its bound ([`bounds`]);
+    /// nothing was written. The message is the 413 text.
+    #[error(transparent)]
+    OverBound(#[from] OverBound),
     /// Anything else: the database failed. Never shown to clients verbatim.
     #[error(transparent)]
     Database(#[from] DatabaseError),
@@ -201,7 +209,8 @@ pub trait Store: Send + Sync + 'static {
     async fn build_digests(&self, repo: &str) -> StoreResult<Vec<BuildDigest>>;
 
     /// Append; with `expected_seq`, only when the tail is exactly that
-    /// sequence (`Ok(None)` otherwise, writing nothing). Returns the envelope text.
+    /// sequence (`Ok(None)` otherwise, writing nothing). Returns the envelope
+    /// text. `OverBound` when the log holds `max_events_per_log` events.
     async fn append(
         &self,
         resource: &ResourceRef,
@@ -219,14 +228,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<String>>;
 
     /// A new revision; in the same transaction, the oldest revisions of its
-    /// kind beyond the retention bound are deleted.
+    /// kind beyond the retention bound are deleted. `OverBound` when a kind
+    /// no retention rule selects has `max_artifact_revisions` revisions.
     async fn put_artifact(
         &self,
         resource: &ResourceRef,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactMeta>;
     /// Atomic deposit: revisions, `make_event`, metadata, event and
-    /// retention pruning in one commit.
+    /// retention pruning in one commit; `OverBound`, writing nothing, at the
+    /// bound on events or on a kind's revisions, as for an append or a put.
     async fn deposit(
         &self,
         resource: &ResourceRef,
@@ -276,7 +287,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<StreamRecord>;
     async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>>;
     /// Append one batch (`parts_json` is the JSON array); returns the chunk
-    /// text. `NotFound` or `Closed`, writing nothing.
+    /// text. `NotFound`, `Closed`, or `OverBound` (the stream's chunks or
+    /// bytes), in that order, writing nothing.
     async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String>;
     /// The chunk texts with `seq > since` (at most `limit`), then the
     /// record: a close between the two is seen as closed with every chunk
@@ -299,8 +311,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<CloseOutcome>;
 
     /// `putTicketAsset` (protocol 3): the next revision of `asset.key` with
-    /// its manifest (blobs already written), unless `check` refuses the
-    /// answer, which writes nothing and consumes no revision.
+    /// its manifest (blobs already written), unless a bound (live assets of
+    /// the ticket, then revisions of the asset) or `check` refuses it, which
+    /// writes nothing and consumes no revision.
     async fn put_ticket_asset(
         &self,
         asset: NewTicketAsset,
@@ -308,7 +321,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<TicketAssetMeta>;
     /// `removeTicketAsset`: a tombstone as the next revision, answering the
     /// removed (latest live) revision; `Ok(None)`, writing nothing, when no
-    /// live revision exists. `check` judges the answer as for a put.
+    /// live revision exists. A tombstone is a revision (`OverBound` at the
+    /// asset's bound); `check` judges the answer as for a put.
     async fn remove_ticket_asset(
         &self,
         key: &AssetKey,
@@ -321,15 +335,6 @@ pub trait Store: Send + Sync + 'static {
         key: &AssetKey,
         rev: Option<i64>,
     ) -> StoreResult<Option<TicketAssetMeta>>;
-    /// A ticket's assets by kind, name, revision: the latest live revision
-    /// of each, or (`revisions`) every revision that is no tombstone.
-    async fn list_ticket_assets(
-        &self,
-        repo: &str,
-        ticket_id: &str,
-        revisions: bool,
-    ) -> StoreResult<Vec<TicketAssetSummary>>;
-
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
 
@@ -353,15 +358,17 @@ async fn open(
     clock: Arc<dyn crate::clock::Clock>,
     notifier: Arc<crate::held::Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
-    let retention = options.retention.clone();
+    let (retention, bounds) = (options.retention.clone(), options.bounds);
     match location {
         url::Location::Postgres(connect) => Ok(Arc::new(engine::Engine::new(
             postgres::PgBackend::connect(connect, options, clock, notifier).await?,
             retention,
+            bounds,
         ))),
         url::Location::Sqlite(location) => Ok(Arc::new(engine::Engine::new(
             sqlite::SqliteBackend::connect(location, options, clock, notifier).await?,
             retention,
+            bounds,
         ))),
     }
 }
@@ -377,6 +384,8 @@ pub struct StoreOptions {
     pub migrate: bool,
     /// The artifact retention applied by puts and deposits.
     pub retention: retention::Retention,
+    /// The bounds of the collections clients grow.
+    pub bounds: Bounds,
     /// How long a request waits for a pooled PostgreSQL connection.
     pub acquire_timeout: std::time::Duration,
     /// The same while PostgreSQL is known to be unreachable.
@@ -413,6 +422,7 @@ impl Default for StoreOptions {
             min_connections: 4,
             migrate: true,
             retention: retention::Retention::default(),
+            bounds: Bounds::default(),
             acquire_timeout: std::time::Duration::from_secs(10),
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
             answer_times: rows::AnswerTimes::default(),

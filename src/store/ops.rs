@@ -4,12 +4,16 @@
 //!
 //! Every rule lives here and nowhere else: the conditional append, the
 //! deposit composition, the lease truth table, stream close checks, chunk
-//! pruning and artifact retention. A primitive is, by default, its shared
-//! statement ([`sql`]); a backend overrides only what its dialect does
-//! otherwise (row locks, statements fused into fewer round trips), and may
-//! offer a whole operation as one statement (the `try_*` fast paths of
-//! [`Writes`]), which the operation tries first and which declines to the
-//! transaction whenever it cannot decide exactly as the transaction would.
+//! pruning, artifact retention and the collection bounds ([`Bounds`]). A
+//! bound is checked where the transaction holds the row that counts the
+//! collection; a refusal is an error, which rolls the whole write back.
+//!
+//! A primitive is, by default, its shared statement ([`sql`]); a backend
+//! overrides only what its dialect does otherwise (row locks, statements
+//! fused into fewer round trips), and may offer a whole operation as one
+//! statement (the `try_*` fast paths of [`Writes`]), which the operation
+//! tries first and which declines to the transaction whenever it cannot
+//! decide exactly as the transaction would.
 //!
 //! The methods return futures: PostgreSQL awaits its round trips, while the
 //! SQLite implementation never pends (rusqlite is synchronous), so its writer
@@ -22,13 +26,14 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value};
 
+use super::bounds::{Bounds, OverBound};
 use super::engine::Backend;
 use super::retention::Retention;
 use super::sql::{self, Columns, Statements};
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact,
     NewEvent, NewTicketAsset, Record, StoreError, StoreResult, StreamArtifact, StreamRecord,
-    TicketAssetMeta, TicketAssetSummary, envelope_json,
+    TicketAssetMeta, envelope_json,
 };
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -164,22 +169,6 @@ pub(crate) trait Reads: Statements {
         sql::ticket_asset(self, key, rev)
     }
 
-    /// A ticket's summaries ([`sql::list_ticket_assets`]).
-    fn ticket_assets(
-        &mut self,
-        repo: &str,
-        ticket_id: &str,
-        revisions: bool,
-    ) -> impl Future<Output = StoreResult<Vec<TicketAssetSummary>>> + Send {
-        async move {
-            let statement = sql::list_ticket_assets(repo, ticket_id, revisions);
-            let rows = self
-                .all(statement, |row| sql::ticket_asset_summary_row(row))
-                .await?;
-            Ok(rows.into_iter().flatten().collect())
-        }
-    }
-
     fn stream(
         &mut self,
         id: &str,
@@ -231,34 +220,41 @@ pub(crate) enum FastAppend {
 /// operation as one autocommit statement, tried before any transaction
 /// begins. They decline (`Ok(None)`, having written nothing) whenever they
 /// cannot decide exactly as the transaction path would (a clock behind the
-/// resource's last write, a concurrent writer); the transaction path then
-/// runs. The defaults always decline.
+/// resource's last write, a concurrent writer, a collection at its bound:
+/// they never write past one, and leave its refusal to the transaction);
+/// the transaction path then runs. The defaults always decline.
 pub(crate) trait Writes: Statements {
     /// The injected clock's current time.
     fn now(&self) -> i64;
-    /// [`append`] in one statement.
+    /// [`append`] in one statement, while the log holds fewer than
+    /// `max_events` events.
     fn try_append(
         &mut self,
         _r: &ResourceRef,
         _event: &NewEvent,
         _expected_seq: Option<i64>,
+        _max_events: i64,
     ) -> impl Future<Output = StoreResult<Option<FastAppend>>> + Send {
         async { Ok(None) }
     }
-    /// [`deposit`] as one read and one statement.
+    /// [`deposit`] as one read and one statement, within `bounds`' events
+    /// per log and revisions per kind (no retention rule selects the kinds).
     fn try_deposit(
         &mut self,
         _r: &ResourceRef,
         _artifacts: &[NewArtifact],
         _make_event: &MakeEvent,
+        _bounds: &Bounds,
     ) -> impl Future<Output = StoreResult<Option<(String, Vec<ArtifactMeta>)>>> + Send {
         async { Ok(None) }
     }
-    /// [`append_chunk`] in one statement.
+    /// [`append_chunk`] in one statement, within `bounds`' chunks and bytes
+    /// per stream.
     fn try_append_chunk(
         &mut self,
         _id: &str,
         _parts_json: &str,
+        _bounds: &Bounds,
     ) -> impl Future<Output = StoreResult<Option<String>>> + Send {
         async { Ok(None) }
     }
@@ -425,6 +421,33 @@ pub(crate) trait Writes: Statements {
         }
     }
 
+    /// Serialise, until the transaction ends, the writers that may add a
+    /// live asset to a ticket (the bound on live assets counts them). A
+    /// no-op where one writer already serialises every write (SQLite).
+    fn lock_ticket(
+        &mut self,
+        _repo: &str,
+        _ticket_id: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        async { Ok(()) }
+    }
+
+    /// How many assets of `key`'s ticket are live (their latest revision
+    /// no tombstone), and whether `key` is one of them.
+    fn live_ticket_assets(
+        &mut self,
+        key: &AssetKey,
+    ) -> impl Future<Output = StoreResult<(i64, bool)>> + Send {
+        async move {
+            let found = self
+                .first(sql::live_ticket_assets(key), |row| {
+                    Ok((row.int(0)?, row.int(1)? > 0))
+                })
+                .await?;
+            Ok(found.unwrap_or((0, false)))
+        }
+    }
+
     /// The latest revision of a ticket asset as this transaction sees it
     /// (`None`: absent or removed).
     fn latest_ticket_asset(
@@ -478,7 +501,8 @@ pub(crate) trait Writes: Statements {
         sql::stream(self, id)
     }
 
-    /// Store `chunk` as sequence `seq` and make it the stream's tail.
+    /// Store `chunk` as sequence `seq` and make it the stream's tail, adding
+    /// its bytes to the stream's total.
     fn append_chunk(
         &mut self,
         id: &str,
@@ -744,14 +768,17 @@ async fn create_repo(tx: &mut impl Writes, repo: &str) -> StoreResult<Written<Re
 }
 
 /// Append; with `expected_seq`, only when the tail is exactly that sequence
-/// (`None` otherwise, writing nothing).
+/// (`None` otherwise, writing nothing). A stale comparison answers before
+/// the bound on events: it would write nothing either way.
 pub(crate) async fn append(
     tx: &mut impl Writes,
     r: &ResourceRef,
     event: &NewEvent,
     expected_seq: Option<i64>,
+    bounds: &Bounds,
 ) -> StoreResult<Written<Option<String>>> {
-    match tx.try_append(r, event, expected_seq).await? {
+    let max_events = bounds.max_events_per_log;
+    match tx.try_append(r, event, expected_seq, max_events).await? {
         Some(FastAppend::Appended(envelope)) => {
             return Ok(Written::waking(Some(envelope), r.clone()));
         }
@@ -762,17 +789,48 @@ pub(crate) async fn append(
     if expected_seq.is_some_and(|expected| expected != row.last_seq) {
         return Ok(Written::unchanged(None));
     }
+    check_events(r, &row, bounds)?;
     let now = write_time(tx, &row);
     let envelope = append_after(tx, r, row.last_seq, now, event).await?;
     Ok(Written::waking(Some(envelope), r.clone()))
 }
 
+/// The log can take one more event.
+fn check_events(r: &ResourceRef, row: &ResourceRow, bounds: &Bounds) -> StoreResult<()> {
+    if row.last_seq >= bounds.max_events_per_log {
+        return Err(OverBound::events(r, bounds.max_events_per_log).into());
+    }
+    Ok(())
+}
+
+/// Every revision just assigned is within the bound on revisions, unless a
+/// retention rule selects its kind (retention bounds what such a kind
+/// keeps). Revisions count from 0, so revision `n` is the `n + 1`-th.
+fn check_revisions(
+    r: &ResourceRef,
+    written: &[ArtifactMeta],
+    retention: &Retention,
+    bounds: &Bounds,
+) -> StoreResult<()> {
+    let max = bounds.max_artifact_revisions;
+    match written
+        .iter()
+        .find(|m| m.revision >= max && retention.policy.keep_for(&m.kind).is_none())
+    {
+        Some(over) => Err(OverBound::artifact_revisions(r, &over.kind, max).into()),
+        None => Ok(()),
+    }
+}
+
 /// A new revision, then retention (spec section 3) in the same transaction.
+/// Over the bound on revisions the revision assigned is rolled back with
+/// the rest.
 pub(crate) async fn put_artifact(
     tx: &mut impl Writes,
     r: &ResourceRef,
     artifact: NewArtifact,
     retention: &Retention,
+    bounds: &Bounds,
 ) -> StoreResult<Written<ArtifactMeta>> {
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
@@ -780,6 +838,7 @@ pub(crate) async fn put_artifact(
         .await?
         .pop()
         .ok_or_else(|| StoreError::Corrupt("no artifact inserted".into()))?;
+    check_revisions(r, std::slice::from_ref(&meta), retention, bounds)?;
     let pruned = apply_retention(tx, r, std::slice::from_ref(&meta), retention).await?;
     tx.touch(r, now).await?;
     Ok(Written::kept(meta).pruning(pruned))
@@ -787,13 +846,16 @@ pub(crate) async fn put_artifact(
 
 /// Revisions, `make_event` over the assigned metadata, the event and
 /// retention, in one transaction: a rejection leaves nothing, consumes
-/// nothing and prunes nothing.
+/// nothing and prunes nothing. The bounds are checked after the catalog
+/// (a `422` before a `413`, as for an append, whose event is validated
+/// before the store is asked): events per log, then revisions per kind.
 pub(crate) async fn deposit(
     tx: &mut impl Writes,
     r: &ResourceRef,
     artifacts: Vec<NewArtifact>,
     make_event: &MakeEvent,
     retention: &Retention,
+    bounds: &Bounds,
 ) -> StoreResult<Written<(String, Vec<ArtifactMeta>)>> {
     // The one-statement deposit prunes nothing: a deposit of a kind the
     // retention policy selects (rare: configuration snapshots) takes the
@@ -801,13 +863,15 @@ pub(crate) async fn deposit(
     let retained = artifacts
         .iter()
         .any(|a| retention.policy.keep_for(&a.kind).is_some());
-    if !retained && let Some(done) = tx.try_deposit(r, &artifacts, make_event).await? {
+    if !retained && let Some(done) = tx.try_deposit(r, &artifacts, make_event, bounds).await? {
         return Ok(Written::waking(done, r.clone()));
     }
     let row = locked(tx, r).await?;
     let now = write_time(tx, &row);
     let metas = insert_artifacts(tx, r, artifacts, now).await?;
     let event = make_event(&metas)?;
+    check_events(r, &row, bounds)?;
+    check_revisions(r, &metas, retention, bounds)?;
     let envelope = append_after(tx, r, row.last_seq, now, &event).await?;
     let pruned = apply_retention(tx, r, &metas, retention).await?;
     Ok(Written::waking((envelope, metas), r.clone()).pruning(pruned))
@@ -984,16 +1048,21 @@ pub(crate) async fn create_stream(
         outcome: None,
         artifact: None,
         last_seq: 0,
+        bytes: 0,
     }))
 }
 
+/// A batch as the stream's next chunk. After the closed check (spec
+/// section 6's order ends there), the stream's bounds: its chunk count,
+/// then its bytes with this chunk as stored.
 pub(crate) async fn append_chunk(
     tx: &mut impl Writes,
     id: &str,
     parts_json: &str,
+    bounds: &Bounds,
 ) -> StoreResult<Written<String>> {
     let wake = ResourceRef::new(ResourceKind::Stream, id);
-    if let Some(chunk) = tx.try_append_chunk(id, parts_json).await? {
+    if let Some(chunk) = tx.try_append_chunk(id, parts_json, bounds).await? {
         return Ok(Written::waking(chunk, wake));
     }
     let stream = tx
@@ -1003,9 +1072,17 @@ pub(crate) async fn append_chunk(
     if stream.closed {
         return Err(StoreError::Closed(id.to_owned()));
     }
+    if stream.last_seq >= bounds.max_stream_chunks {
+        return Err(OverBound::stream_chunks(id, bounds.max_stream_chunks).into());
+    }
     let seq = stream.last_seq + 1;
     let ts = tx.now().max(stream.created_at);
     let chunk = super::chunk_json(id, seq, ts, parts_json);
+    let size = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
+    if size > bounds.max_stream_bytes.saturating_sub(stream.bytes) {
+        let max = bounds.max_stream_bytes;
+        return Err(OverBound::stream_bytes(id, stream.bytes, size, max).into());
+    }
     tx.append_chunk(id, seq, &chunk).await?;
     Ok(Written::waking(chunk, wake))
 }
@@ -1061,15 +1138,28 @@ pub(crate) async fn close_stream(
     ))
 }
 
-/// `putTicketAsset`: the next revision with its manifest, unless `check`
-/// refuses the answer (nothing written, no revision consumed). The counter
-/// row is taken first, so concurrent puts of one asset serialise on it.
+/// `putTicketAsset`: the next revision with its manifest, unless a bound
+/// or `check` refuses it (nothing written, no revision consumed). A put
+/// that would make one more asset live is refused when the ticket has
+/// `max_ticket_assets` live ones; the ticket is locked first, so such puts
+/// count one at a time. Then the counter row is taken, so concurrent puts
+/// of one asset serialise on it, and its revision is held to the bound on
+/// revisions.
 pub(crate) async fn put_ticket_asset(
     tx: &mut impl Writes,
     asset: NewTicketAsset,
     check: &AnswerCheck,
+    bounds: &Bounds,
 ) -> StoreResult<Written<TicketAssetMeta>> {
-    let (revision, now) = tx.next_ticket_asset_revision(&asset.key, tx.now()).await?;
+    let key = &asset.key;
+    tx.lock_ticket(&key.repo, &key.ticket_id).await?;
+    let (live, this_live) = tx.live_ticket_assets(key).await?;
+    if !this_live && live >= bounds.max_ticket_assets {
+        let max = bounds.max_ticket_assets;
+        return Err(OverBound::ticket_assets(&key.ticket_id, live, max).into());
+    }
+    let (revision, now) = tx.next_ticket_asset_revision(key, tx.now()).await?;
+    check_asset_revision(key, revision, bounds)?;
     let meta = asset.meta(revision, now)?;
     check(&meta)?;
     tx.insert_ticket_asset(&asset.key, revision, now, Some(&meta))
@@ -1081,17 +1171,31 @@ pub(crate) async fn put_ticket_asset(
 /// revision is live, answering that revision; otherwise nothing is written
 /// (the counter's bump rolls back). The counter row is taken before the
 /// latest revision is read, so a concurrent put or removal is either wholly
-/// before or wholly after this one.
+/// before or wholly after this one. A tombstone is a revision: the bound on
+/// revisions holds it too.
 pub(crate) async fn remove_ticket_asset(
     tx: &mut impl Writes,
     key: &AssetKey,
     check: &AnswerCheck,
+    bounds: &Bounds,
 ) -> StoreResult<Written<Option<TicketAssetMeta>>> {
     let (revision, now) = tx.next_ticket_asset_revision(key, tx.now()).await?;
     let Some(live) = tx.latest_ticket_asset(key).await? else {
         return Ok(Written::unchanged(None));
     };
+    check_asset_revision(key, revision, bounds)?;
     check(&live)?;
     tx.insert_ticket_asset(key, revision, now, None).await?;
     Ok(Written::kept(Some(live)))
+}
+
+/// Revision `revision` (counted from 0) of `key`, a put or a tombstone, is
+/// within the bound on revisions: an asset at the bound can be neither
+/// replaced nor removed until the bound is raised.
+fn check_asset_revision(key: &AssetKey, revision: i64, bounds: &Bounds) -> StoreResult<()> {
+    let max = bounds.max_ticket_asset_revisions;
+    if revision >= max {
+        return Err(OverBound::ticket_asset_revisions(&key.kind, &key.name, max).into());
+    }
+    Ok(())
 }

@@ -93,7 +93,7 @@ pub struct StreamArtifact {
     pub blob_ref: String,
 }
 
-/// A stream record (spec section 6) plus its chunk counter.
+/// A stream record (spec section 6) plus its chunk counter and byte total.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamRecord {
     pub id: String,
@@ -105,6 +105,10 @@ pub struct StreamRecord {
     pub outcome: Option<String>,
     pub artifact: Option<StreamArtifact>,
     pub last_seq: i64,
+    /// The UTF-8 bytes of the chunks appended, as stored (the text a close
+    /// reads), held to `--max-stream-bytes`. Kept while the stream is open;
+    /// a closed stream's chunks may be pruned, and its total is not used.
+    pub bytes: i64,
 }
 
 impl StreamRecord {

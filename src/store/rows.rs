@@ -59,6 +59,14 @@ pub enum Listing {
     },
     /// A scope's stream records, in creation order.
     Streams { scope: ResourceRef },
+    /// A ticket's asset summaries (protocol 3) by kind, name, revision: the
+    /// latest live revision of each asset, or (`revisions`) every revision
+    /// that is no tombstone.
+    TicketAssets {
+        repo: String,
+        ticket_id: String,
+        revisions: bool,
+    },
 }
 
 impl Listing {
@@ -73,8 +81,9 @@ impl Listing {
                 Some(ResourceRef::new(ResourceKind::Repo, repo))
             }
             Listing::Streams { scope } => Some(scope.clone()),
-            // The handler resolved the stream before reading its chunks.
-            Listing::Chunks { .. } | Listing::Builds => None,
+            // The handler resolved the stream before reading its chunks;
+            // ticket assets need no repository record.
+            Listing::Chunks { .. } | Listing::Builds | Listing::TicketAssets { .. } => None,
         }
     }
 }

@@ -48,7 +48,7 @@ macro_rules! resource_columns {
 macro_rules! stream_columns {
     () => {
         "id, scope_kind, scope_id, label, status, created_at, last_seq, closed_at, outcome, \
-         artifact_kind, artifact_revision, artifact_blob_ref"
+         artifact_kind, artifact_revision, artifact_blob_ref, bytes"
     };
 }
 
@@ -110,7 +110,7 @@ macro_rules! next_revision_sql {
 
 macro_rules! append_chunk_tail_sql {
     () => {
-        "UPDATE streams SET last_seq = $2 WHERE id = $1"
+        "UPDATE streams SET last_seq = $2, bytes = bytes + $4 WHERE id = $1"
     };
 }
 
@@ -527,6 +527,21 @@ pub(crate) fn list_ticket_assets<'a>(
     statement(if revisions { ALL } else { LATEST }, args![repo, ticket_id])
 }
 
+/// How many of a ticket's assets are live, and (as a count, 0 or 1)
+/// whether `key` is: each asset's head row names its latest revision
+/// (`next_revision - 1`), a primary-key lookup, so the cost is one step per
+/// asset of the ticket, never per revision. Run before the asset's own
+/// counter is bumped.
+pub(crate) fn live_ticket_assets(key: &AssetKey) -> Fixed<'_, 4> {
+    const SQL: &str = "SELECT COUNT(*) AS live, \
+         COALESCE(SUM(CASE WHEN h.asset_kind = $3 AND h.name = $4 THEN 1 ELSE 0 END), 0) AS this \
+         FROM ticket_asset_heads h JOIN ticket_assets a ON a.repo = h.repo \
+         AND a.ticket_id = h.ticket_id AND a.asset_kind = h.asset_kind AND a.name = h.name \
+         AND a.revision = h.next_revision - 1 \
+         WHERE h.repo = $1 AND h.ticket_id = $2 AND a.layout IS NOT NULL";
+    statement(SQL, args![&key.repo, &key.ticket_id, &key.kind, &key.name])
+}
+
 /// The one statement a streamed read runs.
 pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<'_>>> {
     const EVENTS: &str = "SELECT envelope FROM events \
@@ -594,6 +609,14 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
             kind: None,
         } => statement(ARTIFACTS, args![r.kind.tag(), &r.id].into()),
         Listing::Streams { scope } => statement(STREAMS, args![scope.kind.tag(), &scope.id].into()),
+        Listing::TicketAssets {
+            repo,
+            ticket_id,
+            revisions,
+        } => {
+            let list = list_ticket_assets(repo, ticket_id, *revisions);
+            statement(list.text, list.args.into())
+        }
     }
 }
 
@@ -766,10 +789,13 @@ pub(crate) fn insert_stream<'a>(
 }
 
 /// The chunk stored as sequence `seq`; with the same arguments,
-/// [`APPEND_CHUNK_TAIL`] makes it the stream's tail.
-pub(crate) fn append_chunk<'a>(id: &'a str, seq: i64, chunk: &'a str) -> Fixed<'a, 3> {
+/// [`APPEND_CHUNK_TAIL`] makes it the stream's tail and adds its bytes
+/// (`$4`, the UTF-8 length, which each dialect's `length` counts otherwise)
+/// to the stream's total.
+pub(crate) fn append_chunk<'a>(id: &'a str, seq: i64, chunk: &'a str) -> Fixed<'a, 4> {
     const SQL: &str = insert_chunk_sql!();
-    statement(SQL, args![id, seq, chunk])
+    let size = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
+    statement(SQL, args![id, seq, chunk, size])
 }
 
 /// [`append_chunk`]'s second half.
@@ -873,6 +899,13 @@ pub(crate) fn render(
             write_json(piece, &artifact_row(resource, row)?.to_json())
         }
         Listing::Streams { .. } => write_json(piece, &stream_row(row)?.to_json()),
+        Listing::TicketAssets { .. } => {
+            // The statement selects no tombstone.
+            let summary = ticket_asset_summary_row(row)?
+                .ok_or_else(|| StoreError::Corrupt("a tombstone in an asset list".into()))?;
+            piece.extend_from_slice(summary.to_json_text().as_bytes());
+            Ok(())
+        }
     }
 }
 
@@ -953,6 +986,7 @@ pub(crate) fn stream_row(row: &(impl Columns + ?Sized)) -> StoreResult<StreamRec
         closed_at: row.optional_int(7)?,
         outcome: row.optional_text(8)?,
         artifact,
+        bytes: row.int(12)?,
     })
 }
 

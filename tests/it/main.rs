@@ -15,6 +15,7 @@ mod support;
 
 mod adversarial;
 mod archive;
+mod bounds;
 mod cli;
 mod clients;
 mod compose;

@@ -991,3 +991,131 @@ async fn protocol_2_clients_do_not_reach_ticket_assets() {
         assert!(reached, "{method} {path}: {status} {answer}");
     }
 }
+
+/// A ticket's list of every revision, longer than several 64 KiB pieces of
+/// rows, is answered whole at a ceiling of exactly its length and refused
+/// one byte below it, the `413` naming its exact length: the rows past the
+/// ceiling are counted, not kept, so the list's memory is the ceiling's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_list_is_held_to_the_ceiling_by_its_exact_length() {
+    let dir_ = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir_.path().join("list.db").display());
+    let mut server = start(&database, "memory://", &[]).await;
+    let c = P3::new(server.url());
+    for n in 0..1200 {
+        let name = format!("n{}", n % 3);
+        c.put(T, &put_body("design", &name, "tree", json!([dir("d")])))
+            .await;
+    }
+    let http = support::protocol3_client();
+    let list = |base: &str| format!("{base}{T}/assets/list?revisions=1");
+    let whole = http.get(list(server.url())).send().await.unwrap();
+    assert_eq!(whole.status(), 200);
+    let whole = whole.text().await.unwrap();
+    let rows: Vec<Value> = serde_json::from_str(&whole).unwrap();
+    assert_eq!(rows.len(), 1200);
+    let len = whole.len();
+    assert!(len > 3 * 64 * 1024, "{len}");
+    server.stop().await.unwrap();
+
+    let at = len.to_string();
+    let mut server = start(&database, "memory://", &["--max-body-bytes", &at]).await;
+    let answer = http.get(list(server.url())).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().await.unwrap(), whole);
+    server.stop().await.unwrap();
+
+    let below = (len - 1).to_string();
+    let server = start(&database, "memory://", &["--max-body-bytes", &below]).await;
+    let c = P3::new(server.url());
+    let (status, answer) = c.get(&format!("{T}/assets/list?revisions=1")).await;
+    assert_eq!(status, 413, "{answer}");
+    assert_eq!(
+        answer,
+        json!({
+            "error": format!(
+                "ticket asset list of ticket \"AUT-1\" is {len} bytes, over the {below}-byte response ceiling"
+            ),
+            "kind": "validation"
+        })
+    );
+}
+
+/// The server's peak resident set size in KiB (Linux `/proc`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A ticket of 150,000 revisions lists as about 27 MB: under a 1 MiB
+/// ceiling the answer is the `413` with the list's exact length, and the
+/// server's peak memory grows by about the ceiling, not by the list (built
+/// whole, the list took three copies of itself).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_list_takes_memory_bounded_by_the_ceiling() {
+    const REVISIONS: i64 = 150_000;
+    let dir_ = tempfile::tempdir().unwrap();
+    let path = dir_.path().join("huge.db");
+    let database = format!("sqlite://{}", path.display());
+    support::run_ok(&["migrate", "--database", &database]);
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    let tx = conn.transaction().unwrap();
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO ticket_assets (repo, ticket_id, asset_kind, name, revision, layout, \
+                 size, file_count, dir_count, entries, created_at) VALUES ('acme/widgets', \
+                 'AUT-1', 'design', 'home', ?1, 'tree', 0, 0, 1, '[{\"type\":\"dir\",\"path\":\"d\"}]', \
+                 1784116800000)",
+            )
+            .unwrap();
+        for revision in 0..REVISIONS {
+            insert.execute([revision]).unwrap();
+        }
+    }
+    tx.execute(
+        "INSERT INTO ticket_asset_heads VALUES ('acme/widgets', 'AUT-1', 'design', 'home', ?1, 1784116800000)",
+        [REVISIONS],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    drop(conn);
+    let len: usize = 2 + (0..REVISIONS)
+        .map(|revision| {
+            format!(
+                r#"{{"repo":"acme/widgets","ticketId":"AUT-1","kind":"design","name":"home","revision":{revision},"layout":"tree","size":0,"fileCount":0,"dirCount":1,"createdAt":"{CLOCK}"}}"#
+            )
+            .len()
+                + 1
+        })
+        .sum::<usize>()
+        - 1;
+    assert!(len > 25_000_000, "{len}");
+
+    let server = start(&database, "memory://", &["--max-body-bytes", "1048576"]).await;
+    let pid = server.pid().unwrap();
+    let c = P3::new(server.url());
+    // Warm up every path the big read takes, on a short list.
+    let (status, _) = c
+        .get("/repos/acme%2Fwidgets/tickets/AUT-2/assets/list")
+        .await;
+    assert_eq!(status, 200);
+    let before = peak_rss_kib(pid);
+    let (status, answer) = c.get(&format!("{T}/assets/list?revisions=1")).await;
+    assert_eq!(status, 413, "{answer}");
+    assert_eq!(
+        answer["error"],
+        format!(
+            "ticket asset list of ticket \"AUT-1\" is {len} bytes, over the 1048576-byte response ceiling"
+        )
+    );
+    let grown = peak_rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < 16 * 1024,
+        "the peak grew by {grown} KiB for a {len}-byte list"
+    );
+}

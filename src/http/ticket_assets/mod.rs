@@ -23,15 +23,17 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::{get, post};
+use bytes::BytesMut;
 use serde_json::Value;
 
 use super::extract::{ParsedJson, json_body, query_param};
 use super::path::ResourcePath;
 use super::resources::lenient_int;
-use super::{ApiError, ApiResult, SharedState, json, json_response};
+use super::{ApiError, ApiResult, SharedState, json, json_response, json_response_bytes};
 use crate::protocol::ticket_assets::{self as assets, validate::is_label};
 use crate::protocol::{base64, ident, wire};
-use crate::store::{AnswerCheck, AssetEntry, AssetKey, StoreError, TicketAssetMeta};
+use crate::store::rows::Next;
+use crate::store::{AnswerCheck, AssetEntry, AssetKey, Listing, StoreError, TicketAssetMeta};
 
 pub fn router() -> Router<SharedState> {
     Router::new()
@@ -219,6 +221,11 @@ async fn get_file(
 /// `listTicketAssets`: `GET …/assets/list[?revisions=1]`, summaries by
 /// kind, name, revision: the latest live revision of each asset, or with
 /// `revisions=1` every revision but tombstones.
+///
+/// The rows stream from the store and are kept only while the answer fits
+/// the ceiling: past it they are counted, not kept, so the `413` still
+/// names the list's exact length while the memory a list takes is the
+/// ceiling (plus one piece of rows), whatever the number of revisions.
 async fn list_assets(
     State(state): State<SharedState>,
     path: ResourcePath,
@@ -229,21 +236,39 @@ async fn list_assets(
     if !ticket.storable() {
         return Ok(json_response(StatusCode::OK, "[]".into()));
     }
-    let summaries = state
-        .store
-        .list_ticket_assets(&ticket.repo, &ticket.ticket_id, revisions)
-        .await?;
-    let items: Vec<String> = summaries.iter().map(|s| s.to_json_text()).collect();
-    let text = format!("[{}]", items.join(","));
+    let listing = Listing::TicketAssets {
+        repo: ticket.repo.clone(),
+        ticket_id: ticket.ticket_id.clone(),
+        revisions,
+    };
+    let mut rows = state.store.read(listing).await?;
     let ceiling = ceiling(&state);
-    if text.len() > ceiling {
+    // The brackets count too.
+    let mut len = 2usize;
+    let mut text = Some(BytesMut::from(&b"["[..]));
+    while let Some(step) = rows.next().await {
+        match step? {
+            Next::Piece(piece) => {
+                len = len.saturating_add(piece.len());
+                if len > ceiling {
+                    text = None;
+                }
+                if let Some(text) = &mut text {
+                    text.extend_from_slice(&piece);
+                }
+            }
+            Next::End(()) => break,
+        }
+    }
+    let Some(mut text) = text else {
         return Err(ApiError::TooLarge(assets::list_over_ceiling(
             &ticket.ticket_id,
-            text.len(),
+            len,
             ceiling,
         )));
-    }
-    Ok(json_response(StatusCode::OK, text))
+    };
+    text.extend_from_slice(b"]");
+    Ok(json_response_bytes(StatusCode::OK, text.freeze()))
 }
 
 /// `removeTicketAsset`: `POST …/assets/remove {kind, name}`: the removed

@@ -8,7 +8,10 @@
 //! Appends, deposits and chunk appends have fast paths: one autocommit
 //! statement (a deposit: one read and one statement) instead of a
 //! transaction of five or six round trips. Each declines, having written
-//! nothing, whenever it cannot decide exactly as the transaction would.
+//! nothing, whenever it cannot decide exactly as the transaction would;
+//! the collection bounds are conditions of their counter `UPDATE`s (or of
+//! the deposit's read), so a fast path never writes past one and leaves
+//! the refusal to the transaction.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use super::counted;
 use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::bounds::Bounds;
 use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
 use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
 use crate::store::{
@@ -34,6 +38,13 @@ use crate::store::{
 const LOCK_RESOURCE: &str = concat!(sql::select_resource_sql!(), " FOR UPDATE");
 /// The stream row, held until the transaction ends.
 const LOCK_STREAM: &str = concat!(sql::select_stream_sql!(), " FOR UPDATE");
+/// A ticket's lock for the writers that may add a live asset, until the
+/// transaction ends: an advisory lock in a class of its own (the two-key
+/// form, whose keys never meet sqlx's one-key migration lock), keyed by a
+/// hash of the repository and ticket (length-prefixed, so no two pairs
+/// spell one text). A collision only serialises two tickets' puts.
+const LOCK_TICKET: &str = "SELECT pg_advisory_xact_lock(1952540531, \
+     hashtext(length($1::text)::text || ':' || $1::text || $2::text))";
 /// Resource and stream tails of a JSON array of `{kind, id}` in one
 /// statement; a closed stream reports the largest tail so its readers wake.
 const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
@@ -73,16 +84,17 @@ const APPEND_CHUNK: &str = concat!(
 // nothing unless the row was as the transaction path requires: the caller
 // tells a refusal from a miss by the tail the statement's snapshot saw.
 
-/// Append: the tail bumped (only if `expected_seq` matches, and the last
-/// write is less than `$7`'s length of milliseconds ahead of the clock) and
-/// the envelope stored. Its `seq` digits and its `ts` text are joined in
-/// between the texts the caller made; `$7` holds the formatted times from
-/// the clock's `$3` on, of which the statement takes the write time,
-/// `GREATEST($3, updated_at)`, as the transaction would.
+/// Append: the tail bumped (only if `expected_seq` matches, the log holds
+/// fewer than `$9` events, and the last write is less than `$7`'s length of
+/// milliseconds ahead of the clock) and the envelope stored. Its `seq`
+/// digits and its `ts` text are joined in between the texts the caller
+/// made; `$7` holds the formatted times from the clock's `$3` on, of which
+/// the statement takes the write time, `GREATEST($3, updated_at)`, as the
+/// transaction would.
 const FAST_APPEND: &str = "WITH bumped AS (\
      UPDATE resources SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, $3) \
      WHERE kind = $1 AND id = $2 AND updated_at < $3 + cardinality($7::text[]) \
-     AND ($4::bigint IS NULL OR last_seq = $4) \
+     AND ($4::bigint IS NULL OR last_seq = $4) AND last_seq < $9::bigint \
      RETURNING last_seq, updated_at), \
      stored AS (INSERT INTO events (kind, resource_id, seq, envelope) \
      SELECT $1, $2, last_seq, $5::text || last_seq::text || $8::text \
@@ -118,11 +130,16 @@ const FAST_DEPOSIT: &str = "WITH bumped AS (\
      stored AS (INSERT INTO events (kind, resource_id, seq, envelope) \
      SELECT $1, $2, last_seq, $12 FROM bumped RETURNING seq) \
      SELECT seq FROM stored";
-/// A chunk: the stream's tail bumped (only while open, and with the clock
-/// not before its creation) and the chunk stored.
+/// A chunk: the stream's tail bumped (only while open, with the clock not
+/// before its creation, and within the bounds: fewer than `$6` chunks, and
+/// at most `$7` bytes with this one) and the chunk stored. Its bytes are
+/// `$5` (the texts around its `seq`) plus the digits of the `seq` assigned.
 const FAST_APPEND_CHUNK: &str = "WITH bumped AS (\
-     UPDATE streams SET last_seq = last_seq + 1 \
-     WHERE id = $1 AND status = 'open' AND created_at <= $2 RETURNING last_seq), \
+     UPDATE streams SET last_seq = last_seq + 1, \
+     bytes = bytes + $5::bigint + length((last_seq + 1)::text) \
+     WHERE id = $1 AND status = 'open' AND created_at <= $2 AND last_seq < $6::bigint \
+     AND bytes + $5::bigint + length((last_seq + 1)::text) <= $7::bigint \
+     RETURNING last_seq), \
      stored AS (INSERT INTO stream_chunks (stream_id, seq, chunk) \
      SELECT $1, last_seq, $3::text || last_seq::text || $4::text FROM bumped RETURNING seq) \
      SELECT (SELECT seq FROM stored) AS seq, (SELECT status FROM streams WHERE id = $1) AS status";
@@ -337,6 +354,7 @@ impl Writes for PgTx {
         r: &ResourceRef,
         event: &NewEvent,
         expected_seq: Option<i64>,
+        max_events: i64,
     ) -> StoreResult<Option<FastAppend>> {
         // Writers racing for one row may take it in another order than they
         // read the clock: one refused for a time behind the last write tries
@@ -360,6 +378,7 @@ impl Writes for PgTx {
                 .bind(&after)
                 .bind(&times)
                 .bind(TS_MEMBER)
+                .bind(max_events)
                 .fetch_one(conn)
                 .await?;
             let seq: Option<i64> = row.try_get("seq")?;
@@ -375,6 +394,8 @@ impl Writes for PgTx {
                 (None, Some(before)) if expected_seq.is_some_and(|e| e != before) => {
                     return Ok(Some(FastAppend::Stale));
                 }
+                // A full log: the transaction refuses it.
+                (None, Some(before)) if before >= max_events => return Ok(None),
                 (None, Some(_)) => {}
             }
         }
@@ -386,6 +407,7 @@ impl Writes for PgTx {
         r: &ResourceRef,
         artifacts: &[NewArtifact],
         make_event: &MakeEvent,
+        bounds: &Bounds,
     ) -> StoreResult<Option<(String, Vec<ArtifactMeta>)>> {
         let now = self.now();
         let Some(conn) = self.autocommit() else {
@@ -404,6 +426,10 @@ impl Writes for PgTx {
             return Err(StoreError::NotFound(r.clone()));
         };
         let last_seq: i64 = first.try_get("last_seq")?;
+        // A full log: the transaction refuses it (after the catalog's say).
+        if last_seq >= bounds.max_events_per_log {
+            return Ok(None);
+        }
         let updated_at: i64 = first.try_get("updated_at")?;
         let ts = now.max(updated_at);
         // The next revision of each kind, as the transaction would assign them.
@@ -430,6 +456,15 @@ impl Writes for PgTx {
                 created_at: ts,
             });
             *revision += 1;
+        }
+        // A kind at its bound: the transaction refuses it. The revisions
+        // read are exact while the statement below succeeds (one consumed
+        // meanwhile is a unique violation, which declines).
+        if metas
+            .iter()
+            .any(|m| m.revision >= bounds.max_artifact_revisions)
+        {
+            return Ok(None);
         }
         let event = make_event(&metas)?;
         let seq = last_seq + 1;
@@ -469,17 +504,22 @@ impl Writes for PgTx {
         &mut self,
         id: &str,
         parts_json: &str,
+        bounds: &Bounds,
     ) -> StoreResult<Option<String>> {
         let now = self.now();
         let Some(conn) = self.autocommit() else {
             return Ok(None);
         };
         let (head, tail) = chunk_parts(id, now, parts_json);
+        let around = i64::try_from(head.len() + tail.len()).unwrap_or(i64::MAX);
         let row = counted(FAST_APPEND_CHUNK)
             .bind(id)
             .bind(now)
             .bind(&head)
             .bind(&tail)
+            .bind(around)
+            .bind(bounds.max_stream_chunks)
+            .bind(bounds.max_stream_bytes)
             .fetch_one(conn)
             .await?;
         let seq: Option<i64> = row.try_get("seq")?;
@@ -491,6 +531,8 @@ impl Writes for PgTx {
                 id,
             ))),
             (None, Some("closed")) => Err(StoreError::Closed(id.to_owned())),
+            // The clock behind its creation, or a bound reached: the
+            // transaction decides.
             (None, Some(_)) => Ok(None),
         }
     }
@@ -523,6 +565,14 @@ impl Writes for PgTx {
         self.first(statement, |row| row.int(0))
             .await?
             .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))
+    }
+
+    async fn lock_ticket(&mut self, repo: &str, ticket_id: &str) -> StoreResult<()> {
+        let statement = Statement {
+            text: LOCK_TICKET,
+            args: [Arg::Text(repo), Arg::Text(ticket_id)],
+        };
+        self.run(statement).await
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {

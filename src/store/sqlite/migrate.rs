@@ -74,7 +74,7 @@ mod tests {
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
     /// from a database the sqlx-based server migrated; later migrations: the
     /// SHA-384 of the file, which is what sqlx records).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 6] = [
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 7] = [
         (
             1,
             "initial",
@@ -104,6 +104,11 @@ mod tests {
             6,
             "ticket assets",
             "A3BE1B2B174AD48138B3D92CA48E9477FEB224C41D78FF95B27A48C82E18C176C51BD5C16589A5F3017023D705490C99",
+        ),
+        (
+            8,
+            "stream bytes",
+            "63F4B44D069908B9ECCE19C9319F068CA7F029283141C8DA84B41F4C0A70BF35E40EEBE01640A527920F5918120BD895",
         ),
     ];
 

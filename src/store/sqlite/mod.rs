@@ -363,6 +363,7 @@ mod tests {
             .await
             .unwrap(),
             Retention::default(),
+            crate::store::Bounds::default(),
         );
         let build = ResourceRef::new(ResourceKind::Build, "b");
         let mut attrs = Map::new();
