@@ -8,9 +8,10 @@ use tracing_subscriber::EnvFilter;
 
 use abstore::cli::{Cli, LogFormat};
 
-/// jemalloc, for two measured reasons (docs/benchmarks.md): it returns
-/// freed memory to the system (glibc kept the memory of 10,000 finished held
-/// reads), with purging on its own background thread configured in
+/// jemalloc, for two measured reasons (docs/benchmarks/per-request.md,
+/// "Held-read and connection memory"): it returns freed memory to the
+/// system (glibc kept the memory of 10,000 finished held reads), with
+/// purging on its own background thread configured in
 /// `.cargo/config.toml`, and it keeps allocator metadata out of the blocks,
 /// so the untouched parts of each connection's 8 KiB buffers stay
 /// unresident.

@@ -76,8 +76,8 @@ struct Cli {
     replay: ReplayArgs,
 }
 
-/// The `autobuild` scenario's model (docs/benchmarks.md, "Autobuild's
-/// workload, replayed"); `frame` and `tick` use `--age` and `--runners`.
+/// The `autobuild` scenario's model (docs/benchmarks/autobuild-replay.md);
+/// `frame` and `tick` use `--age` and `--runners`.
 #[derive(clap::Args)]
 #[command(next_help_heading = "autobuild replay, frame, tick")]
 struct ReplayArgs {

@@ -408,7 +408,8 @@ impl Destination for PgDestination {
             // planner takes the freshly filled tables for empty and plans
             // protocol 3's state-events read as a nested loop over the
             // journal, quadratic in its length (20 s for one read of a
-            // 2,000-event journal; 10 ms after ANALYZE: docs/benchmarks.md).
+            // 2,000-event journal; 10 ms after ANALYZE:
+            // docs/benchmarks/frame-and-tick.md).
             // An import is exactly when a store meets its clients again.
             let tables: Vec<&str> = TABLES.iter().map(|table| table.table).collect();
             let analyze = format!("ANALYZE {}", tables.join(", "));

@@ -15,7 +15,8 @@ use tower_http::compression::predicate::SizeAbove;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 /// Each codec's fastest level: a compressed whole read must cost at most
-/// twice an identity one (docs/benchmarks.md, "Compression").
+/// twice an identity one (docs/benchmarks/whole-history-reads.md,
+/// "Compression").
 const LEVEL: CompressionLevel = CompressionLevel::Fastest;
 
 /// The layer compressing answers of at least `min_bytes`.

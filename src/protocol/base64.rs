@@ -4,11 +4,12 @@
 //! of base64), so this uses `base64-simd` (the SIMD codec the AWS SDK uses)
 //! rather than the `base64` crate's scalar engine: decoding 64 KiB took 37 µs
 //! with `base64` and 6 µs with `base64-simd` on the benchmark machine (AVX2;
-//! docs/benchmarks.md). Its `STANDARD` codec is as strict as `base64`'s:
-//! canonical padding required, non-zero trailing bits, whitespace and the
-//! URL-safe alphabet refused (the tests below pin that). This module adds the
-//! decoded-size ceiling, checked before any decoding work. Tokens, which are
-//! short, keep the `base64` crate's engines.
+//! docs/benchmarks/per-request.md, "What explains the misses"). Its
+//! `STANDARD` codec is as strict as `base64`'s: canonical padding required,
+//! non-zero trailing bits, whitespace and the URL-safe alphabet refused (the
+//! tests below pin that). This module adds the decoded-size ceiling, checked
+//! before any decoding work. Tokens, which are short, keep the `base64`
+//! crate's engines.
 
 use base64_simd::STANDARD;
 

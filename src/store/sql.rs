@@ -148,7 +148,7 @@ pub(crate) enum Dialect {
 /// reports are `$row_ty` and `$row_ts`. On PostgreSQL they are read by
 /// position: its regular expression, twice for each of a week-old
 /// repository's ~9,000 digest events, was most of the read's cost
-/// (docs/benchmarks.md, "One frame, one tick"). By position is exact here:
+/// (docs/benchmarks/frame-and-tick.md). By position is exact here:
 /// the server writes envelopes compact, resource member, `seq`, `ts`,
 /// actor, `type`, payload (store/mod.rs, `envelope_json`); no actor has a
 /// `type` key, and a string value cannot hold `"type":"` or `,"ts":"`

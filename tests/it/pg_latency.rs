@@ -8,9 +8,9 @@
 //! it answers its first request.
 //!
 //! The latency itself is measured by the benchmark (`abstore-load tail`:
-//! per-route p50/p99/maximum from fresh servers; docs/benchmarks.md,
-//! "PostgreSQL read stalls"), not here: a timed test on a shared two-core
-//! machine fails whenever something else runs (it failed on every server
+//! per-route p50/p99/maximum from fresh servers;
+//! docs/benchmarks/pg-read-stalls.md), not here: a timed test on a shared
+//! two-core machine fails whenever something else runs (it failed on every server
 //! while three builds ran beside the suite), which says nothing about the
 //! server.
 

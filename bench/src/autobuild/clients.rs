@@ -3,7 +3,7 @@
 //! one-shot `ab` commands. Each is a closed loop with at most one request in
 //! flight (a runner's heartbeat timer and held subscription are separate
 //! timers of the same process, as in Autobuild). The request sequences are
-//! the model of docs/benchmarks.md ("Autobuild's workload, replayed"), each
+//! the model of docs/benchmarks/autobuild-replay.md, each
 //! step named after the Autobuild function it stands for. They speak
 //! protocol 2; a dashboard frame can also be made the protocol-3 way, whose
 //! reads (and the protocol-3 dispatcher's) live in `protocol3.rs`.
@@ -21,7 +21,8 @@ use super::stats::{Op, Recorder};
 use super::text::{Text, parse_iso};
 use crate::harness::Identity;
 
-/// Autobuild's constants, from its source (docs/benchmarks.md names the files).
+/// Autobuild's constants, from its source (docs/benchmarks/autobuild-replay.md
+/// names the files).
 pub const DASHBOARD_POLL: Duration = Duration::from_millis(500);
 pub const DISPATCH_INTERVAL: Duration = Duration::from_secs(10);
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(15);
@@ -33,7 +34,8 @@ pub const SUBSCRIBE_WAIT_SECS: u32 = 25;
 pub const EFFECTIVE_CONFIG: &str = "dispatcher-effective-config";
 
 /// Which protocol a simulated process speaks: what it reads for the same
-/// decisions (docs/benchmarks.md names the calls each one makes).
+/// decisions (docs/benchmarks/frame-and-tick.md names the calls each one
+/// makes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     /// Autobuild 0.8.0: whole journals and whole build logs.

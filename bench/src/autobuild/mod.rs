@@ -1,5 +1,5 @@
-//! `autobuild`: a replay of how Autobuild uses its store (docs/benchmarks.md,
-//! "Autobuild's workload, replayed"). For each store age, a history is
+//! `autobuild`: a replay of how Autobuild uses its store
+//! (docs/benchmarks/autobuild-replay.md). For each store age, a history is
 //! generated once, written as an abstore archive and imported into a SQLite
 //! file and a PostgreSQL database (and written straight into the reference
 //! server's SQLite file); then dashboards, dispatchers, build runners and

@@ -1,8 +1,7 @@
 //! What a protocol-3 client (Autobuild 0.9.0) reads instead of whole
 //! histories: the dashboard's observation-pressure sample and the
-//! dispatcher's repository view. docs/benchmarks.md ("One dashboard frame,
-//! one dispatcher tick: protocol 2 against protocol 3") names the Autobuild
-//! files each step stands for.
+//! dispatcher's repository view. docs/benchmarks/frame-and-tick.md names the
+//! Autobuild files each step stands for.
 
 use std::collections::HashMap;
 

@@ -1,11 +1,11 @@
 //! `frame` and `tick`: one dashboard frame, or one dispatcher tick, as
 //! protocol 2 and as protocol 3 make it, on the replay's aged stores
-//! (docs/benchmarks.md, "One frame, one tick: protocol 2 against
-//! protocol 3"). Per store age and backend, one server accepting both
-//! identities serves a single simulated process that repeats the unit back to
-//! back with nothing else running, first as protocol 2, then as protocol 3;
-//! per unit the scenario reports the requests, the response bytes, the
-//! server's CPU and the latency the process saw.
+//! (docs/benchmarks/frame-and-tick.md). Per store age and backend, one
+//! server accepting both identities serves a single simulated process that
+//! repeats the unit back to back with nothing else running, first as
+//! protocol 2, then as protocol 3; per unit the scenario reports the
+//! requests, the response bytes, the server's CPU and the latency the
+//! process saw.
 
 use std::time::{Duration, Instant};
 
@@ -338,7 +338,7 @@ async fn repeat(
     let p = Proc {
         http: client_as(protocol.identity(), Duration::from_secs(300)),
         base: server.base.clone(),
-        // As measured: answers uncompressed (docs/benchmarks.md).
+        // As measured: answers uncompressed (docs/benchmarks/frame-and-tick.md).
         accept_encoding: "identity".to_owned(),
         rec: rec.clone(),
     };

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::harness::percentile;
 
-/// The kinds of request the model makes (docs/benchmarks.md lists which
-/// Autobuild call each comes from).
+/// The kinds of request the model makes (docs/benchmarks/autobuild-replay.md
+/// lists which Autobuild call each comes from).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// `GET /repos/{repo}/events?since=0`
