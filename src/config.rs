@@ -123,6 +123,7 @@ pub struct SecretConfig {
     pub secret: Option<String>,
     pub secret_file: Option<PathBuf>,
     pub allow_weak_secret: bool,
+    pub allow_insecure_secret_file: bool,
 }
 
 impl std::fmt::Debug for SecretConfig {
@@ -131,6 +132,10 @@ impl std::fmt::Debug for SecretConfig {
             .field("secret", &self.secret.as_ref().map(|_| "REDACTED"))
             .field("secret_file", &self.secret_file)
             .field("allow_weak_secret", &self.allow_weak_secret)
+            .field(
+                "allow_insecure_secret_file",
+                &self.allow_insecure_secret_file,
+            )
             .finish()
     }
 }
@@ -140,7 +145,10 @@ impl SecretConfig {
         crate::secret::Secret::resolve(
             self.secret.as_deref(),
             self.secret_file.as_deref(),
-            self.allow_weak_secret,
+            crate::secret::Rules {
+                allow_weak: self.allow_weak_secret,
+                allow_insecure_file: self.allow_insecure_secret_file,
+            },
         )
     }
 }

@@ -256,6 +256,27 @@ mod tests {
         super::Cli::command().debug_assert();
     }
 
+    /// `Debug` of the parsed command line (what a panic or a `{:?}` would
+    /// print) shows neither the secret nor a database password.
+    #[test]
+    fn debug_output_hides_secrets_and_passwords() {
+        use clap::Parser as _;
+        let cli = super::Cli::try_parse_from([
+            "abstore",
+            "serve",
+            "--secret",
+            "s3cr3t-0123456789abcdefghijklmnopqrstuv",
+            "--database",
+            "postgres://u:hunter2@h/db?password=hunter3",
+        ])
+        .unwrap();
+        let text = format!("{cli:?}");
+        for hidden in ["s3cr3t", "hunter2", "hunter3"] {
+            assert!(!text.contains(hidden), "{hidden} in {text}");
+        }
+        assert!(text.contains("REDACTED"), "{text}");
+    }
+
     /// README.md and docs/configuration.md promise a variable for every
     /// flag outside [`super::FLAG_ONLY`]; each variable names one setting.
     #[test]

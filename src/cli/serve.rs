@@ -12,7 +12,8 @@ use super::boolish;
 use crate::config::{ClientIdentity, DatabaseConfig, SecretConfig, ServeConfig};
 use crate::store::DatabaseUrl;
 
-#[derive(Debug, Args, Clone)]
+/// `Debug` by hand: the URL may carry a password ([`DatabaseUrl`]'s redaction).
+#[derive(Args, Clone)]
 pub struct DatabaseArgs {
     /// Database URL: `sqlite://PATH`, `sqlite::memory:` or `postgres://…`.
     #[arg(
@@ -204,7 +205,8 @@ pub struct ServeArgs {
 }
 
 /// Where the token signing secret comes from; none means open mode.
-#[derive(Debug, Args, Clone, Default)]
+/// `Debug` by hand: the secret itself is never printed.
+#[derive(Args, Clone, Default)]
 pub struct SecretArgs {
     /// Token signing secret (enables authenticated mode). Prefer the file or the variable.
     #[arg(long, env = "ABSTORE_SECRET", hide_env_values = true)]
@@ -212,12 +214,40 @@ pub struct SecretArgs {
 
     /// Read the token signing secrets from this file, one per line: the first
     /// signs, every one verifies. SIGHUP or a change of the file reloads it.
+    /// It must be private to its owner (mode 0600 or stricter).
     #[arg(long, env = "ABSTORE_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
 
-    /// Accept a secret shorter than 32 bytes (tests only).
+    /// Accept a secret shorter than 32 bytes or with little entropy (a
+    /// repeated character or word). Tests only.
     #[arg(long, env = "ABSTORE_ALLOW_WEAK_SECRET", value_parser = boolish())]
     pub allow_weak_secret: bool,
+
+    /// Accept a `--secret-file` that its group or others may read or write
+    /// (refused otherwise: whoever reads it can mint any token).
+    #[arg(long, env = "ABSTORE_ALLOW_INSECURE_SECRET_FILE", value_parser = boolish())]
+    pub allow_insecure_secret_file: bool,
+}
+
+impl std::fmt::Debug for SecretArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        SecretConfig::from(self.clone()).fmt(f)
+    }
+}
+
+impl std::fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseArgs")
+            .field("database", &crate::store::url::redact(&self.database))
+            .field("db_pool_size", &self.db_pool_size)
+            .field("db_min_connections", &self.db_min_connections)
+            .field("db_acquire_timeout_ms", &self.db_acquire_timeout_ms)
+            .field(
+                "db_unavailable_acquire_timeout_ms",
+                &self.db_unavailable_acquire_timeout_ms,
+            )
+            .finish()
+    }
 }
 
 impl ServeArgs {
@@ -319,11 +349,13 @@ impl From<SecretArgs> for SecretConfig {
             secret,
             secret_file,
             allow_weak_secret,
+            allow_insecure_secret_file,
         } = args;
         SecretConfig {
             secret,
             secret_file,
             allow_weak_secret,
+            allow_insecure_secret_file,
         }
     }
 }

@@ -1,0 +1,385 @@
+//! Hostile input at the doors of the real binary (issue 33): the test clock
+//! under authentication, DNS rebinding against open mode on loopback,
+//! database passwords in the output, secret files others can read and weak
+//! secrets, request ids, token revocation on every replica, the bound on
+//! token lifetimes, and what the server counts and logs about refusals.
+
+use std::time::{Duration, Instant};
+
+use abstore_conformance::Server;
+use abstore_conformance::token::{admin_scope, mint};
+use abstore_conformance::util::random_hex;
+use serde_json::Value;
+
+use crate::support::{self, bin, path_text, run, run_with_env};
+
+/// A fresh 48-character signing secret (random hex passes the weak-secret rule).
+fn secret() -> String {
+    (0..4).map(|_| random_hex()).collect()
+}
+
+/// Now on this machine, in epoch milliseconds.
+fn support_now() -> i64 {
+    abstore_conformance::runner::local_now_ms()
+}
+
+/// Send SIGHUP to the server (reload the secret file).
+fn hangup(server: &Server) {
+    let pid = server.pid().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// An answer: status, `x-request-id`, JSON body (or `Null`).
+struct Answer {
+    status: u16,
+    request_id: Option<String>,
+    body: Value,
+}
+
+/// `method path` on `base` with the identity headers, `token` and `extra`
+/// headers (a `host` among them replaces the URL's).
+async fn call(
+    base: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    extra: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Answer {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = support::client().request(method, format!("{base}{path}"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = response.json().await.unwrap_or(Value::Null);
+    Answer {
+        status,
+        request_id,
+        body,
+    }
+}
+
+async fn get(base: &str, path: &str, token: Option<&str>) -> Answer {
+    call(base, "GET", path, token, &[], None).await
+}
+
+/// `status` with the protocol's error body of `kind` (and `error`, if given).
+fn assert_error(answer: &Answer, status: u16, kind: &str, error: Option<&str>, what: &str) {
+    assert_eq!(answer.status, status, "{what}: {}", answer.body);
+    assert_eq!(answer.body["kind"], kind, "{what}: {}", answer.body);
+    assert!(answer.body["error"].is_string(), "{what}: {}", answer.body);
+    if let Some(error) = error {
+        assert_eq!(answer.body["error"], error, "{what}");
+    }
+}
+
+/// The one opaque answer to every token that does not verify.
+fn assert_invalid(answer: &Answer, what: &str) {
+    assert_error(answer, 401, "auth", Some("invalid or expired token"), what);
+}
+
+/// Poll `probe` until it holds, for at most `within`; whether it did.
+async fn eventually<F, Fut>(within: Duration, mut probe: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if probe().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Wait (bounded) until the server's stderr holds every one of `texts`: a
+/// line is written before its response is sent, but read from the pipe
+/// by another task; then the log.
+async fn logged(server: &Server, texts: &[&str]) -> String {
+    eventually(Duration::from_secs(10), || async {
+        let log = server.stderr();
+        texts.iter().all(|text| log.contains(text))
+    })
+    .await;
+    server.stderr()
+}
+
+async fn start(args: &[&str]) -> Server {
+    let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"];
+    all.extend_from_slice(args);
+    Server::start(bin(), &all)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore {all:?}: {e:#}"))
+}
+
+/// `abstore serve` with `env` set for it alone (through `env(1)`).
+async fn start_with_env(env: &[&str], args: &[&str]) -> Server {
+    let mut all: Vec<&str> = env.to_vec();
+    all.extend([
+        bin(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--blobs",
+        "memory://",
+    ]);
+    all.extend_from_slice(args);
+    Server::start("env", &all)
+        .await
+        .unwrap_or_else(|e| panic!("starting abstore {all:?}: {e:#}"))
+}
+
+/// Start `abstore serve …`, which must fail; its stdout and stderr.
+fn start_fails(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"];
+    all.extend_from_slice(args);
+    let (ok, stdout, stderr) = run_with_env(&all, env);
+    assert!(!ok, "abstore {all:?} started:\n{stdout}{stderr}");
+    assert!(!stdout.contains("listening"), "{stdout}");
+    format!("{stdout}{stderr}")
+}
+
+/// Write `text` to `path` with `mode`.
+fn write_with_mode(path: &std::path::Path, text: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+// ── 7. database passwords ───────────────────────────────────────────────────
+
+/// Passwords in the URL's user information or in `?password=` never reach
+/// stdout or stderr: not when the database cannot be reached, not when the
+/// URL does not parse, not from a parameter the driver would ignore.
+#[test]
+fn database_passwords_never_reach_the_output() {
+    let cases = [
+        // Unreachable (nothing listens on port 1).
+        "postgres://u:hunter2pw@127.0.0.1:1/db?password=hunter3pw",
+        // Unparseable: where the password ends cannot be known.
+        "postgres://u:hunter2pw@127.0.0.1:notaport/db",
+        "postgresql://u:hunter2pw@[::1/db?password=hunter3pw",
+        // A secret the driver does not understand.
+        "postgres://u@127.0.0.1:1/db?sslpassword=hunter3pw",
+    ];
+    for database in cases {
+        for args in [
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--blobs",
+                "memory://",
+                "--db-acquire-timeout-ms",
+                "500",
+                "--database",
+                database,
+            ],
+            vec!["migrate", "--database", database],
+            vec!["token", "revocations", "--database", database],
+        ] {
+            let (ok, stdout, stderr) = run_with_env(&args, &[("RUST_LOG", "debug")]);
+            assert!(!ok, "{args:?} succeeded");
+            let out = format!("{stdout}{stderr}");
+            for secret in ["hunter2pw", "hunter3pw"] {
+                assert!(!out.contains(secret), "{args:?} printed {secret}:\n{out}");
+            }
+            assert!(out.contains("error: "), "{args:?}: {out}");
+        }
+    }
+    let (_, _, stderr) = run(&["migrate", "--database", cases[1]]);
+    assert!(stderr.contains("unparseable URL"), "{stderr}");
+    assert!(stderr.contains("invalid port number"), "{stderr}");
+    let (_, _, stderr) = run(&["migrate", "--database", cases[3]]);
+    assert!(
+        stderr.contains("\"sslpassword\" is not supported"),
+        "{stderr}"
+    );
+}
+
+/// A served PostgreSQL store: the start's log lines show the URL with its
+/// passwords replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_logs_hide_database_passwords_postgres() {
+    support::with_pg("secrets", |url| async move {
+        // Trust authentication ignores the passwords, so the server starts.
+        let mut parsed = url::Url::parse(&url).unwrap();
+        parsed.set_password(Some("hunter2pw")).unwrap();
+        parsed.set_query(Some("application_name=abstore&password=hunter3pw"));
+        let database = parsed.to_string();
+        let mut server = start_with_env(&["RUST_LOG=debug"], &["--database", &database]).await;
+        assert_eq!(get(server.url(), "/health", None).await.status, 200);
+        let log = logged(&server, &["password=REDACTED", "serving"]).await;
+        server.stop().await.unwrap();
+        assert!(log.contains("password=REDACTED"), "{log}");
+        assert!(log.contains(":REDACTED@"), "{log}");
+        for secret in ["hunter2pw", "hunter3pw"] {
+            assert!(!log.contains(secret), "the log holds {secret}:\n{log}");
+        }
+    })
+    .await;
+}
+
+// ── 8. secret files and weak secrets ────────────────────────────────────────
+
+/// A secret file its group or others may read is refused at start, by
+/// `token mint`, and on reload (the secrets in force stay), unless allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_files_open_to_others_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret");
+    let file = path_text(&path);
+    let (old, new) = (secret(), secret());
+    write_with_mode(&path, &format!("{old}\n"), 0o644);
+    let out = start_fails(
+        &["--database", "sqlite::memory:", "--secret-file", file],
+        &[],
+    );
+    assert!(out.contains("mode 0644"), "{out}");
+    assert!(out.contains(&format!("chmod 600 {file}")), "{out}");
+    assert!(!out.contains(&old), "the secret was printed");
+    let (ok, _, stderr) = run(&["token", "mint", "--admin", "--secret-file", file]);
+    assert!(!ok && stderr.contains("mode 0644"), "{stderr}");
+    let (ok, stdout, stderr) = run(&[
+        "token",
+        "mint",
+        "--admin",
+        "--secret-file",
+        file,
+        "--allow-insecure-secret-file",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains('.'), "{stdout}");
+    let allowed = start_with_env(
+        &["ABSTORE_ALLOW_INSECURE_SECRET_FILE=true"],
+        &["--database", "sqlite::memory:", "--secret-file", file],
+    )
+    .await;
+    drop(allowed);
+
+    // Private, it serves; made public with a new secret, a reload refuses it.
+    write_with_mode(&path, &format!("{old}\n"), 0o600);
+    let server = start(&["--database", "sqlite::memory:", "--secret-file", file]).await;
+    let exp = support_now() + 3_600_000;
+    let (old_token, new_token) = (mint(&old, &admin_scope(exp)), mint(&new, &admin_scope(exp)));
+    assert_eq!(
+        get(server.url(), "/builds", Some(&old_token)).await.status,
+        200
+    );
+    write_with_mode(&path, &format!("{new}\n"), 0o640);
+    hangup(&server);
+    let log = logged(&server, &["NOT reloaded", "mode 0640"]).await;
+    assert!(
+        log.contains("NOT reloaded") && log.contains("mode 0640"),
+        "{log}"
+    );
+    assert_eq!(
+        get(server.url(), "/builds", Some(&old_token)).await.status,
+        200
+    );
+    assert_invalid(
+        &get(server.url(), "/builds", Some(&new_token)).await,
+        "the refused file's secret",
+    );
+    assert!(!server.stderr().contains(&new), "a secret was logged");
+}
+
+/// Long secrets without variety (a repeated character or word) are weak:
+/// refused by the server and by `token mint`, unless `--allow-weak-secret`.
+#[test]
+fn uniform_secrets_are_weak() {
+    for weak in ["a".repeat(64), "password".repeat(5)] {
+        let out = start_fails(&["--database", "sqlite::memory:", "--secret", &weak], &[]);
+        assert!(out.contains("looks weak"), "{out}");
+        assert!(out.contains("openssl rand"), "{out}");
+        assert!(!out.contains(&weak), "the secret was printed");
+        let (ok, _, stderr) = run(&["token", "mint", "--admin", "--secret", &weak]);
+        assert!(!ok && stderr.contains("looks weak"), "{stderr}");
+        let (ok, stdout, stderr) = run(&[
+            "token",
+            "mint",
+            "--admin",
+            "--secret",
+            &weak,
+            "--allow-weak-secret",
+        ]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains('.'), "{stdout}");
+    }
+    // A file with one weak line among good ones.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret");
+    write_with_mode(&path, &format!("{}\n{}\n", secret(), "z".repeat(40)), 0o600);
+    let out = start_fails(
+        &[
+            "--database",
+            "sqlite::memory:",
+            "--secret-file",
+            path_text(&path),
+        ],
+        &[],
+    );
+    assert!(
+        out.contains("line 2") && out.contains("looks weak"),
+        "{out}"
+    );
+}
+
+// ── 9. request ids ──────────────────────────────────────────────────────────
+
+/// A client's `x-request-id` is kept (echoed and logged) only when it is at
+/// most 128 bytes of visible ASCII; any other is replaced and never logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_short_printable_request_ids_are_kept() {
+    let server = start(&["--database", "sqlite::memory:"]).await;
+    let url = server.url();
+    let with_id = |id: String| async move {
+        call(url, "GET", "/health", None, &[("x-request-id", &id)], None)
+            .await
+            .request_id
+            .unwrap()
+    };
+    let kept = ["client-id-0001".to_owned(), "k".repeat(128)];
+    for id in &kept {
+        assert_eq!(&with_id(id.clone()).await, id);
+    }
+    let replaced = [
+        "r".repeat(129),
+        "q".repeat(60_000),
+        "two words here".to_owned(),
+        "tab\there".to_owned(),
+    ];
+    for id in &replaced {
+        let answered = with_id(id.clone()).await;
+        assert_ne!(&answered, id);
+        assert_eq!(answered.len(), 36, "a fresh UUID: {answered}");
+    }
+    let log = logged(&server, &["request_id=client-id-0001"]).await;
+    assert!(log.contains("request_id=client-id-0001"), "{log}");
+    assert!(log.contains(&"k".repeat(128)), "{log}");
+    assert!(!log.contains(&"r".repeat(129)), "a refused id was logged");
+    assert!(!log.contains("qqqqqqqqqq"), "a refused id was logged");
+    assert!(!log.contains("two words"), "a refused id was logged");
+}
