@@ -88,6 +88,7 @@ impl App {
                 args.db.db_unavailable_acquire_timeout_ms,
             ),
             stall: Duration::from_secs(args.read_stall_timeout_seconds),
+            exclusive: true,
         };
         let store = args
             .db

@@ -40,4 +40,4 @@ pub use attribution::attribute;
 pub use authorize::{Denied, Target, authorize};
 pub use bearer::{Unauthenticated, bearer};
 pub use scope::{InvalidScope, Scope, ScopeKind, Via, WILDCARD};
-pub use token::{InvalidToken, MAX_TOKEN_LEN, MIN_SECRET_LEN, mint, verify};
+pub use token::{InvalidToken, MAX_TOKEN_LEN, MIN_SECRET_LEN, digest, mint, verify};

@@ -17,6 +17,9 @@
 //! decoding and strict scope parsing, then expiry. Nothing about the payload is
 //! looked at before the signature has been checked. Every failure is the same
 //! opaque [`InvalidToken`].
+//!
+//! A token is named by the SHA-256 of its text ([`digest`]): revocations
+//! store that, never the token.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -40,6 +43,12 @@ pub const MIN_SECRET_LEN: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("invalid or expired token")]
 pub struct InvalidToken;
+
+/// The SHA-256 of a token's text: what names it in a revocation.
+pub fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    Sha256::digest(token.as_bytes()).into()
+}
 
 /// Sign `scope` with `secret`.
 pub fn mint(secret: &[u8], scope: &Scope) -> String {
@@ -412,5 +421,14 @@ mod tests {
     #[test]
     fn error_is_opaque() {
         assert_eq!(InvalidToken.to_string(), "invalid or expired token");
+    }
+
+    #[test]
+    fn digests_are_the_sha256_of_the_text() {
+        // `printf %s abc | sha256sum`
+        assert_eq!(
+            hex::encode(digest("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

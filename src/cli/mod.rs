@@ -8,7 +8,7 @@
 //! the few flags that choose what one run does ([`FLAG_ONLY`]).
 //!
 //! - [`serve`]: `serve` and `migrate` (the server's and the database's flags).
-//! - [`token`]: `token mint` and `token inspect`.
+//! - [`token`]: `token mint`, `inspect`, `revoke` and `revocations`.
 //! - [`archive`]: `export`, `verify`, `import`, `backup`, `gc`.
 
 pub mod archive;
@@ -60,7 +60,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
-    /// Mint or inspect bearer tokens.
+    /// Mint, inspect or revoke bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
     /// Exit 0 only if the server at `--listen` answers `/readyz` with 200
@@ -117,7 +117,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(args).await,
         Command::Migrate(db) => serve::migrate(db).await,
-        Command::Token(command) => token::run(command),
+        Command::Token(command) => token::run(command).await,
         Command::Healthcheck {
             listen,
             timeout_seconds,
@@ -168,9 +168,10 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
 
 /// Flags deliberately without an `ABSTORE_*` variable: each chooses what one
 /// run does, and a variable left behind in an environment must never turn a
-/// dry run into a write (`--apply`), allow an overwrite (`--force`), or
+/// dry run into a write (`--apply`), allow an overwrite (`--force`),
 /// widen or re-attribute a token (`token mint`'s scope and attribution
-/// flags; `--now` exists for test clocks).
+/// flags; `--now` exists for test clocks), or revoke or forget a token
+/// (`token revoke --digest`, `--note`; `token revocations --prune`).
 pub const FLAG_ONLY: &[&str] = &[
     "apply",
     "force",
@@ -183,6 +184,9 @@ pub const FLAG_ONLY: &[&str] = &[
     "via-session",
     "via-mcp",
     "now",
+    "digest",
+    "note",
+    "prune",
 ];
 
 /// When `err` rejects a value that came from an `ABSTORE_*` variable rather

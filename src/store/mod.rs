@@ -37,7 +37,7 @@ pub use assets::{
     AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
 };
 pub use records::{
-    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, STREAM_FORMAT,
+    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, Revocation, STREAM_FORMAT,
     StreamArtifact, StreamRecord, Terminal,
 };
 pub use rows::{Listing, Rows};
@@ -326,6 +326,16 @@ pub trait Store: Send + Sync + 'static {
         revisions: bool,
     ) -> StoreResult<Vec<TicketAssetSummary>>;
 
+    /// Record a revoked token (`abstore token revoke`); `false`, changing
+    /// nothing, when its digest is already revoked.
+    async fn revoke_token(&self, revocation: Revocation) -> StoreResult<bool>;
+    /// Every revoked token, by digest: one statement, which every server
+    /// runs every few seconds (`crate::revocation`).
+    async fn revocations(&self) -> StoreResult<Vec<Revocation>>;
+    /// Forget the revocations of tokens expired by `now` (refused as
+    /// expired anyway); how many.
+    async fn prune_revocations(&self, now: i64) -> StoreResult<u64>;
+
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
 
@@ -380,6 +390,10 @@ pub struct StoreOptions {
     /// How long a streamed read waits for its client to take each piece
     /// before it is abandoned.
     pub stall: std::time::Duration,
+    /// SQLite file: hold the one-process lock (`PATH.lock`) while open, as a
+    /// server must. A short-lived command adding a row under SQLite's own
+    /// locking (`token revoke`, beside a running server) opens without it.
+    pub exclusive: bool,
 }
 
 impl Default for StoreOptions {
@@ -392,6 +406,7 @@ impl Default for StoreOptions {
             acquire_timeout: std::time::Duration::from_secs(10),
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
             stall: rows::DEFAULT_STALL,
+            exclusive: true,
         }
     }
 }

@@ -383,3 +383,82 @@ async fn only_short_printable_request_ids_are_kept() {
     assert!(!log.contains("qqqqqqqqqq"), "a refused id was logged");
     assert!(!log.contains("two words"), "a refused id was logged");
 }
+
+// ── 10. the revocation commands ─────────────────────────────────────────────
+
+/// Revocations travel with the store: exported, imported, still revoked.
+#[test]
+fn revocations_travel_in_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = format!("sqlite://{}", dir.path().join("a.db").display());
+    let dest = format!("sqlite://{}", dir.path().join("b.db").display());
+    let blobs = path_text(&dir.path().join("blobs")).to_owned();
+    let digest = "ab".repeat(32);
+    support::run_ok(&[
+        "token",
+        "revoke",
+        "--digest",
+        &digest,
+        "--database",
+        &source,
+    ]);
+    let archive = dir.path().join("store.ndjson");
+    support::export(&source, &blobs, &archive);
+    let (ok, _, stderr) = support::import(&archive, &dest, &blobs, true);
+    assert!(ok, "{stderr}");
+    let listed = support::run_ok(&["token", "revocations", "--database", &dest]);
+    assert!(listed.starts_with(&digest), "{listed}");
+}
+
+/// The revocation commands refuse what cannot name a token.
+#[test]
+fn revoke_refuses_what_names_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("a.db").display());
+    for (args, expected) in [
+        (vec!["token", "revoke", "--database", &database], "required"),
+        (
+            vec!["token", "revoke", "Bearer x.y", "--database", &database],
+            "not a token",
+        ),
+        (
+            vec![
+                "token",
+                "revoke",
+                "--digest",
+                "abc",
+                "--database",
+                &database,
+            ],
+            "64 hex digits",
+        ),
+        (
+            vec![
+                "token",
+                "revoke",
+                "--digest",
+                &"g".repeat(64),
+                "--database",
+                &database,
+            ],
+            "64 hex digits",
+        ),
+        (
+            vec![
+                "token",
+                "revoke",
+                "--digest",
+                &"a".repeat(64),
+                "--database",
+                "sqlite::memory:",
+            ],
+            "in-memory",
+        ),
+    ] {
+        let (ok, _, stderr) = run(&args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let listed = support::run_ok(&["token", "revocations", "--database", &database]);
+    assert_eq!(listed, "0 revoked tokens\n");
+}
