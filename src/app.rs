@@ -21,6 +21,8 @@ pub struct App {
     listener: TcpListener,
     state: SharedState,
     grace: Duration,
+    /// How often the revoked tokens are re-read (authenticated mode).
+    revocation_refresh: Duration,
     connection_limits: crate::connections::ConnectionLimits,
     metrics: Option<crate::metrics::MetricsServer>,
 }
@@ -96,6 +98,14 @@ impl App {
             .open(&options, clock.clone(), notifier.clone())
             .await
             .with_context(|| format!("opening the database ({})", args.db.database))?;
+        // Authenticated mode refuses revoked tokens from its first request:
+        // a start that cannot read them fails.
+        let revocations = match &secret {
+            Some(_) => Some(Arc::new(
+                crate::revocation::Revocations::load(&*store).await?,
+            )),
+            None => None,
+        };
         let blobs = Blobs::open(&args.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
         let held = HeldReads::new(
@@ -112,6 +122,8 @@ impl App {
                 clients,
                 secret,
                 clock,
+                max_token_lifetime: args.max_token_lifetime,
+                revocations,
             },
             limits: Limits {
                 max_artifact_bytes: args.max_artifact_bytes,
@@ -142,6 +154,7 @@ impl App {
             state,
             metrics,
             grace: Duration::from_secs(args.shutdown_grace_seconds),
+            revocation_refresh: Duration::from_secs(args.revocation_refresh_seconds),
             connection_limits: crate::connections::ConnectionLimits {
                 deadlines: crate::connections::Deadlines {
                     header_read: Duration::from_secs(args.header_read_timeout_seconds),
@@ -182,6 +195,13 @@ impl App {
             });
         }
         tokio::spawn(state.held.clone().sweep());
+        if let Some(revocations) = &state.access.revocations {
+            tokio::spawn(revocations.clone().watch(
+                state.store.clone(),
+                self.revocation_refresh,
+                shutdown.clone(),
+            ));
+        }
         let app = router(self.state);
         let server =
             crate::connections::serve(self.listener, app, self.connection_limits, shutdown.clone());
@@ -255,6 +275,8 @@ fn log_configuration(
         db_unavailable_acquire_timeout_ms = args.db.db_unavailable_acquire_timeout_ms,
         blobs = %redact(&args.blobs),
         auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
+        max_token_lifetime = %args.max_token_lifetime,
+        revocation_refresh_seconds = args.revocation_refresh_seconds,
         accept_clients = %clients,
         max_artifact_bytes = args.max_artifact_bytes,
         max_body_bytes = args.max_body_bytes,

@@ -47,6 +47,8 @@ pub struct ServeConfig {
     pub open: bool,
     pub create_secret_file: bool,
     pub test_clock: Option<String>,
+    pub max_token_lifetime: crate::auth::MaxLifetime,
+    pub revocation_refresh_seconds: u64,
 }
 
 /// One client identity a server accepts (`--accept-client VERSION/PROTOCOL`):

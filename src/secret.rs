@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use crate::auth::{self, InvalidToken, Scope};
+use crate::auth::{self, InvalidToken, Refusal, Scope};
 
 /// The secrets in force, shared by every request and the reload task.
 #[derive(Clone)]
@@ -100,11 +100,23 @@ impl Secret {
     /// comparison is constant-time ([`auth::verify`]); which secret matched is
     /// not reported, so the answer is the same opaque failure either way.
     pub fn verify(&self, token: &str, now_ms: i64) -> Result<Scope, InvalidToken> {
+        self.check(token, now_ms).map_err(|_| InvalidToken)
+    }
+
+    /// [`Secret::verify`], saying why a token failed, for the server's
+    /// accounting: `Expired` when a secret in force signed it, `Malformed`
+    /// when none did (or it is not a token at all).
+    pub fn check(&self, token: &str, now_ms: i64) -> Result<Scope, Refusal> {
         self.read_keys(|keys| {
-            keys.0
-                .iter()
-                .find_map(|key| auth::verify(key, token, now_ms).ok())
-                .ok_or(InvalidToken)
+            let mut refusal = Refusal::Malformed;
+            for key in &keys.0 {
+                match auth::check(key, token, now_ms) {
+                    Ok(scope) => return Ok(scope),
+                    Err(Refusal::Expired) => refusal = Refusal::Expired,
+                    Err(Refusal::Malformed) => {}
+                }
+            }
+            Err(refusal)
         })
     }
 

@@ -57,7 +57,8 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Remote BuildStore protocol.
-    Serve(ServeArgs),
+    // Boxed: the server's flags outweigh every other command's.
+    Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
     /// Mint, inspect or revoke bearer tokens.
@@ -115,7 +116,7 @@ fn boolish() -> clap::builder::BoolishValueParser {
 /// Run one command; the error is printed by `main` (exit code 1).
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(db) => serve::migrate(db).await,
         Command::Token(command) => token::run(command).await,
         Command::Healthcheck {

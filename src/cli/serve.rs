@@ -202,6 +202,22 @@ pub struct ServeArgs {
     /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
+
+    /// Refuse a token whose `exp` lies further than this beyond now, whatever
+    /// it says (e.g. `90d`, `12h`; `none` or `0`: no bound).
+    #[arg(
+        long,
+        env = "ABSTORE_MAX_TOKEN_LIFETIME",
+        default_value = "90d",
+        value_name = "DURATION|none"
+    )]
+    pub max_token_lifetime: crate::auth::MaxLifetime,
+
+    /// How often the revoked tokens are re-read from the database: a token
+    /// revoked with `abstore token revoke` is refused by every replica within
+    /// this many seconds.
+    #[arg(long, env = "ABSTORE_REVOCATION_REFRESH_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub revocation_refresh_seconds: u64,
 }
 
 /// Where the token signing secret comes from; none means open mode.
@@ -287,6 +303,8 @@ impl ServeArgs {
             open,
             create_secret_file,
             test_clock,
+            max_token_lifetime,
+            revocation_refresh_seconds,
         } = self;
         Ok(ServeConfig {
             listen,
@@ -320,6 +338,8 @@ impl ServeArgs {
             open,
             create_secret_file,
             test_clock,
+            max_token_lifetime,
+            revocation_refresh_seconds,
         })
     }
 }

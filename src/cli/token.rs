@@ -1,13 +1,15 @@
 //! `abstore token mint | inspect | revoke | revocations`: the operator's side
 //! of the token model (docs/security.md).
 
+use std::io::Write as _;
+
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::{Args, Subcommand};
 
 use super::SecretArgs;
-use crate::auth::{self, Scope, ScopeKind, Via};
+use crate::auth::{self, MaxLifetime, Scope, ScopeKind, Via};
 use crate::clock::{Clock as _, SystemClock};
 use crate::protocol::time::{format_iso, parse_iso};
 use crate::store::{DatabaseUrl, Revocation, Store, StoreOptions};
@@ -125,9 +127,18 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
             .with_context(|| format!("--now {text:?} is not an ISO-8601 UTC time"))?,
         None => SystemClock.now_ms(),
     };
-    let exp = now
-        .checked_add(parse_ttl(&args.ttl)?)
-        .context("--ttl is too large")?;
+    let ttl = parse_ttl(&args.ttl)?;
+    let exp = now.checked_add(ttl).context("--ttl is too large")?;
+    if !MaxLifetime::DEFAULT.admits(exp, now) {
+        // `writeln!`, not `eprintln!`: a closed stderr must not panic.
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: --ttl {} is longer than the servers' default --max-token-lifetime ({}): \
+             a server started without a longer one refuses this token",
+            args.ttl,
+            MaxLifetime::DEFAULT
+        );
+    }
     let via = match (&args.via_session, &args.via_mcp) {
         (Some(id), None) => Some(Via::Session { id: id.clone() }),
         (None, Some(client)) => Some(Via::Mcp {
@@ -207,25 +218,9 @@ pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// `30s`, `15m`, `1h`, `7d`, `500ms` → milliseconds.
+/// `--ttl`: a duration (`auth::parse_duration_ms`, the one parser).
 fn parse_ttl(text: &str) -> anyhow::Result<i64> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: i64 = digits
-        .parse()
-        .with_context(|| format!("--ttl {text:?}: expected a number with a unit such as 1h"))?;
-    let factor = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => bail!("--ttl {text:?}: the unit must be ms, s, m, h or d"),
-    };
-    n.checked_mul(factor)
-        .with_context(|| format!("--ttl {text:?} is too large"))
+    auth::parse_duration_ms(text).map_err(|err| anyhow::anyhow!("--ttl {err}"))
 }
 
 /// The longest `--note` kept.
@@ -349,10 +344,9 @@ mod tests {
     #[test]
     fn ttls() {
         assert_eq!(parse_ttl("1h").unwrap(), 3_600_000);
-        assert_eq!(parse_ttl("500ms").unwrap(), 500);
-        assert_eq!(parse_ttl("7d").unwrap(), 604_800_000);
         for bad in ["", "h", "1", "1w", "-1h", "1.5h"] {
-            assert!(parse_ttl(bad).is_err(), "{bad}");
+            let err = parse_ttl(bad).unwrap_err().to_string();
+            assert!(err.starts_with("--ttl "), "{err}");
         }
     }
 }

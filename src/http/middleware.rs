@@ -5,8 +5,9 @@
 //! the panic catch (a panic answers the protocol's `500 internal` instead of
 //! dropping the connection), the lingering drain of an unread body, the
 //! concurrency permit and request timeout, then the identity (409) and auth
-//! (401/403) checks before the route's handler. On the way out: one log
-//! line, the request metrics and the `x-request-id` response header.
+//! (401/403) checks before the route's handler. On the way out: one log line (with the acting scope, or
+//! why authentication refused the request), the request metrics and the
+//! `x-request-id` response header.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -115,11 +116,14 @@ impl Middleware {
         // metrics' route labels.
         let matched = request.extensions().get::<MatchedPath>().cloned();
         let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
+        // `scope` and `refused` are filled by the auth check (`super::auth`).
         let span = tracing::info_span!(
             "request",
             request_id = %id.to_str().unwrap_or("-"),
             method = %method,
-            route = %route_label
+            route = %route_label,
+            scope = tracing::field::Empty,
+            refused = tracing::field::Empty,
         );
         let served = AssertUnwindSafe(drain_unread(&state, &gates, route, request))
             .catch_unwind()

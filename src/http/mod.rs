@@ -81,6 +81,10 @@ pub struct Access {
     pub secret: Option<crate::secret::Secret>,
     /// The one clock: token expiry is judged by it too.
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// `--max-token-lifetime`: how far beyond now a token's `exp` may lie.
+    pub max_token_lifetime: crate::auth::MaxLifetime,
+    /// The revoked tokens (authenticated mode; `None` in open mode).
+    pub revocations: Option<Arc<crate::revocation::Revocations>>,
 }
 
 /// Everything a request handler reads, shared by all of them; built once,

@@ -7,20 +7,29 @@
 use std::time::{Duration, Instant};
 
 use abstore_conformance::Server;
-use abstore_conformance::token::{admin_scope, mint};
-use abstore_conformance::util::random_hex;
-use serde_json::Value;
+use abstore_conformance::token::{admin_scope, deployment_scope, mint, resource_scope};
+use abstore_conformance::util::{parse_iso_ms, random_hex};
+use serde_json::{Value, json};
 
-use crate::support::{self, bin, path_text, run, run_with_env};
+use crate::support::{self, CLOCK, bin, path_text, run, run_with_env};
 
 /// A fresh 48-character signing secret (random hex passes the weak-secret rule).
 fn secret() -> String {
     (0..4).map(|_| random_hex()).collect()
 }
 
+fn clock_ms() -> i64 {
+    parse_iso_ms(CLOCK).unwrap()
+}
+
 /// Now on this machine, in epoch milliseconds.
 fn support_now() -> i64 {
     abstore_conformance::runner::local_now_ms()
+}
+
+/// What names a token in a revocation: the SHA-256 of its text, in hex.
+fn hex_digest(token: &str) -> String {
+    abstore_conformance::util::sha256_hex(token.as_bytes())
 }
 
 /// Send SIGHUP to the server (reload the secret file).
@@ -461,4 +470,437 @@ fn revoke_refuses_what_names_no_token() {
     }
     let listed = support::run_ok(&["token", "revocations", "--database", &database]);
     assert_eq!(listed, "0 revoked tokens\n");
+}
+
+// ── 10. revocation on the servers, the lifetime bound, accounting ───────────
+
+/// `abstore token revoke` on a running SQLite store: the server refuses the
+/// token within its refresh interval, and again from the first request
+/// after a restart; by the token, by its digest, idempotently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_on_sqlite_applies_while_serving_and_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    let secret = secret();
+    let metrics_listen = format!("127.0.0.1:{}", support::free_port());
+    let mut server = start(&[
+        "--database",
+        &database,
+        "--secret",
+        &secret,
+        "--revocation-refresh-seconds",
+        "1",
+        "--metrics-listen",
+        &metrics_listen,
+    ])
+    .await;
+    let metrics = format!("http://{metrics_listen}/metrics");
+    let exp = support_now() + 3_600_000;
+    let (leaked, seen, kept) = (
+        mint(&secret, &admin_scope(exp)),
+        mint(&secret, &resource_scope("build", "b1", "*", exp)),
+        mint(&secret, &admin_scope(exp + 1)),
+    );
+    for token in [&leaked, &seen, &kept] {
+        assert_ne!(
+            get(server.url(), "/builds/b1", Some(token)).await.status,
+            401
+        );
+    }
+
+    let (ok, stdout, stderr) = run(&[
+        "token",
+        "revoke",
+        &leaked,
+        "--database",
+        &database,
+        "--note",
+        "leaked in a CI log",
+    ]);
+    assert!(ok, "{stderr}");
+    let digest = hex_digest(&leaked);
+    assert!(stdout.starts_with(&format!("revoked {digest}")), "{stdout}");
+    let refused = eventually(Duration::from_secs(10), || async {
+        get(server.url(), "/builds", Some(&leaked)).await.status == 401
+    })
+    .await;
+    assert!(refused, "the revoked token is still accepted");
+    assert_invalid(
+        &get(server.url(), "/builds", Some(&leaked)).await,
+        "revoked",
+    );
+    assert_eq!(get(server.url(), "/builds", Some(&kept)).await.status, 200);
+
+    // Again: nothing changes. By digest, as `token inspect` prints it.
+    let (ok, stdout, _) = run(&["token", "revoke", &leaked, "--database", &database]);
+    assert!(ok && stdout.starts_with("already revoked"), "{stdout}");
+    let inspected = support::run_ok(&["token", "inspect", &seen]);
+    let seen_digest = inspected
+        .lines()
+        .find_map(|l| l.strip_prefix("digest: "))
+        .unwrap()
+        .to_owned();
+    assert_eq!(seen_digest, hex_digest(&seen));
+    let (ok, _, stderr) = run(&[
+        "token",
+        "revoke",
+        "--digest",
+        &seen_digest.to_uppercase(),
+        "--database",
+        &database,
+    ]);
+    assert!(ok, "{stderr}");
+    let refused = eventually(Duration::from_secs(10), || async {
+        get(server.url(), "/builds/b1", Some(&seen)).await.status == 401
+    })
+    .await;
+    assert!(refused, "the token revoked by digest is still accepted");
+    let listed = support::run_ok(&["token", "revocations", "--database", &database]);
+    assert!(
+        listed.contains(&digest) && listed.contains("\"leaked in a CI log\""),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&seen_digest) && listed.contains("expires unknown"),
+        "{listed}"
+    );
+    assert!(listed.ends_with("2 revoked tokens\n"), "{listed}");
+    let c = support::client();
+    assert_eq!(
+        support::metric(&c, &metrics, "abstore_revoked_tokens").await,
+        Some(2.0)
+    );
+    let counted = support::metric(
+        &c,
+        &metrics,
+        "abstore_auth_failures_total{reason=\"revoked\"}",
+    )
+    .await
+    .unwrap();
+    assert!(counted >= 2.0, "{counted}");
+
+    // A restart loads them before its first request.
+    server.restart().await.unwrap();
+    assert_invalid(
+        &get(server.url(), "/builds", Some(&leaked)).await,
+        "after a restart",
+    );
+    assert_invalid(
+        &get(server.url(), "/builds/b1", Some(&seen)).await,
+        "after a restart",
+    );
+    assert_eq!(get(server.url(), "/builds", Some(&kept)).await.status, 200);
+    assert!(!server.stderr().contains(&leaked), "a token was logged");
+}
+
+/// One PostgreSQL database, three replicas: a revocation reaches the two
+/// that re-read every second within seconds, while the one told to re-read
+/// hourly still accepts the token (the interval is what governs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revocation_reaches_every_replica_postgres() {
+    support::with_pg("revoke", |database| async move {
+        let secret = secret();
+        let replica = |refresh: &'static str, migrate: bool| {
+            let (database, secret) = (database.clone(), secret.clone());
+            async move {
+                let mut args = vec![
+                    "--database",
+                    &database,
+                    "--secret",
+                    &secret,
+                    "--revocation-refresh-seconds",
+                    refresh,
+                ];
+                if !migrate {
+                    args.push("--no-migrate");
+                }
+                start(&args).await
+            }
+        };
+        let a = replica("1", true).await;
+        let b = replica("1", false).await;
+        let hourly = replica("3600", false).await;
+        let token = mint(&secret, &admin_scope(support_now() + 3_600_000));
+        for server in [&a, &b, &hourly] {
+            assert_eq!(get(server.url(), "/builds", Some(&token)).await.status, 200);
+        }
+        let (ok, _, stderr) = run(&["token", "revoke", &token, "--database", &database]);
+        assert!(ok, "{stderr}");
+        let revoked_at = Instant::now();
+        for server in [&a, &b] {
+            let refused = eventually(Duration::from_secs(6), || async {
+                get(server.url(), "/builds", Some(&token)).await.status == 401
+            })
+            .await;
+            assert!(
+                refused,
+                "a replica re-reading every second still accepts the token after {:?}",
+                revoked_at.elapsed()
+            );
+            assert_invalid(&get(server.url(), "/builds", Some(&token)).await, "revoked");
+        }
+        assert_eq!(
+            get(hourly.url(), "/builds", Some(&token)).await.status,
+            200,
+            "the hourly replica has not re-read yet"
+        );
+    })
+    .await;
+}
+
+/// A server that cannot read the revocations does not start in
+/// authenticated mode (here: `--no-migrate` on an empty database, which
+/// has no table); in open mode it does not read them.
+#[test]
+fn a_start_that_cannot_read_the_revocations_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("empty.db").display());
+    let out = start_fails(
+        &[
+            "--database",
+            &database,
+            "--no-migrate",
+            "--secret",
+            &secret(),
+        ],
+        &[],
+    );
+    assert!(out.contains("loading the revoked tokens"), "{out}");
+}
+
+/// `--revocation-refresh-seconds` takes 1 to 3600; outside, the start fails
+/// naming the flag or the variable.
+#[test]
+fn the_refresh_interval_is_bounded() {
+    for bad in ["0", "3601", "-1", "soon"] {
+        let flag = format!("--revocation-refresh-seconds={bad}");
+        let out = start_fails(&["--database", "sqlite::memory:", &flag], &[]);
+        assert!(out.contains("--revocation-refresh-seconds"), "{bad}: {out}");
+    }
+    let out = start_fails(
+        &["--database", "sqlite::memory:"],
+        &[("ABSTORE_REVOCATION_REFRESH_SECONDS", "0")],
+    );
+    assert!(out.contains("ABSTORE_REVOCATION_REFRESH_SECONDS"), "{out}");
+    let out = start_fails(
+        &[
+            "--database",
+            "sqlite::memory:",
+            "--max-token-lifetime",
+            "forever",
+        ],
+        &[],
+    );
+    assert!(out.contains("--max-token-lifetime"), "{out}");
+    let out = start_fails(
+        &["--database", "sqlite::memory:"],
+        &[("ABSTORE_MAX_TOKEN_LIFETIME", "1w")],
+    );
+    assert!(out.contains("ABSTORE_MAX_TOKEN_LIFETIME"), "{out}");
+}
+
+/// A token whose `exp` lies beyond `--max-token-lifetime` (90 days by
+/// default) of the server's now is refused like any invalid token, whatever
+/// its signature; `none` lifts the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_beyond_the_lifetime_bound_are_refused() {
+    let secret = secret();
+    let now = clock_ms();
+    let common = [
+        "--database",
+        "sqlite::memory:",
+        "--test-clock",
+        CLOCK,
+        "--secret",
+    ];
+    let mut args = common.to_vec();
+    args.push(&secret);
+    let server = start(&args).await;
+    let day = 86_400_000;
+    let at = |exp: i64| mint(&secret, &admin_scope(exp));
+    assert_eq!(
+        get(server.url(), "/builds", Some(&at(now + 90 * day)))
+            .await
+            .status,
+        200
+    );
+    assert_invalid(
+        &get(server.url(), "/builds", Some(&at(now + 90 * day + 1))).await,
+        "a millisecond past 90 days",
+    );
+    assert_invalid(
+        &get(server.url(), "/builds", Some(&at(4_102_444_800_000))).await,
+        "the year 2100",
+    );
+    let mut args = args.clone();
+    args.extend(["--max-token-lifetime", "1h"]);
+    let hour = start(&args).await;
+    assert_eq!(
+        get(hour.url(), "/builds", Some(&at(now + 3_600_000)))
+            .await
+            .status,
+        200
+    );
+    assert_invalid(
+        &get(hour.url(), "/builds", Some(&at(now + 3_600_001))).await,
+        "1h",
+    );
+    let unbounded = start_with_env(
+        &["ABSTORE_MAX_TOKEN_LIFETIME=none"],
+        &[common.as_slice(), &[secret.as_str()]].concat(),
+    )
+    .await;
+    assert_eq!(
+        get(unbounded.url(), "/builds", Some(&at(4_102_444_800_000)))
+            .await
+            .status,
+        200
+    );
+
+    // `token mint` warns about a TTL past the default bound.
+    let (ok, _, stderr) = run(&[
+        "token", "mint", "--admin", "--secret", &secret, "--ttl", "91d",
+    ]);
+    assert!(ok && stderr.contains("--max-token-lifetime"), "{stderr}");
+    let (ok, _, stderr) = run(&[
+        "token", "mint", "--admin", "--secret", &secret, "--ttl", "90d",
+    ]);
+    assert!(ok && stderr.is_empty(), "{stderr}");
+}
+
+/// Every refusal is counted by reason while the client sees the one opaque
+/// answer, and each request's log line names the acting scope, never the
+/// token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_counted_by_reason_and_logs_name_the_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    let secret = secret();
+    let metrics_listen = format!("127.0.0.1:{}", support::free_port());
+    let server = start(&[
+        "--database",
+        &database,
+        "--test-clock",
+        CLOCK,
+        "--secret",
+        &secret,
+        "--revocation-refresh-seconds",
+        "1",
+        "--metrics-listen",
+        &metrics_listen,
+    ])
+    .await;
+    let metrics = format!("http://{metrics_listen}/metrics");
+    let url = server.url();
+    let now = clock_ms();
+    let exp = now + 3_600_000;
+    let admin = mint(&secret, &admin_scope(exp));
+    let build = mint(&secret, &resource_scope("build", "b1", "s_1", exp));
+    let deployment = mint(&secret, &deployment_scope(exp));
+    let revoked = mint(&secret, &admin_scope(exp + 1));
+    assert_eq!(get(url, "/builds", Some(&revoked)).await.status, 200);
+    let (ok, _, stderr) = run(&["token", "revoke", &revoked, "--database", &database]);
+    assert!(ok, "{stderr}");
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            get(url, "/builds", Some(&revoked)).await.status == 401
+        })
+        .await
+    );
+    let c = support::client();
+    let count = |reason: &'static str| {
+        let (c, metrics) = (c.clone(), metrics.clone());
+        async move {
+            let name = format!("abstore_auth_failures_total{{reason=\"{reason}\"}}");
+            support::metric(&c, &metrics, &name).await.unwrap_or(-1.0)
+        }
+    };
+    let forged = mint(&"f0".repeat(24), &admin_scope(exp));
+    let cases: [(&str, Option<String>, &str, u16); 7] = [
+        ("missing", None, "/builds", 401),
+        (
+            "malformed_or_bad_signature",
+            Some("x.y".into()),
+            "/builds",
+            401,
+        ),
+        ("malformed_or_bad_signature", Some(forged), "/builds", 401),
+        (
+            "expired",
+            Some(mint(&secret, &admin_scope(now))),
+            "/builds",
+            401,
+        ),
+        (
+            "lifetime",
+            Some(mint(&secret, &admin_scope(now + 91 * 86_400_000))),
+            "/builds",
+            401,
+        ),
+        ("revoked", Some(revoked.clone()), "/builds", 401),
+        ("forbidden", Some(build.clone()), "/builds/b2", 403),
+    ];
+    for (reason, token, path, status) in cases {
+        let before = count(reason).await;
+        let answer = get(url, path, token.as_deref()).await;
+        assert_error(&answer, status, "auth", None, reason);
+        if status == 401 && token.is_some() {
+            assert_invalid(&answer, reason);
+        }
+        assert_eq!(count(reason).await, before + 1.0, "{reason}");
+    }
+    // A write attributed to someone else is a forbidden refusal too.
+    let created = call(
+        url,
+        "POST",
+        "/builds",
+        Some(&admin),
+        &[],
+        Some(&json!({"slug": "b1", "repo": "acme/w"})),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let before = count("forbidden").await;
+    let answer = call(
+        url,
+        "POST",
+        "/builds/b1/events",
+        Some(&build),
+        &[],
+        Some(
+            &json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
+            "payload": {"id": "o", "kind": "followup", "summary": "s"}}),
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    assert_eq!(count("forbidden").await, before + 1.0);
+
+    // The log names the scope of each request it served.
+    for (token, path) in [
+        (&admin, "/builds"),
+        (&build, "/builds/b1"),
+        (&deployment, "/repos/acme%2Fw"),
+    ] {
+        get(url, path, Some(token)).await;
+    }
+    let expected = [
+        "scope=admin",
+        "scope=build:b1",
+        "scope=deployment",
+        "refused=revoked",
+        "refused=lifetime",
+        "scope=build:b1 refused=forbidden",
+    ];
+    let log = logged(&server, &expected).await;
+    for scope in expected {
+        assert!(log.contains(scope), "{scope} not logged:\n{log}");
+    }
+    for token in [&admin, &build, &deployment, &revoked] {
+        assert!(!log.contains(token.as_str()), "a token was logged");
+    }
+    let open = start(&["--database", "sqlite::memory:"]).await;
+    assert_eq!(get(open.url(), "/builds", None).await.status, 200);
+    let log = logged(&open, &["scope=open"]).await;
+    assert!(log.contains("scope=open"), "{log}");
 }
