@@ -199,7 +199,8 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_CREATE_SECRET_FILE", value_parser = boolish(), requires = "secret_file")]
     pub create_secret_file: bool,
 
-    /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
+    /// Freeze the clock at this ISO time and enable `POST /_test/clock`
+    /// (which needs an admin or deployment token when a secret is set). Tests only.
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
 

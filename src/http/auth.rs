@@ -11,11 +11,16 @@
 //! revoked; every failure is the same opaque `401 invalid or expired token`,
 //! and its reason is counted (`abstore_auth_failures_total`) and logged with
 //! the request (`refused=…`), never sent.
+//!
+//! `POST /_test/clock` (only with `--test-clock`) moves the clock that judges
+//! every expiry, so in authenticated mode it needs an admin or deployment
+//! token too; reading the clock (`GET`) stays open.
 
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderMap;
+use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 
 use super::path::ResourcePath;
@@ -26,6 +31,9 @@ use crate::protocol::ResourceKind;
 /// The verified scope of an authenticated request.
 #[derive(Clone)]
 pub struct Caller(pub Arc<Scope>);
+
+/// The harness clock route (`super::health`).
+const TEST_CLOCK_ROUTE: &str = "/_test/clock";
 
 /// Authorize `scope` for what `path` addresses. A top-level stream route
 /// authorizes against the stream's own scope (spec section 6), so an
@@ -75,6 +83,11 @@ pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> 
         .extensions()
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
+    if template == Some(TEST_CLOCK_ROUTE) && request.method() == Method::POST {
+        let scope = authenticate(state, secret, request.headers())?;
+        record_scope(&scope);
+        return permit(&scope, &Target::TestClock);
+    }
     let Some(path) = ResourcePath::parse(template, request.uri()) else {
         return Ok(());
     };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use abstore_conformance::Server;
 use abstore_conformance::token::{admin_scope, deployment_scope, mint, resource_scope};
-use abstore_conformance::util::{parse_iso_ms, random_hex};
+use abstore_conformance::util::{format_iso_ms, parse_iso_ms, random_hex};
 use serde_json::{Value, json};
 
 use crate::support::{self, CLOCK, bin, path_text, run, run_with_env};
@@ -175,6 +175,94 @@ fn write_with_mode(path: &std::path::Path, text: &str, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+// ── 5. the test clock ───────────────────────────────────────────────────────
+
+/// With a secret, moving the test clock (which decides what is expired)
+/// takes an admin or deployment token; reading it stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_clock_moves_only_for_an_operator_token() {
+    let secret = secret();
+    let server = start(&[
+        "--database",
+        "sqlite::memory:",
+        "--test-clock",
+        CLOCK,
+        "--secret",
+        &secret,
+    ])
+    .await;
+    let url = server.url();
+    let exp = clock_ms() + 3_600_000;
+    let later = json!({"now": format_iso_ms(clock_ms() + 86_400_000)});
+    let set = |token: Option<String>| {
+        let later = later.clone();
+        async move {
+            call(
+                url,
+                "POST",
+                "/_test/clock",
+                token.as_deref(),
+                &[],
+                Some(&later),
+            )
+            .await
+        }
+    };
+    let read = || async { get(url, "/_test/clock", None).await };
+
+    assert_eq!(read().await.body["now"], CLOCK, "reading needs no token");
+    assert_error(
+        &set(None).await,
+        401,
+        "auth",
+        Some("missing bearer token"),
+        "no token",
+    );
+    assert_invalid(&set(Some("not.a-token".into())).await, "garbage");
+    let expired = mint(&secret, &admin_scope(clock_ms()));
+    assert_invalid(&set(Some(expired)).await, "an expired admin token");
+    let narrower = [
+        resource_scope("build", "b1", "*", exp),
+        resource_scope("repo", "acme/w", "*", exp),
+        resource_scope("session", "os_1", "*", exp),
+        json!({"build": "b1", "session": "*", "exp": exp}),
+        json!({"operator": {"user": "alice"}, "exp": exp}),
+    ];
+    for scope in narrower {
+        let answer = set(Some(mint(&secret, &scope))).await;
+        assert_error(&answer, 403, "auth", None, &format!("{scope}"));
+        let error = answer.body["error"].as_str().unwrap();
+        assert!(error.ends_with("may not access the test clock"), "{error}");
+    }
+    assert_eq!(
+        read().await.body["now"],
+        CLOCK,
+        "no refused request moved it"
+    );
+
+    let admin = set(Some(mint(&secret, &admin_scope(exp)))).await;
+    assert_eq!(admin.status, 200, "{}", admin.body);
+    assert_eq!(read().await.body["now"], later["now"]);
+    let back = json!({"now": CLOCK});
+    let deployment = mint(&secret, &deployment_scope(exp + 86_400_000));
+    let answer = call(
+        url,
+        "POST",
+        "/_test/clock",
+        Some(&deployment),
+        &[],
+        Some(&back),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(read().await.body["now"], CLOCK);
+
+    // Open mode: anyone on loopback may move it, as before.
+    let open = start(&["--database", "sqlite::memory:", "--test-clock", CLOCK]).await;
+    let answer = call(open.url(), "POST", "/_test/clock", None, &[], Some(&later)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
 // ── 7. database passwords ───────────────────────────────────────────────────
