@@ -63,6 +63,7 @@ impl App {
             args.catalog.as_deref(),
         )?;
         let secret = resolve_secret(args)?;
+        let hosts = host_check(args, secret.is_some());
         let listener = TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
@@ -124,6 +125,7 @@ impl App {
                 clock,
                 max_token_lifetime: args.max_token_lifetime,
                 revocations,
+                hosts,
             },
             limits: Limits {
                 max_artifact_bytes: args.max_artifact_bytes,
@@ -251,6 +253,18 @@ fn resolve_secret(args: &ServeConfig) -> anyhow::Result<Option<crate::secret::Se
     Ok(secret)
 }
 
+/// Open mode on a loopback address answers only loopback `Host` names and
+/// the `--allow-host` ones (`crate::http::HostCheck`); otherwise any.
+fn host_check(args: &ServeConfig, authenticated: bool) -> Option<crate::http::HostCheck> {
+    let guarded = !authenticated && args.listen.ip().is_loopback();
+    if !guarded && !args.allow_hosts.is_empty() {
+        tracing::info!(
+            "--allow-host has no effect: only open mode on a loopback address checks the Host"
+        );
+    }
+    guarded.then(|| crate::http::HostCheck::new(&args.allow_hosts))
+}
+
 fn catalog_source(args: &ServeConfig) -> String {
     args.catalog
         .as_ref()
@@ -277,6 +291,7 @@ fn log_configuration(
         auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
         max_token_lifetime = %args.max_token_lifetime,
         revocation_refresh_seconds = args.revocation_refresh_seconds,
+        allow_hosts = %args.allow_hosts.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         accept_clients = %clients,
         max_artifact_bytes = args.max_artifact_bytes,
         max_body_bytes = args.max_body_bytes,

@@ -47,6 +47,9 @@ pub struct ServeConfig {
     pub open: bool,
     pub create_secret_file: bool,
     pub test_clock: Option<String>,
+    /// `--allow-host`: names an open-mode loopback server answers besides
+    /// the loopback ones.
+    pub allow_hosts: Vec<crate::http::AllowedHost>,
     pub max_token_lifetime: crate::auth::MaxLifetime,
     pub revocation_refresh_seconds: u64,
 }

@@ -204,6 +204,17 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
 
+    /// Open mode on a loopback address answers only requests whose `Host` is
+    /// a loopback name (DNS rebinding); also answer this name (repeat the
+    /// flag for several; the variable is comma separated).
+    #[arg(
+        long = "allow-host",
+        env = "ABSTORE_ALLOW_HOSTS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub allow_hosts: Vec<crate::http::AllowedHost>,
+
     /// Refuse a token whose `exp` lies further than this beyond now, whatever
     /// it says (e.g. `90d`, `12h`; `none` or `0`: no bound).
     #[arg(
@@ -304,6 +315,7 @@ impl ServeArgs {
             open,
             create_secret_file,
             test_clock,
+            allow_hosts,
             max_token_lifetime,
             revocation_refresh_seconds,
         } = self;
@@ -339,6 +351,7 @@ impl ServeArgs {
             open,
             create_secret_file,
             test_clock,
+            allow_hosts,
             max_token_lifetime,
             revocation_refresh_seconds,
         })

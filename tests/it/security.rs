@@ -265,6 +265,151 @@ async fn the_test_clock_moves_only_for_an_operator_token() {
     assert_eq!(answer.status, 200, "{}", answer.body);
 }
 
+// ── 6. DNS rebinding ────────────────────────────────────────────────────────
+
+/// Open mode on loopback answers only loopback `Host` names and the
+/// allowed ones, on every route; the refusal names the host and the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_mode_on_loopback_refuses_foreign_host_names() {
+    let (server, metrics) = support::start_with_metrics("sqlite::memory:").await;
+    let url = server.url();
+    let port = url.rsplit(':').next().unwrap();
+    let host = |host: String| async move {
+        call(url, "GET", "/health", None, &[("host", &host)], None).await
+    };
+    for name in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        "127.0.0.2".to_owned(),
+        format!("[::1]:{port}"),
+        "app.localhost".to_owned(),
+        "LOCALHOST".to_owned(),
+    ] {
+        assert_eq!(host(name.clone()).await.status, 200, "{name}");
+    }
+    for name in [
+        format!("evil.example:{port}"),
+        "evil.example".to_owned(),
+        "localhost.evil.example".to_owned(),
+        "127.0.0.1.evil.example".to_owned(),
+        "10.1.2.3".to_owned(),
+    ] {
+        let answer = host(name.clone()).await;
+        assert_error(&answer, 403, "auth", None, &name);
+        let error = answer.body["error"].as_str().unwrap();
+        assert!(error.contains(&format!("{name:?}")), "{error}");
+        assert!(error.contains("--allow-host"), "{error}");
+    }
+    // Every route: a rebinding page can neither write nor read the store.
+    let evil = [("host", "evil.example")];
+    let write = call(
+        url,
+        "POST",
+        "/builds",
+        None,
+        &evil,
+        Some(&json!({"slug": "planted", "repo": "r"})),
+    )
+    .await;
+    assert_error(&write, 403, "auth", None, "a write");
+    assert_error(
+        &call(url, "GET", "/builds", None, &evil, None).await,
+        403,
+        "auth",
+        None,
+        "a read",
+    );
+    let listed = get(url, "/builds", None).await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.body, json!([]), "the refused write wrote nothing");
+    let counted = support::metric(
+        &support::client(),
+        &metrics,
+        "abstore_auth_failures_total{reason=\"host\"}",
+    )
+    .await;
+    assert_eq!(counted, Some(7.0));
+
+    // Names allowed by flag or variable (comma separated).
+    let flagged = start(&[
+        "--database",
+        "sqlite::memory:",
+        "--allow-host",
+        "abstore.test",
+    ])
+    .await;
+    let answer = call(
+        flagged.url(),
+        "GET",
+        "/health",
+        None,
+        &[("host", "ABSTORE.test:8787")],
+        None,
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = call(flagged.url(), "GET", "/health", None, &evil, None).await;
+    assert_eq!(answer.status, 403);
+    let variable = start_with_env(
+        &["ABSTORE_ALLOW_HOSTS=a.test,b.test"],
+        &["--database", "sqlite::memory:"],
+    )
+    .await;
+    for name in ["a.test", "b.test:80"] {
+        let answer = call(
+            variable.url(),
+            "GET",
+            "/health",
+            None,
+            &[("host", name)],
+            None,
+        )
+        .await;
+        assert_eq!(answer.status, 200, "{name}: {}", answer.body);
+    }
+    let out = start_fails(
+        &["--database", "sqlite::memory:", "--allow-host", "a.test:80"],
+        &[],
+    );
+    assert!(out.contains("is not a host name"), "{out}");
+}
+
+/// With a secret, or `--open` on a network address, the `Host` is not
+/// checked: a page has no token, and a network server trusts its network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authenticated_and_network_servers_do_not_check_the_host() {
+    let secret = secret();
+    let server = start(&["--database", "sqlite::memory:", "--secret", &secret]).await;
+    let evil = [("host", "evil.example")];
+    let token = mint(&secret, &admin_scope(support_now() + 3_600_000));
+    let answer = call(server.url(), "GET", "/builds", Some(&token), &evil, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = call(server.url(), "GET", "/builds", None, &evil, None).await;
+    assert_error(
+        &answer,
+        401,
+        "auth",
+        Some("missing bearer token"),
+        "no token",
+    );
+
+    let args = [
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--open",
+        "--database",
+        "sqlite::memory:",
+        "--blobs",
+        "memory://",
+    ];
+    let network = Server::start(bin(), &args).await.unwrap();
+    let port = network.url().rsplit(':').next().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let answer = call(&url, "GET", "/builds", None, &evil, None).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+}
+
 // ── 7. database passwords ───────────────────────────────────────────────────
 
 /// Passwords in the URL's user information or in `?password=` never reach
