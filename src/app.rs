@@ -21,6 +21,8 @@ pub struct App {
     listener: TcpListener,
     state: SharedState,
     grace: Duration,
+    /// How often the revoked tokens are re-read (authenticated mode).
+    revocation_refresh: Duration,
     connection_limits: crate::connections::ConnectionLimits,
     metrics: Option<crate::metrics::MetricsServer>,
 }
@@ -75,6 +77,7 @@ impl App {
             args.catalog.as_deref(),
         )?;
         let secret = resolve_secret(args)?;
+        let hosts = host_check(args, secret.is_some());
         let listener = TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
@@ -113,6 +116,7 @@ impl App {
             ),
             answer_times: answer_times(args),
             max_streamed_reads,
+            exclusive: true,
         };
         let store = args
             .db
@@ -120,6 +124,14 @@ impl App {
             .open(&options, clock.clone(), notifier.clone())
             .await
             .with_context(|| format!("opening the database ({})", args.db.database))?;
+        // Authenticated mode refuses revoked tokens from its first request:
+        // a start that cannot read them fails.
+        let revocations = match &secret {
+            Some(_) => Some(Arc::new(
+                crate::revocation::Revocations::load(&*store).await?,
+            )),
+            None => None,
+        };
         let blobs = Blobs::open(&args.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
         let held = HeldReads::new(
@@ -136,6 +148,9 @@ impl App {
                 clients,
                 secret,
                 clock,
+                max_token_lifetime: args.max_token_lifetime,
+                revocations,
+                hosts,
             },
             limits: Limits {
                 max_artifact_bytes: args.max_artifact_bytes,
@@ -175,6 +190,7 @@ impl App {
             state,
             metrics,
             grace: Duration::from_secs(args.shutdown_grace_seconds),
+            revocation_refresh: Duration::from_secs(args.revocation_refresh_seconds),
             connection_limits: crate::connections::ConnectionLimits {
                 deadlines: crate::connections::Deadlines {
                     header_read: Duration::from_secs(args.header_read_timeout_seconds),
@@ -218,6 +234,13 @@ impl App {
             });
         }
         tokio::spawn(state.held.clone().sweep());
+        if let Some(revocations) = &state.access.revocations {
+            tokio::spawn(revocations.clone().watch(
+                state.store.clone(),
+                self.revocation_refresh,
+                shutdown.clone(),
+            ));
+        }
         let app = router(self.state);
         let server =
             crate::connections::serve(self.listener, app, self.connection_limits, shutdown.clone());
@@ -267,6 +290,18 @@ fn resolve_secret(args: &ServeConfig) -> anyhow::Result<Option<crate::secret::Se
     Ok(secret)
 }
 
+/// Open mode on a loopback address answers only loopback `Host` names and
+/// the `--allow-host` ones (`crate::http::HostCheck`); otherwise any.
+fn host_check(args: &ServeConfig, authenticated: bool) -> Option<crate::http::HostCheck> {
+    let guarded = !authenticated && args.listen.ip().is_loopback();
+    if !guarded && !args.allow_hosts.is_empty() {
+        tracing::info!(
+            "--allow-host has no effect: only open mode on a loopback address checks the Host"
+        );
+    }
+    guarded.then(|| crate::http::HostCheck::new(&args.allow_hosts))
+}
+
 fn catalog_source(args: &ServeConfig) -> String {
     args.catalog
         .as_ref()
@@ -293,6 +328,9 @@ fn log_configuration(
         db_unavailable_acquire_timeout_ms = args.db.db_unavailable_acquire_timeout_ms,
         blobs = %redact(&args.blobs),
         auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
+        max_token_lifetime = %args.max_token_lifetime,
+        revocation_refresh_seconds = args.revocation_refresh_seconds,
+        allow_hosts = %args.allow_hosts.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         accept_clients = %clients,
         max_artifact_bytes = args.max_artifact_bytes,
         max_body_bytes = args.max_body_bytes,

@@ -55,6 +55,11 @@ pub struct ServeConfig {
     pub open: bool,
     pub create_secret_file: bool,
     pub test_clock: Option<String>,
+    /// `--allow-host`: names an open-mode loopback server answers besides
+    /// the loopback ones.
+    pub allow_hosts: Vec<crate::http::AllowedHost>,
+    pub max_token_lifetime: crate::auth::MaxLifetime,
+    pub revocation_refresh_seconds: u64,
 }
 
 /// One client identity a server accepts (`--accept-client VERSION/PROTOCOL`):
@@ -131,6 +136,7 @@ pub struct SecretConfig {
     pub secret: Option<String>,
     pub secret_file: Option<PathBuf>,
     pub allow_weak_secret: bool,
+    pub allow_insecure_secret_file: bool,
 }
 
 impl std::fmt::Debug for SecretConfig {
@@ -139,6 +145,10 @@ impl std::fmt::Debug for SecretConfig {
             .field("secret", &self.secret.as_ref().map(|_| "REDACTED"))
             .field("secret_file", &self.secret_file)
             .field("allow_weak_secret", &self.allow_weak_secret)
+            .field(
+                "allow_insecure_secret_file",
+                &self.allow_insecure_secret_file,
+            )
             .finish()
     }
 }
@@ -148,7 +158,10 @@ impl SecretConfig {
         crate::secret::Secret::resolve(
             self.secret.as_deref(),
             self.secret_file.as_deref(),
-            self.allow_weak_secret,
+            crate::secret::Rules {
+                allow_weak: self.allow_weak_secret,
+                allow_insecure_file: self.allow_insecure_secret_file,
+            },
         )
     }
 }

@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`auth`]: bearer tokens, scopes, the authorization matrix, event attribution.
 //! - [`secret`]: the token signing secret.
+//! - [`revocation`]: the revoked tokens every server refuses, re-read every few seconds.
 //! - [`cli`]: the command line (every flag and `ABSTORE_*` variable) and the
 //!   thin runner of each command; the only module that knows clap, and none
 //!   below it imports it.
@@ -37,6 +38,7 @@ pub mod held;
 pub mod http;
 pub mod metrics;
 pub mod protocol;
+pub mod revocation;
 pub mod secret;
 pub mod storage_full;
 pub mod store;

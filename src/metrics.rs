@@ -39,6 +39,9 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     for storage in crate::storage_full::Storage::ALL {
         metrics::counter!("abstore_storage_full_total", "storage" => storage.label()).absolute(0);
     }
+    for failure in crate::auth::Failure::ALL {
+        metrics::counter!("abstore_auth_failures_total", "reason" => failure.label()).absolute(0);
+    }
     Ok(handle)
 }
 
@@ -123,6 +126,14 @@ fn describe() {
         "Operator sessions created."
     );
     describe_counter!(
+        "abstore_auth_failures_total",
+        "Requests refused by authentication or authorization, by reason (missing, malformed_or_bad_signature, expired, revoked, lifetime, forbidden, host)."
+    );
+    describe_gauge!(
+        "abstore_revoked_tokens",
+        "Revoked tokens this server refuses, as last read from the database."
+    );
+    describe_counter!(
         "abstore_secret_reloads_total",
         "Token secret file reloads that changed the secrets or failed, by result."
     );
@@ -149,6 +160,13 @@ fn describe() {
         "process_max_fds",
         "The process's limit on open file descriptors."
     );
+}
+
+/// Count one request refused for `failure` (`abstore_auth_failures_total`).
+pub fn record_auth_failure(failure: crate::auth::Failure) {
+    if INSTALLED.load(Relaxed) {
+        metrics::counter!("abstore_auth_failures_total", "reason" => failure.label()).increment(1);
+    }
 }
 
 /// Publish `abstore_build_info{version, backend} 1`.

@@ -375,7 +375,9 @@ impl Ctx {
         parse_iso_ms(created).ok_or_else(|| format!("createdAt {created:?} is not an ISO time"))
     }
 
-    /// `POST /_test/clock {"now": …}` (expects 200).
+    /// `POST /_test/clock {"now": …}` (expects 200), with this context's
+    /// token: in authenticated mode abstore takes only an admin or
+    /// deployment token there (the runner's default token is admin).
     pub async fn set_clock(&self, ms: i64) -> Result<(), String> {
         let r = self
             .post("/_test/clock", &json!({"now": format_iso_ms(ms)}))

@@ -71,12 +71,16 @@ impl Report {
 
 /// How far past the server's current time minted tokens expire. The clock
 /// checks only move a test clock forward by seconds, and a run against a real
-/// clock takes minutes.
+/// clock takes minutes. Well inside a server's bound on token lifetimes
+/// (abstore refuses an `exp` more than `--max-token-lifetime`, 90 days by
+/// default, beyond its now).
 pub const TOKEN_MARGIN_MS: i64 = 7 * 24 * 3_600_000;
 
 /// The server's current time for token expiry: `GET /_test/clock` when the
-/// server has a test clock, else the `createdAt` of a fresh repository
-/// (written with `provisional`, a token valid for years of local time).
+/// server has a test clock (open to read, so no token is needed yet), else
+/// the `createdAt` of a fresh repository, written with `provisional` (a
+/// token minted from local time: without a test clock the server's time is
+/// the real one).
 pub async fn server_now_ms(ctx: &Ctx, provisional: Option<&str>) -> Result<i64, String> {
     let r = ctx.get("/_test/clock").no_auth().send().await?;
     if r.status == 200
@@ -120,9 +124,11 @@ pub async fn authenticate(
     let Some(secret) = secret else {
         return Ok(());
     };
+    // Valid a day past local time, which a server without a test clock
+    // shares; within any lifetime bound a server may enforce.
     let provisional = crate::token::mint(
         secret,
-        &crate::token::admin_scope(local_now_ms() + 10 * 365 * 86_400_000),
+        &crate::token::admin_scope(local_now_ms() + 86_400_000),
     );
     let now = server_now_ms(ctx, Some(token.unwrap_or(&provisional))).await?;
     ctx.exp_ms = now + TOKEN_MARGIN_MS;
@@ -161,6 +167,8 @@ pub async fn check_credentials(ctx: &Ctx) -> Result<(), String> {
 
 /// Detects `POST /_test/clock` without moving the clock: reads the server's
 /// current time from a fresh record and sets the clock to that same instant.
+/// In authenticated mode the request carries the run's token (an admin token
+/// when the runner has the secret), which abstore requires there.
 pub async fn detect_clock(ctx: &Ctx) -> Result<bool, String> {
     let now = ctx.now_ms().await?;
     let r = ctx

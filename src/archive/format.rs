@@ -11,6 +11,7 @@
 //! stream_chunk*               chunks exactly as stored, by (stream_id, seq)
 //! ticket_asset_head*          ticket-asset revision counters, by (repo, ticket_id, asset_kind, name)
 //! ticket_asset*               ticket-asset revisions (tombstones too), by (…, revision)
+//! revoked_token*              revoked tokens' digests, by digest
 //! blob*                       every referenced blob: sha256, size, base64 bytes, by sha256
 //! footer                      counts, and the SHA-256 of every line between header and footer
 //! ```
@@ -30,13 +31,17 @@ use serde_json::{Map, Value};
 /// The `format` member of the header.
 pub const FORMAT_NAME: &str = "abstore-archive";
 /// The archive format version this build writes. Version 2 added the
-/// ticket-asset records (migration 0006).
-pub const FORMAT_VERSION: i64 = 2;
-/// The oldest version this build reads: a version-1 archive is a version-2
-/// archive without ticket-asset records (its footer counts lack them).
+/// ticket-asset records (migration 0006), version 3 the revoked tokens
+/// (migration 0007): a store moved or restored through an archive keeps
+/// refusing the tokens revoked on it.
+pub const FORMAT_VERSION: i64 = 3;
+/// The oldest version this build reads: an older archive is a current one
+/// without the later tables' records (its footer counts lack them).
 pub const OLDEST_VERSION: i64 = 1;
 /// The tables a version-1 archive has: the first ones of [`TABLES`].
 const V1_TABLES: usize = 6;
+/// The tables a version-2 archive has.
+const V2_TABLES: usize = 8;
 /// The longest line a reader accepts: a blob line is about 4/3 of the
 /// blob, and blobs are bounded by the server's `--max-artifact-bytes` and
 /// (ticket-asset files) `--max-body-bytes`.
@@ -96,7 +101,7 @@ const fn opt_int(name: &'static str) -> Column {
 }
 
 /// How many tables [`TABLES`] lists.
-pub const TABLE_COUNT: usize = 8;
+pub const TABLE_COUNT: usize = 9;
 
 /// Every table, in archive order, which is also an order that satisfies
 /// the schema's foreign keys when inserting.
@@ -215,6 +220,17 @@ pub static TABLES: [Table; TABLE_COUNT] = [
             int("created_at"),
         ],
         key_len: 5,
+    },
+    Table {
+        record: "revoked_token",
+        table: "revoked_tokens",
+        columns: &[
+            text("digest"),
+            opt_int("expires_at"),
+            int("revoked_at"),
+            opt_text("note"),
+        ],
+        key_len: 1,
     },
 ];
 
@@ -499,10 +515,10 @@ impl std::fmt::Display for Counts {
 
 /// How many of [`TABLES`] an archive of format `version` has.
 pub fn tables_of(version: i64) -> usize {
-    if version == 1 {
-        V1_TABLES
-    } else {
-        TABLES.len()
+    match version {
+        1 => V1_TABLES,
+        2 => V2_TABLES,
+        _ => TABLES.len(),
     }
 }
 
@@ -611,7 +627,7 @@ mod tests {
     #[test]
     fn counts_round_trip() {
         let counts = Counts {
-            rows: [1, 2, 3, 4, 5, 6, 7, 8],
+            rows: [1, 2, 3, 4, 5, 6, 7, 8, 9],
             blobs: 7,
             blob_bytes: 8,
         };
@@ -627,8 +643,15 @@ mod tests {
         let v1 = serde_json::json!({"resource": 1, "event": 2, "artifact_head": 3, "artifact": 4,
             "stream": 5, "stream_chunk": 6, "blob": 7, "blob_bytes": 8});
         let read = Counts::from_json(&v1, 1).unwrap();
-        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0]);
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0, 0]);
         assert_eq!(Counts::from_json(&v1, FORMAT_VERSION), None);
+        // A version-2 footer has no revoked-token count.
+        let mut v2 = v1.clone();
+        v2["ticket_asset_head"] = 7.into();
+        v2["ticket_asset"] = 8.into();
+        let read = Counts::from_json(&v2, 2).unwrap();
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 0]);
+        assert_eq!(Counts::from_json(&v2, FORMAT_VERSION), None);
     }
 
     #[test]

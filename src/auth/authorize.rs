@@ -24,6 +24,10 @@ pub enum Target<'a> {
     RepoSessions(&'a str),
     /// Anything under `/sessions/{id}`.
     Session(&'a str),
+    /// `POST /_test/clock` (only with `--test-clock`): moving the clock
+    /// decides which tokens and leases are expired, so it is an admin
+    /// operation, like the collections.
+    TestClock,
 }
 
 /// A valid token used for the wrong resource or attribution: `403 auth`.
@@ -113,6 +117,8 @@ fn column<'a>(target: &Target<'a>) -> (usize, Option<&'a str>, String) {
         Target::Repo(repo) => (3, Some(repo), format!("repo \"{repo}\"")),
         Target::RepoSessions(repo) => (4, Some(repo), format!("repo \"{repo}\"")),
         Target::Session(id) => (5, Some(id), format!("session \"{id}\"")),
+        // The collections' column: admin and deployment tokens only.
+        Target::TestClock => (0, None, "the test clock".into()),
     }
 }
 
@@ -165,7 +171,11 @@ mod tests {
     /// Every target with the id `x`, then with `y`, then ids that are another
     /// kind's token id (`*`).
     fn targets() -> Vec<Target<'static>> {
-        let mut all = vec![Target::BuildCollection, Target::RepoCollection];
+        let mut all = vec![
+            Target::BuildCollection,
+            Target::RepoCollection,
+            Target::TestClock,
+        ];
         for id in ["x", "y", "*"] {
             all.extend([
                 Target::Build(id),
@@ -249,7 +259,7 @@ mod tests {
                 cells += 1;
             }
         }
-        assert_eq!(cells, scopes.len() * 14);
+        assert_eq!(cells, scopes.len() * 15);
     }
 
     #[test]
@@ -316,6 +326,11 @@ mod tests {
                 resource(ScopeKind::Build, "*"),
                 Target::Build("b"),
                 r#"token scoped to build "*" may not access build "b""#,
+            ),
+            (
+                resource(ScopeKind::Session, "os_1"),
+                Target::TestClock,
+                r#"token scoped to session "os_1" may not access the test clock"#,
             ),
             (
                 Scope::Operator {

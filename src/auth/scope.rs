@@ -275,6 +275,19 @@ impl Scope {
         matches!(self, Scope::Legacy { build, .. } if build == WILDCARD)
     }
 
+    /// What a request's log line says it acted as (`scope=…`): `admin`,
+    /// `deployment`, `build:<slug>`, `repo:<id>`, `session:<id>` or
+    /// `operator:<user>`. The scope, never the token.
+    pub fn log_label(&self) -> String {
+        match self {
+            Scope::Legacy { build, .. } if build == WILDCARD => "admin".to_owned(),
+            Scope::Legacy { build, .. } => format!("build:{build}"),
+            Scope::Resource { kind, id, .. } => format!("{}:{id}", kind.as_str()),
+            Scope::Deployment { .. } => "deployment".to_owned(),
+            Scope::Operator { user, .. } => format!("operator:{user}"),
+        }
+    }
+
     /// `<kind> "<id>"` naming what the token is scoped to, as used in 403
     /// messages: `build "x"` (legacy or resource), `repo "x"`, `session "x"`,
     /// `build "*"` (admin), `deployment "*"`, `operator "alice"`.
@@ -637,5 +650,36 @@ mod tests {
             Via::Mcp { client: "c".into() }.to_json(),
             serde_json::json!({"kind": "mcp", "client": "c"})
         );
+    }
+
+    #[test]
+    fn log_labels_name_the_scope() {
+        let cases = [
+            (json!({"build": "*", "session": "*", "exp": 1}), "admin"),
+            (json!({"build": "b1", "session": "*", "exp": 1}), "build:b1"),
+            (
+                json!({"resource": {"kind": "repo", "id": "acme/w"}, "session": "s", "exp": 1}),
+                "repo:acme/w",
+            ),
+            (
+                json!({"resource": {"kind": "build", "id": "*"}, "session": "s", "exp": 1}),
+                "build:*",
+            ),
+            (
+                json!({"operator": true, "session": "*", "exp": 1}),
+                "deployment",
+            ),
+            (
+                json!({"operator": {"user": "alice"}, "exp": 1}),
+                "operator:alice",
+            ),
+        ];
+        for (json, label) in cases {
+            assert_eq!(
+                Scope::from_json(&json).unwrap().log_label(),
+                label,
+                "{json}"
+            );
+        }
     }
 }

@@ -16,7 +16,11 @@
 //! Verification order: length bound, shape, signature (constant time), then
 //! decoding and strict scope parsing, then expiry. Nothing about the payload is
 //! looked at before the signature has been checked. Every failure is the same
-//! opaque [`InvalidToken`].
+//! opaque [`InvalidToken`] to a client; the server itself learns which kind it
+//! was ([`Refusal`], from [`check`]) for its metrics.
+//!
+//! A token is named by the SHA-256 of its text ([`digest`]): revocations
+//! store that, never the token.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -41,6 +45,23 @@ pub const MIN_SECRET_LEN: usize = 32;
 #[error("invalid or expired token")]
 pub struct InvalidToken;
 
+/// Why a token failed verification: the server's own accounting
+/// (`abstore_auth_failures_total`), never shown to a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Too long, malformed, not signed with the secret, or a signed payload
+    /// that is not a valid scope.
+    Malformed,
+    /// Correctly signed and well-formed, but `exp <= now`.
+    Expired,
+}
+
+/// The SHA-256 of a token's text: what names it in a revocation.
+pub fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    Sha256::digest(token.as_bytes()).into()
+}
+
 /// Sign `scope` with `secret`.
 pub fn mint(secret: &[u8], scope: &Scope) -> String {
     let payload = URL_SAFE_NO_PAD.encode(scope.to_json_string());
@@ -51,28 +72,32 @@ pub fn mint(secret: &[u8], scope: &Scope) -> String {
 /// Verify `token` against `secret` at `now_ms` (Unix epoch milliseconds) and
 /// return its scope. A token is expired when `exp <= now_ms`.
 pub fn verify(secret: &[u8], token: &str, now_ms: i64) -> Result<Scope, InvalidToken> {
+    check(secret, token, now_ms).map_err(|_| InvalidToken)
+}
+
+/// [`verify`], saying why a token failed (for the server's accounting only).
+pub fn check(secret: &[u8], token: &str, now_ms: i64) -> Result<Scope, Refusal> {
+    use Refusal::Malformed;
     if token.len() > MAX_TOKEN_LEN {
-        return Err(InvalidToken);
+        return Err(Malformed);
     }
-    let (payload, signature) = token.split_once('.').ok_or(InvalidToken)?;
+    let (payload, signature) = token.split_once('.').ok_or(Malformed)?;
     if payload.is_empty() || signature.is_empty() || signature.contains('.') {
-        return Err(InvalidToken);
+        return Err(Malformed);
     }
-    let signature = URL_SAFE_NO_PAD
-        .decode(signature)
-        .map_err(|_| InvalidToken)?;
+    let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| Malformed)?;
     // `verify_slice` compares in constant time (it is built on `subtle`); a
     // length mismatch is rejected up front, which reveals nothing secret.
     signer(secret, payload)
         .verify_slice(&signature)
-        .map_err(|_| InvalidToken)?;
+        .map_err(|_| Malformed)?;
 
-    let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| InvalidToken)?;
+    let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| Malformed)?;
     // `from_slice` rejects invalid UTF-8 as well as invalid JSON.
-    let value: serde_json::Value = serde_json::from_slice(&json).map_err(|_| InvalidToken)?;
-    let scope = Scope::from_json(&value).map_err(|_| InvalidToken)?;
+    let value: serde_json::Value = serde_json::from_slice(&json).map_err(|_| Malformed)?;
+    let scope = Scope::from_json(&value).map_err(|_| Malformed)?;
     if scope.exp() <= now_ms {
-        return Err(InvalidToken);
+        return Err(Refusal::Expired);
     }
     Ok(scope)
 }
@@ -412,5 +437,34 @@ mod tests {
     #[test]
     fn error_is_opaque() {
         assert_eq!(InvalidToken.to_string(), "invalid or expired token");
+    }
+
+    #[test]
+    fn refusals_say_why_to_the_server() {
+        let good = mint(SECRET, &legacy(NOW + 1));
+        assert!(check(SECRET, &good, NOW).is_ok());
+        assert_eq!(check(SECRET, &good, NOW + 1), Err(Refusal::Expired));
+        assert_eq!(
+            check(b"another secret", &good, NOW),
+            Err(Refusal::Malformed)
+        );
+        assert_eq!(check(SECRET, "not a token", NOW), Err(Refusal::Malformed));
+        // Expiry is judged only once the signature and scope check out.
+        let signed_junk = signed(r#"{"build":"b","session":"s","exp":1}"#);
+        assert_eq!(check(SECRET, &signed_junk, NOW), Err(Refusal::Expired));
+        let signed_bad_scope = signed(r#"{"build":"","session":"s","exp":1}"#);
+        assert_eq!(
+            check(SECRET, &signed_bad_scope, NOW),
+            Err(Refusal::Malformed)
+        );
+    }
+
+    #[test]
+    fn digests_are_the_sha256_of_the_text() {
+        // `printf %s abc | sha256sum`
+        assert_eq!(
+            hex::encode(digest("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! the few flags that choose what one run does ([`FLAG_ONLY`]).
 //!
 //! - [`serve`]: `serve` and `migrate` (the server's and the database's flags).
-//! - [`token`]: `token mint` and `token inspect`.
+//! - [`token`]: `token mint`, `inspect`, `revoke` and `revocations`.
 //! - [`archive`]: `export`, `verify`, `import`, `backup`, `gc`.
 
 pub mod archive;
@@ -61,7 +61,7 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
-    /// Mint or inspect bearer tokens.
+    /// Mint, inspect or revoke bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
     /// Exit 0 only if the server at `--listen` answers `/readyz` with 200
@@ -118,7 +118,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(db) => serve::migrate(db).await,
-        Command::Token(command) => token::run(command),
+        Command::Token(command) => token::run(command).await,
         Command::Healthcheck {
             listen,
             timeout_seconds,
@@ -169,9 +169,10 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
 
 /// Flags deliberately without an `ABSTORE_*` variable: each chooses what one
 /// run does, and a variable left behind in an environment must never turn a
-/// dry run into a write (`--apply`), allow an overwrite (`--force`), or
+/// dry run into a write (`--apply`), allow an overwrite (`--force`),
 /// widen or re-attribute a token (`token mint`'s scope and attribution
-/// flags; `--now` exists for test clocks).
+/// flags; `--now` exists for test clocks), or revoke or forget a token
+/// (`token revoke --digest`, `--note`; `token revocations --prune`).
 pub const FLAG_ONLY: &[&str] = &[
     "apply",
     "force",
@@ -184,6 +185,9 @@ pub const FLAG_ONLY: &[&str] = &[
     "via-session",
     "via-mcp",
     "now",
+    "digest",
+    "note",
+    "prune",
 ];
 
 /// When `err` rejects a value that came from an `ABSTORE_*` variable rather
@@ -255,6 +259,27 @@ mod tests {
     #[test]
     fn command_line_is_well_formed() {
         super::Cli::command().debug_assert();
+    }
+
+    /// `Debug` of the parsed command line (what a panic or a `{:?}` would
+    /// print) shows neither the secret nor a database password.
+    #[test]
+    fn debug_output_hides_secrets_and_passwords() {
+        use clap::Parser as _;
+        let cli = super::Cli::try_parse_from([
+            "abstore",
+            "serve",
+            "--secret",
+            "s3cr3t-0123456789abcdefghijklmnopqrstuv",
+            "--database",
+            "postgres://u:hunter2@h/db?password=hunter3",
+        ])
+        .unwrap();
+        let text = format!("{cli:?}");
+        for hidden in ["s3cr3t", "hunter2", "hunter3"] {
+            assert!(!text.contains(hidden), "{hidden} in {text}");
+        }
+        assert!(text.contains("REDACTED"), "{text}");
     }
 
     /// README.md and docs/configuration.md promise a variable for every

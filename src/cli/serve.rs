@@ -13,7 +13,8 @@ use crate::config::{ClientIdentity, DatabaseConfig, SecretConfig, ServeConfig};
 use crate::store::DatabaseUrl;
 use crate::store::bounds::{self, Bounds};
 
-#[derive(Debug, Args, Clone)]
+/// `Debug` by hand: the URL may carry a password ([`DatabaseUrl`]'s redaction).
+#[derive(Args, Clone)]
 pub struct DatabaseArgs {
     /// Database URL: `sqlite://PATH`, `sqlite::memory:` or `postgres://…`.
     #[arg(
@@ -247,9 +248,37 @@ pub struct ServeArgs {
     #[arg(long, env = "ABSTORE_CREATE_SECRET_FILE", value_parser = boolish(), requires = "secret_file")]
     pub create_secret_file: bool,
 
-    /// Freeze the clock at this ISO time and enable `POST /_test/clock`. Tests only.
+    /// Freeze the clock at this ISO time and enable `POST /_test/clock`
+    /// (which needs an admin or deployment token when a secret is set). Tests only.
     #[arg(long, env = "ABSTORE_TEST_CLOCK")]
     pub test_clock: Option<String>,
+
+    /// Open mode on a loopback address answers only requests whose `Host` is
+    /// a loopback name (DNS rebinding); also answer this name (repeat the
+    /// flag for several; the variable is comma separated).
+    #[arg(
+        long = "allow-host",
+        env = "ABSTORE_ALLOW_HOSTS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub allow_hosts: Vec<crate::http::AllowedHost>,
+
+    /// Refuse a token whose `exp` lies further than this beyond now, whatever
+    /// it says (e.g. `90d`, `12h`; `none` or `0`: no bound).
+    #[arg(
+        long,
+        env = "ABSTORE_MAX_TOKEN_LIFETIME",
+        default_value = "90d",
+        value_name = "DURATION|none"
+    )]
+    pub max_token_lifetime: crate::auth::MaxLifetime,
+
+    /// How often the revoked tokens are re-read from the database: a token
+    /// revoked with `abstore token revoke` is refused by every replica within
+    /// this many seconds.
+    #[arg(long, env = "ABSTORE_REVOCATION_REFRESH_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub revocation_refresh_seconds: u64,
 }
 
 /// A size or count flag between `min` and `max` (inclusive): a value out of
@@ -327,7 +356,8 @@ impl From<BoundsArgs> for Bounds {
 }
 
 /// Where the token signing secret comes from; none means open mode.
-#[derive(Debug, Args, Clone, Default)]
+/// `Debug` by hand: the secret itself is never printed.
+#[derive(Args, Clone, Default)]
 pub struct SecretArgs {
     /// Token signing secret (enables authenticated mode). Prefer the file or the variable.
     #[arg(long, env = "ABSTORE_SECRET", hide_env_values = true)]
@@ -335,12 +365,40 @@ pub struct SecretArgs {
 
     /// Read the token signing secrets from this file, one per line: the first
     /// signs, every one verifies. SIGHUP or a change of the file reloads it.
+    /// It must be private to its owner (mode 0600 or stricter).
     #[arg(long, env = "ABSTORE_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
 
-    /// Accept a secret shorter than 32 bytes (tests only).
+    /// Accept a secret shorter than 32 bytes or with little entropy (a
+    /// repeated character or word). Tests only.
     #[arg(long, env = "ABSTORE_ALLOW_WEAK_SECRET", value_parser = boolish())]
     pub allow_weak_secret: bool,
+
+    /// Accept a `--secret-file` that its group or others may read or write
+    /// (refused otherwise: whoever reads it can mint any token).
+    #[arg(long, env = "ABSTORE_ALLOW_INSECURE_SECRET_FILE", value_parser = boolish())]
+    pub allow_insecure_secret_file: bool,
+}
+
+impl std::fmt::Debug for SecretArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        SecretConfig::from(self.clone()).fmt(f)
+    }
+}
+
+impl std::fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseArgs")
+            .field("database", &crate::store::url::redact(&self.database))
+            .field("db_pool_size", &self.db_pool_size)
+            .field("db_min_connections", &self.db_min_connections)
+            .field("db_acquire_timeout_ms", &self.db_acquire_timeout_ms)
+            .field(
+                "db_unavailable_acquire_timeout_ms",
+                &self.db_unavailable_acquire_timeout_ms,
+            )
+            .finish()
+    }
 }
 
 impl ServeArgs {
@@ -387,6 +445,9 @@ impl ServeArgs {
             open,
             create_secret_file,
             test_clock,
+            allow_hosts,
+            max_token_lifetime,
+            revocation_refresh_seconds,
         } = self;
         Ok(ServeConfig {
             listen,
@@ -427,6 +488,9 @@ impl ServeArgs {
             open,
             create_secret_file,
             test_clock,
+            allow_hosts,
+            max_token_lifetime,
+            revocation_refresh_seconds,
         })
     }
 }
@@ -456,11 +520,13 @@ impl From<SecretArgs> for SecretConfig {
             secret,
             secret_file,
             allow_weak_secret,
+            allow_insecure_secret_file,
         } = args;
         SecretConfig {
             secret,
             secret_file,
             allow_weak_secret,
+            allow_insecure_secret_file,
         }
     }
 }

@@ -1,5 +1,7 @@
-//! `abstore token mint` and `abstore token inspect`: the operator's side of
-//! the token model (docs/security.md).
+//! `abstore token mint | inspect | revoke | revocations`: the operator's side
+//! of the token model (docs/security.md).
+
+use std::io::Write as _;
 
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
@@ -7,21 +9,58 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::{Args, Subcommand};
 
 use super::SecretArgs;
-use crate::auth::{self, Scope, ScopeKind, Via};
+use crate::auth::{self, MaxLifetime, Scope, ScopeKind, Via};
 use crate::clock::{Clock as _, SystemClock};
 use crate::protocol::time::{format_iso, parse_iso};
+use crate::store::{DatabaseUrl, Revocation, Store, StoreOptions};
 
 /// `abstore token …`
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
     /// Print a signed token for one scope.
     Mint(MintArgs),
-    /// Print a token's scope and expiry; with a secret, whether it verifies.
+    /// Print a token's scope, expiry and digest; with a secret, whether it verifies.
     Inspect {
         token: String,
         #[command(flatten)]
         secret: SecretArgs,
     },
+    /// Revoke one token on every server of a store (within their
+    /// `--revocation-refresh-seconds`): give the token, or its digest as
+    /// `token inspect` prints it.
+    Revoke(RevokeArgs),
+    /// List the revoked tokens of a store; with `--prune`, first forget
+    /// those whose token has expired anyway.
+    Revocations(RevocationsArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["token", "digest"])))]
+pub struct RevokeArgs {
+    /// The token to revoke (its expiry is kept, so the revocation can be
+    /// pruned once it has passed).
+    pub token: Option<String>,
+    /// The SHA-256 of the token's text (64 hex digits, as `token inspect`
+    /// prints it), when the token itself is not at hand.
+    #[arg(long, value_name = "HEX")]
+    pub digest: Option<String>,
+    /// The store: `sqlite://PATH` or `postgres://…`.
+    #[arg(long, env = "ABSTORE_DATABASE")]
+    pub database: String,
+    /// Why, for whoever lists the revocations later.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RevocationsArgs {
+    /// The store: `sqlite://PATH` or `postgres://…`.
+    #[arg(long, env = "ABSTORE_DATABASE")]
+    pub database: String,
+    /// First forget the revocations of tokens that have expired (they are
+    /// refused as expired anyway). A flag only.
+    #[arg(long)]
+    pub prune: bool,
 }
 
 #[derive(Debug, Args)]
@@ -66,11 +105,13 @@ pub struct MintArgs {
     pub now: Option<String>,
 }
 
-/// `abstore token mint|inspect`: the token or its description on stdout.
-pub fn run(command: TokenCommand) -> anyhow::Result<()> {
+/// `abstore token …`: the token, its description, or what changed, on stdout.
+pub async fn run(command: TokenCommand) -> anyhow::Result<()> {
     match command {
         TokenCommand::Mint(args) => println!("{}", mint(&args)?),
         TokenCommand::Inspect { token, secret } => print!("{}", inspect(&token, &secret)?),
+        TokenCommand::Revoke(args) => println!("{}", revoke(&args).await?),
+        TokenCommand::Revocations(args) => print!("{}", revocations(&args).await?),
     }
     Ok(())
 }
@@ -86,9 +127,18 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
             .with_context(|| format!("--now {text:?} is not an ISO-8601 UTC time"))?,
         None => SystemClock.now_ms(),
     };
-    let exp = now
-        .checked_add(parse_ttl(&args.ttl)?)
-        .context("--ttl is too large")?;
+    let ttl = parse_ttl(&args.ttl)?;
+    let exp = now.checked_add(ttl).context("--ttl is too large")?;
+    if !MaxLifetime::DEFAULT.admits(exp, now) {
+        // `writeln!`, not `eprintln!`: a closed stderr must not panic.
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: --ttl {} is longer than the servers' default --max-token-lifetime ({}): \
+             a server started without a longer one refuses this token",
+            args.ttl,
+            MaxLifetime::DEFAULT
+        );
+    }
     let via = match (&args.via_session, &args.via_mcp) {
         (Some(id), None) => Some(Via::Session { id: id.clone() }),
         (None, Some(client)) => Some(Via::Mcp {
@@ -128,14 +178,18 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
     Ok(secret.mint(&scope))
 }
 
-/// Describe a token; verify it when a secret is given.
-pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
+/// A token's scope JSON, read without verifying anything (no secret needed).
+fn payload(token: &str) -> anyhow::Result<serde_json::Value> {
     let payload = token.split('.').next().unwrap_or_default();
     let bytes = URL_SAFE_NO_PAD
         .decode(payload)
         .context("the token's first segment is not base64url")?;
-    let scope: serde_json::Value =
-        serde_json::from_slice(&bytes).context("the token's scope is not JSON")?;
+    serde_json::from_slice(&bytes).context("the token's scope is not JSON")
+}
+
+/// Describe a token; verify it when a secret is given.
+pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
+    let scope = payload(token)?;
     let mut out = format!("scope: {scope}\n");
     if let Some(exp) = scope.get("exp").and_then(serde_json::Value::as_i64) {
         let state = if exp <= SystemClock.now_ms() {
@@ -145,6 +199,12 @@ pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
         };
         out.push_str(&format!("expires: {} ({state})\n", format_iso(exp)));
     }
+    // What `token revoke --digest` takes: the digest of the text a server
+    // sees (the bearer credential, surrounding whitespace trimmed).
+    out.push_str(&format!(
+        "digest: {}\n",
+        hex::encode(auth::digest(token.trim()))
+    ));
     if let Some(secret) = secret.resolve()? {
         // Judge the signature and shape apart from expiry: verify as of the
         // epoch, against every secret of the source.
@@ -158,25 +218,123 @@ pub fn inspect(token: &str, secret: &SecretArgs) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// `30s`, `15m`, `1h`, `7d`, `500ms` → milliseconds.
+/// `--ttl`: a duration (`auth::parse_duration_ms`, the one parser).
 fn parse_ttl(text: &str) -> anyhow::Result<i64> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let n: i64 = digits
-        .parse()
-        .with_context(|| format!("--ttl {text:?}: expected a number with a unit such as 1h"))?;
-    let factor = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => bail!("--ttl {text:?}: the unit must be ms, s, m, h or d"),
+    auth::parse_duration_ms(text).map_err(|err| anyhow::anyhow!("--ttl {err}"))
+}
+
+/// The longest `--note` kept.
+const MAX_NOTE_BYTES: usize = 1000;
+
+/// `abstore token revoke`: what was done, one line.
+pub async fn revoke(args: &RevokeArgs) -> anyhow::Result<String> {
+    let (digest, expires_at) = match (&args.token, &args.digest) {
+        (Some(token), None) => {
+            let token = token.trim();
+            let scope = payload(token).context(
+                "that is not a token (give the token exactly as issued, without `Bearer `, \
+                 or its --digest)",
+            )?;
+            let exp = scope
+                .get("exp")
+                .and_then(serde_json::Value::as_i64)
+                .context("the token's scope has no integer \"exp\"")?;
+            (hex::encode(auth::digest(token)), Some(exp))
+        }
+        (None, Some(digest)) => {
+            let digest = digest.trim().to_ascii_lowercase();
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!(
+                    "--digest must be 64 hex digits (the SHA-256 `abstore token inspect` prints)"
+                );
+            }
+            (digest, None)
+        }
+        _ => bail!("give the token or --digest, not both"),
     };
-    n.checked_mul(factor)
-        .with_context(|| format!("--ttl {text:?} is too large"))
+    let note = match &args.note {
+        Some(note) if note.len() > MAX_NOTE_BYTES || note.contains('\0') => {
+            bail!("--note must be at most {MAX_NOTE_BYTES} bytes, without NUL")
+        }
+        note => note.clone(),
+    };
+    let store = open(&args.database).await?;
+    let revocation = Revocation {
+        digest: digest.clone(),
+        expires_at,
+        revoked_at: SystemClock.now_ms(),
+        note,
+    };
+    let expiry = expires_at.map_or_else(
+        || "no known expiry".to_owned(),
+        |exp| format!("the token expires {}", format_iso(exp)),
+    );
+    Ok(if store.revoke_token(revocation).await? {
+        format!(
+            "revoked {digest} ({expiry}); every server of this store refuses it within its \
+             --revocation-refresh-seconds"
+        )
+    } else {
+        format!("already revoked: {digest}")
+    })
+}
+
+/// `abstore token revocations`: one line per revoked token.
+pub async fn revocations(args: &RevocationsArgs) -> anyhow::Result<String> {
+    let store = open(&args.database).await?;
+    let mut out = String::new();
+    if args.prune {
+        let pruned = store.prune_revocations(SystemClock.now_ms()).await?;
+        out.push_str(&format!("pruned {pruned} revocations of expired tokens\n"));
+    }
+    let all = store.revocations().await?;
+    for r in &all {
+        let expires = r
+            .expires_at
+            .map_or_else(|| "unknown".to_owned(), format_iso);
+        out.push_str(&format!(
+            "{}  revoked {}  expires {expires}",
+            r.digest,
+            format_iso(r.revoked_at)
+        ));
+        if let Some(note) = &r.note {
+            out.push_str(&format!("  {note:?}"));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("{} revoked tokens\n", all.len()));
+    Ok(out)
+}
+
+/// The store `--database` names, migrated. A SQLite file is opened without
+/// its one-process lock: the revocation is one row written under SQLite's
+/// own locking, beside a server that may be running on the file (and reads
+/// it within its refresh interval).
+async fn open(database: &str) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    let url = DatabaseUrl::parse(database)?;
+    if matches!(
+        url.location(),
+        crate::store::url::Location::Sqlite(crate::store::url::SqliteLocation::Memory)
+    ) {
+        bail!(
+            "an in-memory SQLite database lives only inside one process; name a file (sqlite://PATH)"
+        );
+    }
+    let options = StoreOptions {
+        pool_size: 1,
+        min_connections: 1,
+        migrate: true,
+        exclusive: false,
+        retention: crate::store::retention::Retention::disabled(),
+        ..StoreOptions::default()
+    };
+    url.open(
+        &options,
+        std::sync::Arc::new(SystemClock),
+        std::sync::Arc::new(crate::held::Notifier::new()),
+    )
+    .await
+    .with_context(|| format!("opening the database ({url})"))
 }
 
 #[cfg(test)]
@@ -186,10 +344,9 @@ mod tests {
     #[test]
     fn ttls() {
         assert_eq!(parse_ttl("1h").unwrap(), 3_600_000);
-        assert_eq!(parse_ttl("500ms").unwrap(), 500);
-        assert_eq!(parse_ttl("7d").unwrap(), 604_800_000);
         for bad in ["", "h", "1", "1w", "-1h", "1.5h"] {
-            assert!(parse_ttl(bad).is_err(), "{bad}");
+            let err = parse_ttl(bad).unwrap_err().to_string();
+            assert!(err.starts_with("--ttl "), "{err}");
         }
     }
 }

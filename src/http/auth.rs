@@ -2,21 +2,38 @@
 //! identity check and before any body is read or resource looked up, a
 //! machine route needs a bearer token that verifies (401) and whose scope
 //! covers the addressed resource (403). The verified scope rides along in
-//! the request extensions for event attribution. Open mode skips all of it.
+//! the request extensions for event attribution, and is written into the
+//! request's log line (`scope=build:b1`, `admin`, …; `open` in open mode).
+//! Open mode skips all of it.
+//!
+//! A token verifies when a secret in force signed it, it has not expired,
+//! its `exp` lies within `--max-token-lifetime` of now, and it is not
+//! revoked; every failure is the same opaque `401 invalid or expired token`,
+//! and its reason is counted (`abstore_auth_failures_total`) and logged with
+//! the request (`refused=…`), never sent.
+//!
+//! `POST /_test/clock` (only with `--test-clock`) moves the clock that judges
+//! every expiry, so in authenticated mode it needs an admin or deployment
+//! token too; reading the clock (`GET`) stays open.
 
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::HeaderMap;
+use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 
 use super::path::ResourcePath;
 use super::{ApiError, ApiResult, SharedState};
-use crate::auth::{self, Scope, Target};
+use crate::auth::{self, Failure, Scope, Target};
 use crate::protocol::ResourceKind;
 
 /// The verified scope of an authenticated request.
 #[derive(Clone)]
 pub struct Caller(pub Arc<Scope>);
+
+/// The harness clock route (`super::health`).
+const TEST_CLOCK_ROUTE: &str = "/_test/clock";
 
 /// Authorize `scope` for what `path` addresses. A top-level stream route
 /// authorizes against the stream's own scope (spec section 6), so an
@@ -43,8 +60,15 @@ async fn authorize(state: &SharedState, scope: &Scope, path: &ResourcePath) -> A
             }
         }
     };
-    auth::authorize(scope, &target)
-        .map_err(|denied| ApiError::Forbidden(denied.message().to_owned()))
+    permit(scope, &target)
+}
+
+/// `403` (counted) unless `scope` may address `target`.
+fn permit(scope: &Scope, target: &Target<'_>) -> ApiResult<()> {
+    auth::authorize(scope, target).map_err(|denied| {
+        refused(Failure::Forbidden);
+        ApiError::Forbidden(denied.message().to_owned())
+    })
 }
 
 /// 401 unless a machine route carries a verifying bearer token, 403 unless
@@ -52,28 +76,74 @@ async fn authorize(state: &SharedState, scope: &Scope, path: &ResourcePath) -> A
 /// the request's extensions. Open mode: nothing to check.
 pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> {
     let Some(secret) = &state.access.secret else {
+        tracing::Span::current().record("scope", tracing::field::display("open"));
         return Ok(());
     };
     let template = request
         .extensions()
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
+    if template == Some(TEST_CLOCK_ROUTE) && request.method() == Method::POST {
+        let scope = authenticate(state, secret, request.headers())?;
+        record_scope(&scope);
+        return permit(&scope, &Target::TestClock);
+    }
     let Some(path) = ResourcePath::parse(template, request.uri()) else {
         return Ok(());
     };
-    let header = request
-        .headers()
-        .get(AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or_default());
-    let Ok(token) = auth::bearer(header) else {
-        return Err(ApiError::Unauthenticated("missing bearer token".into()));
-    };
-    let Ok(scope) = secret.verify(token, state.access.clock.now_ms()) else {
-        return Err(ApiError::Unauthenticated("invalid or expired token".into()));
-    };
+    let scope = authenticate(state, secret, request.headers())?;
+    record_scope(&scope);
     authorize(state, &scope, &path?).await?;
     request.extensions_mut().insert(Caller(Arc::new(scope)));
     Ok(())
+}
+
+/// The scope of the request's bearer token, if it verifies (see the module
+/// doc); otherwise the 401 the spec gives, whatever the reason.
+fn authenticate(
+    state: &SharedState,
+    secret: &crate::secret::Secret,
+    headers: &HeaderMap,
+) -> ApiResult<Scope> {
+    let header = headers
+        .get(AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or_default());
+    let Ok(token) = auth::bearer(header) else {
+        refused(Failure::Missing);
+        return Err(ApiError::Unauthenticated("missing bearer token".into()));
+    };
+    let invalid = |failure: Failure| {
+        refused(failure);
+        ApiError::Unauthenticated(auth::InvalidToken.to_string())
+    };
+    let now = state.access.clock.now_ms();
+    let scope = secret
+        .check(token, now)
+        .map_err(|refusal| invalid(refusal.into()))?;
+    if !state.access.max_token_lifetime.admits(scope.exp(), now) {
+        return Err(invalid(Failure::Lifetime));
+    }
+    if state
+        .access
+        .revocations
+        .as_ref()
+        .is_some_and(|revoked| revoked.contains(token))
+    {
+        return Err(invalid(Failure::Revoked));
+    }
+    Ok(scope)
+}
+
+/// Count a refusal and name its reason in the request's log line.
+fn refused(failure: Failure) {
+    crate::metrics::record_auth_failure(failure);
+    tracing::Span::current().record("refused", tracing::field::display(failure.label()));
+}
+
+/// Name the acting scope in the request's log line (never the token), also
+/// when it is then refused (`refused=forbidden`).
+fn record_scope(scope: &Scope) {
+    tracing::Span::current().record("scope", tracing::field::display(scope.log_label()));
 }
 
 /// Session and `via` attribution of an event-bearing write (section 7):
@@ -84,8 +154,10 @@ pub fn attribute(
     family_allows_via: bool,
 ) -> ApiResult<()> {
     match caller {
-        Some(Caller(scope)) => auth::attribute(scope, actor, family_allows_via)
-            .map_err(|d| ApiError::Forbidden(d.message().to_owned())),
+        Some(Caller(scope)) => auth::attribute(scope, actor, family_allows_via).map_err(|d| {
+            refused(Failure::Forbidden);
+            ApiError::Forbidden(d.message().to_owned())
+        }),
         None => Ok(()),
     }
 }

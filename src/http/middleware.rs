@@ -4,9 +4,11 @@
 //! request or generated), a span carrying the id, method and matched route,
 //! the panic catch (a panic answers the protocol's `500 internal` instead of
 //! dropping the connection), the lingering drain of an unread body, the
-//! concurrency permit and request timeout, then the identity (409) and auth
-//! (401/403) checks before the route's handler. On the way out: one log
-//! line, the request metrics and the `x-request-id` response header.
+//! concurrency permit and request timeout, then the host check of open mode
+//! on loopback (403), the identity (409) and auth (401/403) checks before the
+//! route's handler. On the way out: one log line (with the acting scope, or
+//! why authentication refused the request), the request metrics and the
+//! `x-request-id` response header.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -115,11 +117,14 @@ impl Middleware {
         // metrics' route labels.
         let matched = request.extensions().get::<MatchedPath>().cloned();
         let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
+        // `scope` and `refused` are filled by the auth check (`super::auth`).
         let span = tracing::info_span!(
             "request",
             request_id = %id.to_str().unwrap_or("-"),
             method = %method,
-            route = %route_label
+            route = %route_label,
+            scope = tracing::field::Empty,
+            refused = tracing::field::Empty,
         );
         let served = AssertUnwindSafe(drain_unread(&state, &gates, route, request))
             .catch_unwind()
@@ -162,11 +167,19 @@ async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Requ
     }
 }
 
-/// Identity (409), then auth (401/403), then the route's handler, which
-/// finds the client's identity (its catalogs, its protocol) in the request's
-/// extensions. A route newer than the client's protocol is answered exactly
-/// as an unknown route: authorized as one (no matched route), then `404`.
+/// The host check (403, open mode on loopback only), identity (409), then
+/// auth (401/403), then the route's handler, which finds the client's
+/// identity (its catalogs, its protocol) in the request's extensions. A
+/// route newer than the client's protocol is answered exactly as an unknown
+/// route: authorized as one (no matched route), then `404`.
 async fn checked(state: &SharedState, route: Route, mut request: Request) -> Response {
+    if let Some(hosts) = &state.access.hosts
+        && let Err(refused) = hosts.admit(&request)
+    {
+        let reason = crate::auth::Failure::Host.label();
+        tracing::Span::current().record("refused", tracing::field::display(reason));
+        return refused.into_response();
+    }
     let template = request.extensions().get::<MatchedPath>().cloned();
     let template = template.as_ref().map(MatchedPath::as_str);
     let admission = match identity::admit(&state.access.clients, &request, template) {

@@ -12,6 +12,7 @@ mod compression;
 mod error;
 mod extract;
 mod health;
+mod host;
 mod identity;
 mod middleware;
 mod path;
@@ -42,6 +43,7 @@ use crate::clock::TestClock;
 use crate::held::HeldReads;
 use crate::store::Store;
 
+pub use host::{AllowedHost, HostCheck};
 pub use identity::{Client, Clients, SUPPORTED_PROTOCOLS, min_protocol};
 
 /// Configured bounds (docs/decisions.md, 10); each is a flag.
@@ -85,6 +87,13 @@ pub struct Access {
     pub secret: Option<crate::secret::Secret>,
     /// The one clock: token expiry is judged by it too.
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// `--max-token-lifetime`: how far beyond now a token's `exp` may lie.
+    pub max_token_lifetime: crate::auth::MaxLifetime,
+    /// The revoked tokens (authenticated mode; `None` in open mode).
+    pub revocations: Option<Arc<crate::revocation::Revocations>>,
+    /// Open mode on a loopback address: the `Host` names it answers
+    /// (DNS rebinding, `host`); `None`: any.
+    pub hosts: Option<HostCheck>,
 }
 
 /// Everything a request handler reads, shared by all of them; built once,

@@ -14,7 +14,8 @@ use super::ops::{self, Reads, Writes, Written};
 use super::retention::Retention;
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
-    MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Rows, Store,
+    MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Revocation, Rows,
+    Store,
     StoreResult, StreamRecord, TicketAssetMeta,
 };
 use crate::protocol::ResourceRef;
@@ -309,6 +310,24 @@ impl<B: Backend> Store for Engine<B> {
         let key = key.clone();
         self.backend
             .read(move |db| Box::pin(async move { db.ticket_asset(&key, rev).await }))
+            .await
+    }
+
+    async fn revoke_token(&self, revocation: Revocation) -> StoreResult<bool> {
+        self.backend
+            .write(move |tx| Box::pin(async move { ops::revoke_token(tx, &revocation).await }))
+            .await
+    }
+
+    async fn revocations(&self) -> StoreResult<Vec<Revocation>> {
+        self.backend
+            .read(|db| Box::pin(async move { db.revocations().await }))
+            .await
+    }
+
+    async fn prune_revocations(&self, now: i64) -> StoreResult<u64> {
+        self.backend
+            .write(move |tx| Box::pin(async move { ops::prune_revocations(tx, now).await }))
             .await
     }
 

@@ -41,7 +41,7 @@ pub use assets::{
 };
 pub use bounds::{Bound, Bounds, OverBound};
 pub use records::{
-    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, STREAM_FORMAT,
+    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, Revocation, STREAM_FORMAT,
     StreamArtifact, StreamRecord, Terminal,
 };
 pub use rows::{Listing, Rows};
@@ -335,6 +335,16 @@ pub trait Store: Send + Sync + 'static {
         key: &AssetKey,
         rev: Option<i64>,
     ) -> StoreResult<Option<TicketAssetMeta>>;
+    /// Record a revoked token (`abstore token revoke`); `false`, changing
+    /// nothing, when its digest is already revoked.
+    async fn revoke_token(&self, revocation: Revocation) -> StoreResult<bool>;
+    /// Every revoked token, by digest: one statement, which every server
+    /// runs every few seconds (`crate::revocation`).
+    async fn revocations(&self) -> StoreResult<Vec<Revocation>>;
+    /// Forget the revocations of tokens expired by `now` (refused as
+    /// expired anyway); how many.
+    async fn prune_revocations(&self, now: i64) -> StoreResult<u64>;
+
     /// A trivial round trip, for readiness.
     async fn ping(&self) -> StoreResult<()>;
 
@@ -395,6 +405,10 @@ pub struct StoreOptions {
     /// Streamed answers that may wait on their clients at once (each holds
     /// a connection meanwhile); below `pool_size`.
     pub max_streamed_reads: u32,
+    /// SQLite file: hold the one-process lock (`PATH.lock`) while open, as a
+    /// server must. A short-lived command adding a row under SQLite's own
+    /// locking (`token revoke`, beside a running server) opens without it.
+    pub exclusive: bool,
 }
 
 impl StoreOptions {
@@ -427,6 +441,7 @@ impl Default for StoreOptions {
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
             answer_times: rows::AnswerTimes::default(),
             max_streamed_reads: 8,
+            exclusive: true,
         }
     }
 }

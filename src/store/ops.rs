@@ -32,7 +32,7 @@ use super::retention::Retention;
 use super::sql::{self, Columns, Statements};
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact,
-    NewEvent, NewTicketAsset, Record, StoreError, StoreResult, StreamArtifact, StreamRecord,
+    NewEvent, NewTicketAsset, Record, Revocation, StoreError, StoreResult, StreamArtifact, StreamRecord,
     TicketAssetMeta, envelope_json,
 };
 use crate::protocol::{ResourceKind, ResourceRef};
@@ -199,6 +199,14 @@ pub(crate) trait Reads: Statements {
         async move {
             self.first(sql::ping(), |_| Ok(())).await?;
             Ok(())
+        }
+    }
+
+    /// Every revoked token, by digest.
+    fn revocations(&mut self) -> impl Future<Output = StoreResult<Vec<Revocation>>> + Send {
+        async move {
+            self.all(sql::select_revocations(), |row| sql::revocation_row(row))
+                .await
         }
     }
 }
@@ -516,6 +524,19 @@ pub(crate) trait Writes: Statements {
                 .await?;
             Ok(())
         }
+    }
+
+    /// Record a revoked token; `false` when its digest was already there.
+    fn insert_revocation(
+        &mut self,
+        revocation: &Revocation,
+    ) -> impl Future<Output = StoreResult<bool>> + Send {
+        async move { Ok(self.execute(sql::insert_revocation(revocation)).await? > 0) }
+    }
+
+    /// Delete the revocations of tokens expired by `now`; how many.
+    fn prune_revocations(&mut self, now: i64) -> impl Future<Output = StoreResult<u64>> + Send {
+        async move { self.execute(sql::prune_revocations(now)).await }
     }
 
     fn mark_closed(
@@ -1136,6 +1157,24 @@ pub(crate) async fn close_stream(
         }),
         ResourceRef::new(ResourceKind::Stream, id),
     ))
+}
+
+/// Record a revoked token; a digest already revoked changes nothing.
+pub(crate) async fn revoke_token(
+    tx: &mut impl Writes,
+    revocation: &Revocation,
+) -> StoreResult<Written<bool>> {
+    Ok(if tx.insert_revocation(revocation).await? {
+        Written::kept(true)
+    } else {
+        Written::unchanged(false)
+    })
+}
+
+/// Forget the revocations of tokens expired by `now`.
+pub(crate) async fn prune_revocations(tx: &mut impl Writes, now: i64) -> StoreResult<Written<u64>> {
+    let pruned = tx.prune_revocations(now).await?;
+    Ok(Written::kept(pruned))
 }
 
 /// `putTicketAsset`: the next revision with its manifest, unless a bound

@@ -54,6 +54,20 @@ impl Record {
     }
 }
 
+/// A revoked token (`abstore token revoke`; migration 0007): never the token,
+/// only what names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Revocation {
+    /// The SHA-256 of the token's text, 64 lowercase hex digits.
+    pub digest: String,
+    /// The token's own `exp` (epoch ms), when the token itself was given.
+    pub expires_at: Option<i64>,
+    /// When it was revoked (epoch ms).
+    pub revoked_at: i64,
+    /// Why, in the operator's words.
+    pub note: Option<String>,
+}
+
 /// Artifact metadata (spec section 2), for any resource family.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ArtifactMeta {

@@ -28,8 +28,8 @@ use serde_json::{Map, Value};
 use super::ops::ResourceRow;
 use super::rows::write_json;
 use super::{
-    ArtifactMeta, AssetKey, Lease, Listing, NewArtifact, Record, StoreError, StoreResult,
-    StreamArtifact, StreamRecord, TicketAssetMeta, TicketAssetSummary,
+    ArtifactMeta, AssetKey, Lease, Listing, NewArtifact, Record, Revocation, StoreError,
+    StoreResult, StreamArtifact, StreamRecord, TicketAssetMeta, TicketAssetSummary,
 };
 use crate::protocol::ticket_assets::Layout;
 use crate::protocol::{ResourceKind, ResourceRef};
@@ -223,6 +223,7 @@ pub(crate) enum Arg<'a> {
     Text(&'a str),
     OptionalText(Option<&'a str>),
     Int(i64),
+    OptionalInt(Option<i64>),
     /// A page's `LIMIT`; `None`: every row (SQLite takes -1, PostgreSQL
     /// `NULL`).
     Limit(Option<i64>),
@@ -249,6 +250,12 @@ impl<'a> From<Option<&'a str>> for Arg<'a> {
 impl From<i64> for Arg<'_> {
     fn from(int: i64) -> Self {
         Arg::Int(int)
+    }
+}
+
+impl From<Option<i64>> for Arg<'_> {
+    fn from(int: Option<i64>) -> Self {
+        Arg::OptionalInt(int)
     }
 }
 
@@ -461,6 +468,23 @@ pub(crate) fn ping() -> Fixed<'static, 0> {
     statement("SELECT 1 AS one", [])
 }
 
+/// Every revoked token, by digest ([`revocation_row`] reads them).
+pub(crate) fn select_revocations() -> Fixed<'static, 0> {
+    const SQL: &str =
+        "SELECT digest, expires_at, revoked_at, note FROM revoked_tokens ORDER BY digest";
+    statement(SQL, [])
+}
+
+/// A row of [`select_revocations`].
+pub(crate) fn revocation_row(row: &(impl Columns + ?Sized)) -> StoreResult<Revocation> {
+    Ok(Revocation {
+        digest: row.text(0)?,
+        expires_at: row.optional_int(1)?,
+        revoked_at: row.int(2)?,
+        note: row.optional_text(3)?,
+    })
+}
+
 /// One revision of an asset (`None`: the latest), on any connection;
 /// absent and tombstones alike are `None`.
 pub(crate) async fn ticket_asset(
@@ -621,6 +645,29 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
 }
 
 // ----------------------------------------------------------------- writes
+
+/// A revoked token; nothing when its digest is already revoked (the first
+/// revocation, its expiry and note, stand).
+pub(crate) fn insert_revocation(revocation: &Revocation) -> Fixed<'_, 4> {
+    const SQL: &str = "INSERT INTO revoked_tokens (digest, expires_at, revoked_at, note) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (digest) DO NOTHING";
+    statement(
+        SQL,
+        args![
+            &revocation.digest,
+            revocation.expires_at,
+            revocation.revoked_at,
+            revocation.note.as_deref()
+        ],
+    )
+}
+
+/// The revocations of tokens expired by `$1`.
+pub(crate) fn prune_revocations(now: i64) -> Fixed<'static, 1> {
+    const SQL: &str =
+        "DELETE FROM revoked_tokens WHERE expires_at IS NOT NULL AND expires_at <= $1";
+    statement(SQL, args![now])
+}
 
 /// A resource with no events; nothing when it exists.
 pub(crate) fn insert_resource<'a>(

@@ -981,6 +981,7 @@ async fn every_bound_flag_at_its_edges_starts_or_is_refused_by_name() {
         "--history-chunk-events",
         "--max-held-reads",
         "--retention-prune-limit",
+        "--revocation-refresh-seconds",
     ];
     let values = [
         "0",

@@ -1037,47 +1037,56 @@ async fn ticket_assets_round_trip_and_their_blobs_stay_live() {
     support::drop_pg(pg).await;
 }
 
-/// An archive of format version 1 (before ticket assets: no such records,
-/// no such counts in its footer) still verifies and imports.
+/// Archives of the older format versions still verify and import: version
+/// 1 (before ticket assets) and version 2 (before revoked tokens) have no
+/// such records and no such counts in their footers.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_version_1_archive_still_verifies_and_imports() {
+async fn older_archive_versions_still_verify_and_import() {
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_url(&dir.path().join("v1.db"));
     let blobs = s(&dir.path().join("blobs")).to_string();
     let mut server = serve(&db, &blobs).await;
     seed_small(&ctx(&server)).await;
     server.stop().await.unwrap();
-    let current = dir.path().join("v2.ndjson");
+    let current = dir.path().join("v3.ndjson");
     export(&db, &blobs, &current);
-    let mut rows = lines(&current);
-    assert_eq!(rows[0]["version"], 2);
-    rows[0]["version"] = json!(1);
-    let footer = rows.last_mut().unwrap();
-    let counts = footer["counts"].as_object_mut().unwrap();
-    for member in ["ticket_asset_head", "ticket_asset"] {
-        assert_eq!(counts.remove(member), Some(json!(0)));
-    }
-    let old = dir.path().join("v1.ndjson");
-    let text: String = rows.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&old, text).unwrap();
-    let verdict = ok(&["verify", s(&old), "--quiet"]);
-    assert!(verdict.contains(": OK: sqlite archive"), "{verdict}");
-    let dest = sqlite_url(&dir.path().join("dest.db"));
-    let (ok_, _, err) = import(&old, &dest, &blobs, true);
-    assert!(ok_, "{err}");
-    let again = dir.path().join("again.ndjson");
-    export(&dest, &blobs, &again);
-    assert_same_body(&current, &again, "a version-1 import");
+    assert_eq!(lines(&current)[0]["version"], 3);
+    for (version, missing) in [
+        (2, &["revoked_token"][..]),
+        (
+            1,
+            &["ticket_asset_head", "ticket_asset", "revoked_token"][..],
+        ),
+    ] {
+        let mut rows = lines(&current);
+        rows[0]["version"] = json!(version);
+        let footer = rows.last_mut().unwrap();
+        let counts = footer["counts"].as_object_mut().unwrap();
+        for member in missing {
+            assert_eq!(counts.remove(*member), Some(json!(0)));
+        }
+        let old = dir.path().join(format!("v{version}.ndjson"));
+        let text: String = rows.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&old, text).unwrap();
+        let verdict = ok(&["verify", s(&old), "--quiet"]);
+        assert!(verdict.contains(": OK: sqlite archive"), "{verdict}");
+        let dest = sqlite_url(&dir.path().join(format!("dest{version}.db")));
+        let (ok_, _, err) = import(&old, &dest, &blobs, true);
+        assert!(ok_, "{err}");
+        let again = dir.path().join(format!("again{version}.ndjson"));
+        export(&dest, &blobs, &again);
+        assert_same_body(&current, &again, &format!("a version-{version} import"));
 
-    // A version-1 footer with the new counts is refused: its counts are
-    // those of version 1's tables.
-    let mut wrong = lines(&current);
-    wrong[0]["version"] = json!(1);
-    let text: String = wrong.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&old, text).unwrap();
-    let (ok_, _, err) = abstore(&["verify", s(&old), "--quiet"]);
-    assert!(
-        !ok_ && err.contains("the footer's counts are malformed"),
-        "{err}"
-    );
+        // An older footer with the new counts is refused: its counts are
+        // those of its version's tables.
+        let mut wrong = lines(&current);
+        wrong[0]["version"] = json!(version);
+        let text: String = wrong.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&old, text).unwrap();
+        let (ok_, _, err) = abstore(&["verify", s(&old), "--quiet"]);
+        assert!(
+            !ok_ && err.contains("the footer's counts are malformed"),
+            "version {version}: {err}"
+        );
+    }
 }

@@ -208,6 +208,8 @@ fn every_flag_and_variable_is_documented() {
         &["healthcheck", "--help"],
         &["token", "mint", "--help"],
         &["token", "inspect", "--help"],
+        &["token", "revoke", "--help"],
+        &["token", "revocations", "--help"],
         &["catalog", "check", "--help"],
         &["export", "--help"],
         &["verify", "--help"],

@@ -35,7 +35,7 @@ async fn connect(server: &Server) -> TcpStream {
 }
 
 const HEADERS: &str =
-    "Host: x\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\n";
+    "Host: localhost\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\n";
 
 /// Read one response: its status and JSON body (`Null` when empty).
 async fn read_response(stream: &mut TcpStream) -> (u16, Value) {
@@ -105,7 +105,7 @@ async fn a_request_head_sent_too_slowly_is_closed_at_the_header_read_timeout() {
     ])
     .await;
     let mut slow = connect(&s).await;
-    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         .await
         .unwrap();
     let took = closed_after(&mut slow).await;

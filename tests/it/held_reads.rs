@@ -418,7 +418,7 @@ async fn shutdown_grace_bounds_stalled_requests() {
     .await;
     let addr = listening_addr(&mut lines).await;
     let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let head = "POST /builds HTTP/1.1\r\nHost: x\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"slug\":";
+    let head = "POST /builds HTTP/1.1\r\nHost: localhost\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"slug\":";
     stalled.write_all(head.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();

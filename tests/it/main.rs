@@ -34,6 +34,7 @@ mod replicas;
 mod retention;
 mod robustness;
 mod s3;
+mod security;
 mod storage_full;
 mod store_durability;
 mod streamed_reads;

@@ -252,8 +252,20 @@ async fn a_created_secret_file_is_private_and_mints_working_tokens() {
 async fn secrets_rotate_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("secret");
-    let (old, new) = ("o".repeat(32), "n".repeat(48));
-    std::fs::write(&path, format!("{old}\n")).unwrap();
+    // Random secrets (uniform ones are refused as weak), in a file private
+    // to its owner (one others may read is refused).
+    let random = || -> String {
+        (0..4)
+            .map(|_| abstore_conformance::util::random_hex())
+            .collect()
+    };
+    let (old, new) = (random(), random());
+    let write = |text: &str| {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    write(&format!("{old}\n"));
     let old_token = mint(&path);
     let served = Served::start(
         &[
@@ -272,7 +284,7 @@ async fn secrets_rotate_without_a_restart() {
     until_logged(&served, "token secrets unchanged (SIGHUP)").await;
 
     // The window: the new secret signs, both verify.
-    std::fs::write(&path, format!("{new}\n{old}\n")).unwrap();
+    write(&format!("{new}\n{old}\n"));
     let new_token = mint(&path);
     assert_ne!(new_token, old_token);
     served.hangup();
@@ -280,14 +292,14 @@ async fn secrets_rotate_without_a_restart() {
     assert_eq!(list_builds(&served.url, Some(&old_token)).await, 200);
 
     // A broken file changes nothing.
-    std::fs::write(&path, "short\n").unwrap();
+    write("short\n");
     served.hangup();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(list_builds(&served.url, Some(&old_token)).await, 200);
     assert_eq!(list_builds(&served.url, Some(&new_token)).await, 200);
 
     // The old secret removed: its tokens are refused, the new ones work.
-    std::fs::write(&path, format!("{new}\n")).unwrap();
+    write(&format!("{new}\n"));
     served.hangup();
     until_status(&served.url, &old_token, 401).await;
     assert_eq!(list_builds(&served.url, Some(&new_token)).await, 200);

@@ -272,3 +272,104 @@ async fn a_postgres_outage_answers_503_quickly_and_recovers_without_a_restart() 
         "recovery log lines:\n{log}"
     );
 }
+
+/// Revocations through an outage: while PostgreSQL is down, a refresh
+/// fails, is logged once, and the set already loaded stays in force (a
+/// revoked token is still refused, `401`, while other requests answer
+/// `503`); once it is back, a revocation made meanwhile is picked up
+/// without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revocations_stay_in_force_through_a_postgres_outage() {
+    let Some(bin) = pg_bin_dir() else {
+        abstore_testkit::skip::skipped(
+            "PostgreSQL outage test",
+            "no /usr/lib/postgresql/*/bin/initdb; install Debian's postgresql package",
+        );
+        return;
+    };
+    let cluster = Cluster::create(bin);
+    let database = cluster.url();
+    let secret: String = (0..4)
+        .map(|_| abstore_conformance::util::random_hex())
+        .collect();
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--blobs",
+        "memory://",
+        "--database",
+        &database,
+        "--secret",
+        &secret,
+        "--revocation-refresh-seconds",
+        "1",
+    ];
+    let mut server = abstore_conformance::Server::start(support::bin(), &args)
+        .await
+        .unwrap();
+    let exp = abstore_conformance::runner::local_now_ms() + 3_600_000;
+    let token = |n: i64| {
+        abstore_conformance::token::mint(&secret, &abstore_conformance::token::admin_scope(exp + n))
+    };
+    let (revoked, later, kept) = (token(0), token(1), token(2));
+    let status = |token: String| {
+        let url = format!("{}/builds", server.url());
+        async move {
+            support::client()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let until = |token: String, want: u16| {
+        let status = &status;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while status(token.clone()).await != want {
+                assert!(Instant::now() < deadline, "never answered {want}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let revoke = |token: &str| {
+        let (ok, _, stderr) = support::run(&["token", "revoke", token, "--database", &database]);
+        assert!(ok, "{stderr}");
+    };
+    revoke(&revoked);
+    until(revoked.clone(), 401).await;
+
+    cluster.stop_fast();
+    until(kept.clone(), 503).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server
+        .stderr()
+        .contains("cannot read the token revocations")
+    {
+        assert!(Instant::now() < deadline, "{}", server.stderr());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        status(revoked.clone()).await,
+        401,
+        "revoked during the outage"
+    );
+
+    cluster.start();
+    until(kept.clone(), 200).await;
+    revoke(&later);
+    until(later.clone(), 401).await;
+    assert_eq!(status(revoked.clone()).await, 401);
+    server.stop().await.unwrap();
+    let log = server.stderr();
+    assert_eq!(
+        log.matches("cannot read the token revocations").count(),
+        1,
+        "one line per outage:\n{log}"
+    );
+    assert!(log.contains("token revocations read again"), "{log}");
+}

@@ -68,7 +68,7 @@ pub fn write(history: &History, path: &Path) -> Result<Written> {
     let header = json!({
         "type": "header",
         "format": "abstore-archive",
-        "version": 2,
+        "version": 3,
         "abstore": "abstore-load",
         "source": "sqlite",
         "created_at": iso(history.now),
@@ -146,6 +146,7 @@ pub fn write(history: &History, path: &Path) -> Result<Written> {
             "stream_chunk": 0,
             "ticket_asset_head": 0,
             "ticket_asset": 0,
+            "revoked_token": 0,
             "blob": 0,
             "blob_bytes": 0,
         },

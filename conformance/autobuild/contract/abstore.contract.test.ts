@@ -157,14 +157,14 @@ sdk.describeBuildStoreContract('abstore', async (opts?: { clock?: () => Date }) 
       protocol: protocolVersion,
       stats,
     }) as typeof fetch
-    const token = secret
-      ? mintAdminToken(secret, new Date(Math.max(now.getTime(), Date.now())))
-      : undefined
+    // Minted from the server's clock (the suite's): abstore bounds how far
+    // beyond its now a token's expiry may lie.
+    const token = secret ? mintAdminToken(secret, now) : undefined
     const raw = client.make({ url, ...(token ? { token } : {}), fetchFn })
 
     // Self-check (read-only): the fetch seam is really used, and the server
     // accepts this client's identity. A 409 here means a version mismatch.
-    await clockBridge(server.url, clock)()
+    await clockBridge(server.url, clock, token)()
     const probe = await raw.getBuild('abstore-contract-harness-probe').catch((e: unknown) => e)
     if (probe instanceof Error) {
       fail(`probe GET /builds/abstore-contract-harness-probe failed: ${probe.message}`)
@@ -173,7 +173,7 @@ sdk.describeBuildStoreContract('abstore', async (opts?: { clock?: () => Date }) 
       fail(`${client.name} did not use the fetch seam; rerun with --identity-via proxy`)
     }
 
-    const store = clockSync ? wrapStore(raw, clockBridge(server.url, clock)) : raw
+    const store = clockSync ? wrapStore(raw, clockBridge(server.url, clock, token)) : raw
     return {
       store,
       cleanup: async () => {

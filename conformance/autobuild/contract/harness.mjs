@@ -139,16 +139,20 @@ export async function startAbstore(o) {
  * exact instant was the last value pushed (only the harness moves the
  * server's test clock, so the cache is exact). With no injected clock the
  * wall clock is pushed, mirroring the in-process adapters' system clock.
+ * In authenticated mode abstore moves its test clock only for an admin or
+ * deployment token: pass the harness's admin `token`.
  */
-export function clockBridge(baseUrl, clock) {
+export function clockBridge(baseUrl, clock, token) {
   const read = clock ?? (() => new Date())
+  const headers = { 'content-type': 'application/json' }
+  if (token) headers.authorization = `Bearer ${token}`
   let last
   return async function sync() {
     const iso = read().toISOString()
     if (iso === last) return
     const res = await fetch(`${baseUrl}/_test/clock`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers,
       body: JSON.stringify({ now: iso }),
     })
     if (res.status !== 200) {
@@ -284,9 +288,14 @@ export function mintToken(secret, scope) {
   return `${payload}.${sig}`
 }
 
-/** The admin/runner scope `{build:"*", session:"*"}`, valid for a year past `now`. */
+/**
+ * The admin/runner scope `{build:"*", session:"*"}`, valid for 30 days past
+ * `now` (the server's clock): inside abstore's default bound on token
+ * lifetimes (`--max-token-lifetime 90d`), which refuses an `exp` further
+ * beyond the server's now, and far longer than any contract run.
+ */
 export function mintAdminToken(secret, now) {
-  return mintToken(secret, { build: '*', session: '*', exp: now.getTime() + 365 * 24 * 3600 * 1000 })
+  return mintToken(secret, { build: '*', session: '*', exp: now.getTime() + 30 * 24 * 3600 * 1000 })
 }
 
 export function randomSecret() {

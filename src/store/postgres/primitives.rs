@@ -177,6 +177,7 @@ pub(super) fn query(
             Arg::Text(text) => query.bind(text),
             Arg::OptionalText(text) => query.bind(text),
             Arg::Int(int) => query.bind(int),
+            Arg::OptionalInt(int) => query.bind(int),
             Arg::Limit(limit) => query.bind(limit),
         })
 }

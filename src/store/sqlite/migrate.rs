@@ -74,7 +74,7 @@ mod tests {
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
     /// from a database the sqlx-based server migrated; later migrations: the
     /// SHA-384 of the file, which is what sqlx records).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 7] = [
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 8] = [
         (
             1,
             "initial",
@@ -104,6 +104,11 @@ mod tests {
             6,
             "ticket assets",
             "A3BE1B2B174AD48138B3D92CA48E9477FEB224C41D78FF95B27A48C82E18C176C51BD5C16589A5F3017023D705490C99",
+        ),
+        (
+            7,
+            "revoked tokens",
+            "5DA5E76CC43BAA0C8E898063ED0902F7BF2C5790B2D70DC7CDE7DC06E410D70F78B965C47257CF57A8C7A9D923F8464C",
         ),
         (
             8,

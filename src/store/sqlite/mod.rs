@@ -107,12 +107,16 @@ impl SqliteBackend {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent)?;
                 }
-                let lock = lock_database(path)?;
+                let lock = if options.exclusive {
+                    Some(lock_database(path)?)
+                } else {
+                    None
+                };
                 let conn = Connection::open(path)
                     .with_context(|| format!("opening {}", path.display()))?;
                 (
                     conn,
-                    Some(lock),
+                    lock,
                     Some(Arc::new(Readers::new(
                         path.clone(),
                         options.pool_size,

@@ -79,7 +79,10 @@ impl ToSql for Arg<'_> {
                 ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes()))
             }
             Arg::OptionalText(None) => ToSqlOutput::Owned(SqlValue::Null),
-            Arg::Int(int) => ToSqlOutput::Owned(SqlValue::Integer(int)),
+            Arg::Int(int) | Arg::OptionalInt(Some(int)) => {
+                ToSqlOutput::Owned(SqlValue::Integer(int))
+            }
+            Arg::OptionalInt(None) => ToSqlOutput::Owned(SqlValue::Null),
             Arg::Limit(limit) => ToSqlOutput::Owned(SqlValue::Integer(limit.unwrap_or(NO_LIMIT))),
         })
     }
