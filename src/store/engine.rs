@@ -15,8 +15,7 @@ use super::retention::Retention;
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
     MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Revocation, Rows,
-    Store,
-    StoreResult, StreamRecord, TicketAssetMeta,
+    Store, StoreResult, StreamRecord, TicketAssetMeta,
 };
 use crate::protocol::ResourceRef;
 

@@ -32,8 +32,8 @@ use super::retention::Retention;
 use super::sql::{self, Columns, Statements};
 use super::{
     AnswerCheck, ArtifactMeta, AssetKey, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact,
-    NewEvent, NewTicketAsset, Record, Revocation, StoreError, StoreResult, StreamArtifact, StreamRecord,
-    TicketAssetMeta, envelope_json,
+    NewEvent, NewTicketAsset, Record, Revocation, StoreError, StoreResult, StreamArtifact,
+    StreamRecord, TicketAssetMeta, envelope_json,
 };
 use crate::protocol::{ResourceKind, ResourceRef};
 
