@@ -56,6 +56,37 @@ async fn still_up(server: &mut Server, what: &str) {
     );
 }
 
+/// The highest RSS a process reaches while watched (sampled every 20 ms).
+struct PeakRss {
+    peak: Arc<std::sync::atomic::AtomicU64>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl PeakRss {
+    fn watch(pid: u32) -> PeakRss {
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let sampler = tokio::spawn({
+            let peak = peak.clone();
+            async move {
+                loop {
+                    peak.fetch_max(
+                        rss_kib(pid).unwrap_or(0),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        });
+        PeakRss { peak, sampler }
+    }
+
+    /// Stop watching; the peak in KiB.
+    fn stop(self) -> u64 {
+        self.sampler.abort();
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 // ── Every parameter at its extremes ─────────────────────────────────────────
 
 /// Query values at the edges of every grammar the server parses: `since`
@@ -777,17 +808,7 @@ async fn dense_json_bodies_stay_within_the_parsing_budget() {
         "{{\"actor\":{{\"kind\":\"kernel\"}},\"type\":\"observation.recorded\",\"payload\":{{\"n\":[{}0]}}}}",
         "0,".repeat(500_000)
     );
-    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let watcher = tokio::spawn({
-        let peak = peak.clone();
-        async move {
-            loop {
-                let rss = rss_kib(pid).unwrap_or(0);
-                peak.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    });
+    let watcher = PeakRss::watch(pid);
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..16 {
         let (base, dense) = (base.clone(), dense.clone());
@@ -805,8 +826,7 @@ async fn dense_json_bodies_stay_within_the_parsing_budget() {
     while let Some(status) = tasks.join_next().await {
         statuses.push(status.unwrap());
     }
-    watcher.abort();
-    let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    let peak = watcher.stop();
     eprintln!("dense bodies: statuses {statuses:?}, RSS {before} KiB before, peak {peak} KiB");
     assert!(
         statuses.iter().all(|s| *s < 500 || *s == 503),
@@ -888,19 +908,7 @@ async fn concurrent_closes_of_dense_streams_stay_within_the_budget() {
         streams.push(id);
     }
     let before = rss_kib(pid).unwrap_or(0);
-    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let watcher = tokio::spawn({
-        let peak = peak.clone();
-        async move {
-            loop {
-                peak.fetch_max(
-                    rss_kib(pid).unwrap_or(0),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    });
+    let watcher = PeakRss::watch(pid);
     let mut closes = tokio::task::JoinSet::new();
     for id in streams {
         let (c, base) = (c.clone(), base.clone());
@@ -930,8 +938,7 @@ async fn concurrent_closes_of_dense_streams_stay_within_the_budget() {
     while let Some(busy) = closes.join_next().await {
         retried += busy.unwrap();
     }
-    watcher.abort();
-    let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    let peak = watcher.stop();
     eprintln!("closes: {retried} answered 503 first; RSS {before} KiB before, peak {peak} KiB");
     // The budget (128 MiB), two documents being serialised, and the
     // allocator's slack: far below eight closes' worth (over 1 GiB).
