@@ -71,7 +71,7 @@ impl App {
             args.retention_prune_limit,
         )?;
         // The accepted client identities and their catalogs (compiled once).
-        let clients = crate::http::Clients::resolve(
+        let clients = crate::protocol::Clients::resolve(
             &args.accept_clients,
             args.autobuild_version.as_deref(),
             args.catalog.as_deref(),
@@ -164,7 +164,7 @@ impl App {
                 compress_min_bytes: (!args.no_compression).then_some(args.compress_min_bytes),
             },
             held: Arc::new(held),
-            sealed: history_cache(args),
+            history: history_cache(args),
             json_budget: crate::http::JsonBudget::new(args.max_json_memory_bytes),
             stream_closes: tokio::sync::Semaphore::new(args.max_concurrent_stream_closes as usize),
             test_clock,
@@ -370,10 +370,10 @@ fn log_configuration(
     );
 }
 
-/// The sealed-chunk cache, unless compression or the cache is off.
-fn history_cache(args: &ServeConfig) -> Option<Arc<crate::http::SealedChunks>> {
+/// The history cache, unless compression or the cache is off.
+fn history_cache(args: &ServeConfig) -> Option<Arc<crate::history::HistoryCache>> {
     (!args.no_compression && args.history_cache_bytes > 0).then(|| {
-        Arc::new(crate::http::SealedChunks::new(
+        Arc::new(crate::history::HistoryCache::new(
             args.history_chunk_events,
             args.history_cache_bytes,
             answer_times(args),

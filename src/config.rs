@@ -21,7 +21,7 @@ pub struct ServeConfig {
     /// older form of `--accept-client VERSION/2`).
     pub autobuild_version: Option<String>,
     /// `--accept-client`: the accepted client identities, in order.
-    pub accept_clients: Vec<ClientIdentity>,
+    pub accept_clients: Vec<crate::protocol::ClientIdentity>,
     pub max_artifact_bytes: usize,
     pub max_body_bytes: usize,
     pub max_json_body_bytes: usize,
@@ -60,64 +60,6 @@ pub struct ServeConfig {
     pub allow_hosts: Vec<crate::http::AllowedHost>,
     pub max_token_lifetime: crate::auth::MaxLifetime,
     pub revocation_refresh_seconds: u64,
-}
-
-/// One client identity a server accepts (`--accept-client VERSION/PROTOCOL`):
-/// the exact `X-Autobuild-Version` and `X-Autobuild-Protocol-Version` its
-/// clients send. Parsing checks the form and that the protocol is one the
-/// server can answer; `crate::http` finds its catalogs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientIdentity {
-    pub version: String,
-    pub protocol: String,
-}
-
-impl ClientIdentity {
-    /// The protocol as a number (parsing guaranteed it is a supported one).
-    pub fn protocol_number(&self) -> u8 {
-        self.protocol.parse().unwrap_or(0)
-    }
-}
-
-impl std::fmt::Display for ClientIdentity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.version, self.protocol)
-    }
-}
-
-impl std::str::FromStr for ClientIdentity {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<ClientIdentity, String> {
-        let Some((version, protocol)) = text.trim().rsplit_once('/') else {
-            return Err(format!(
-                "expected VERSION/PROTOCOL, e.g. 0.8.0/2, not {text:?}"
-            ));
-        };
-        if version.is_empty() || version.contains(char::is_whitespace) || version.contains('/') {
-            return Err(format!(
-                "{text:?}: the Autobuild version must be one nonempty word, e.g. 0.8.0"
-            ));
-        }
-        let supported = crate::http::SUPPORTED_PROTOCOLS;
-        match protocol.parse::<u8>() {
-            Ok(n) if supported.contains(&n) && protocol == n.to_string() => {}
-            _ => {
-                return Err(format!(
-                    "{text:?}: unknown protocol {protocol:?} (this server answers protocols {})",
-                    supported
-                        .iter()
-                        .map(u8::to_string)
-                        .collect::<Vec<_>>()
-                        .join(" and ")
-                ));
-            }
-        }
-        Ok(ClientIdentity {
-            version: version.to_owned(),
-            protocol: protocol.to_owned(),
-        })
-    }
 }
 
 /// The database and its connection pool.

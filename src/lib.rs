@@ -1,5 +1,5 @@
 //! abstore: a server for Autobuild's Remote BuildStore protocol
-//! (Autobuild 0.8.0, protocol 2).
+//! (Autobuild 0.8.0's protocol 2, and protocol 3).
 //!
 //! # Layout
 //! - [`auth`]: bearer tokens, scopes, the authorization matrix, event attribution.
@@ -11,8 +11,10 @@
 //! - [`config`]: the server's settings, as the command line gives them.
 //! - [`app`]: builds the server from its settings and serves it.
 //! - [`connections`]: accepting and serving connections under their bounds.
-//! - [`http`]: routes, identity check, request parsing, the error shape.
-//! - [`protocol`]: pure protocol vocabulary (times, grammars, base64, placeholders,
+//! - [`http`]: the route table, each route's gate (identity, protocol, token), request
+//!   parsing, the error shape.
+//! - [`protocol`]: pure protocol vocabulary (protocol versions and client identities,
+//!   times, grammars, base64, placeholders,
 //!   the identifier bound, ticket-asset limits and validation).
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends;
 //!   `DatabaseUrl`, the one parser of `--database`, opens and migrates them.
@@ -21,6 +23,7 @@
 //! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
 //! - [`metrics`]: Prometheus metrics on their own listener.
 //! - [`held`]: held reads (`wait=`): wake-ups, the hold loop, shared queries, the cap, the sweep.
+//! - [`history`]: the history cache: whole-history reads in zstd from cached chunk frames.
 //! - [`clock`]: the one injectable clock.
 //! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
@@ -35,6 +38,7 @@ pub mod config;
 pub mod connections;
 pub mod healthcheck;
 pub mod held;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod protocol;

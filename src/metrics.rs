@@ -82,7 +82,7 @@ fn describe() {
     describe_gauge!(
         "abstore_history_cache_bytes",
         Unit::Bytes,
-        "Bytes of compressed sealed history chunks held in memory."
+        "Bytes of zstd frames the history cache holds."
     );
     describe_gauge!(
         "abstore_held_reads_in_flight",

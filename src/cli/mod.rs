@@ -88,6 +88,9 @@ pub enum Command {
     Backup(archive::BackupArgs),
     /// List (and with `--apply` delete) blobs no record references.
     Gc(archive::GcArgs),
+    /// Print the route table: every route's method, path, the client
+    /// protocols that reach it and whose token it needs.
+    Routes,
     /// Print a shell completion script for `abstore` (e.g.
     /// `abstore completions bash > /etc/bash_completion.d/abstore`).
     Completions {
@@ -129,6 +132,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Catalog(CatalogCommand::Check { dir }) => catalog_check(&dir),
+        Command::Routes => {
+            print_routes();
+            Ok(())
+        }
         Command::Export(args) => archive::export(args).await,
         Command::Verify(args) => archive::verify(args),
         Command::Import(args) => archive::import(args).await,
@@ -250,6 +257,22 @@ fn blamed_variable(err: &clap::Error) -> Option<(String, bool)> {
         }
     }
     None
+}
+
+/// `abstore routes`: the route table of a server with every optional route.
+fn print_routes() {
+    let table = crate::http::route_table(crate::http::RouteOptions { test_clock: true });
+    let routes: Vec<_> = table.declared().collect();
+    let width = routes.iter().map(|r| r.path.len()).max().unwrap_or(0);
+    for route in routes {
+        println!(
+            "{:<4} {:<width$}  {:<14}  {}",
+            route.method.as_str(),
+            route.path,
+            route.rule.reach.to_string(),
+            route.rule.auth.describe(),
+        );
+    }
 }
 
 #[cfg(test)]

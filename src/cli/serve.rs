@@ -9,7 +9,8 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::boolish;
-use crate::config::{ClientIdentity, DatabaseConfig, SecretConfig, ServeConfig};
+use crate::config::{DatabaseConfig, SecretConfig, ServeConfig};
+use crate::protocol::ClientIdentity;
 use crate::store::DatabaseUrl;
 use crate::store::bounds::{self, Bounds};
 

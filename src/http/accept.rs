@@ -1,12 +1,12 @@
 //! Whether a request's `Accept-Encoding` makes zstd the answer's encoding.
 //!
-//! The sealed-chunk read ([`super::sealed`]) compresses its answers itself,
+//! The history cache's read (`crate::history`) compresses its answers itself,
 //! and must pick exactly the encoding the compression layer would have
 //! picked for the same request. tower-http's negotiation is crate-private,
 //! so its rule is restated here: entries of every `Accept-Encoding` header,
 //! unknown codings and malformed q-values ignored, `q=0` refused, and the
 //! highest q-value wins, ties going to zstd, then brotli, then gzip, then
-//! identity. Only zstd is answered from sealed chunks: it is what
+//! identity. Only zstd is answered from the history cache: it is what
 //! Autobuild's client (Bun's `fetch`) gets, and its frames concatenate into
 //! one valid stream (RFC 8878, section 3.1).
 

@@ -12,19 +12,20 @@
 //! and its reason is counted (`abstore_auth_failures_total`) and logged with
 //! the request (`refused=…`), never sent.
 //!
-//! `POST /_test/clock` (only with `--test-clock`) moves the clock that judges
-//! every expiry, so in authenticated mode it needs an admin or deployment
-//! token too; reading the clock (`GET`) stays open.
+//! What the token must cover is the route's [`AuthRule`], declared with the
+//! route (`super::routes`). `POST /_test/clock` (only with `--test-clock`)
+//! moves the clock that judges every expiry, so in authenticated mode it
+//! needs an admin or deployment token too; reading the clock stays open.
 
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderMap;
-use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 
+use super::error::{ApiError, ApiResult};
 use super::path::ResourcePath;
-use super::{ApiError, ApiResult, SharedState};
+use super::state::SharedState;
 use crate::auth::{self, Failure, Scope, Target};
 use crate::protocol::ResourceKind;
 
@@ -32,15 +33,80 @@ use crate::protocol::ResourceKind;
 #[derive(Clone)]
 pub struct Caller(pub Arc<Scope>);
 
-/// The harness clock route (`super::health`).
-const TEST_CLOCK_ROUTE: &str = "/_test/clock";
+/// What a route's token must cover in authenticated mode (spec section 7);
+/// open mode checks no token. The resource comes from the path's `{id}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthRule {
+    /// No token: `/health`, `/readyz`, reading the test clock.
+    None,
+    /// Admin or deployment: `/builds`.
+    BuildCollection,
+    /// `/builds/{id}…`.
+    Build,
+    /// Admin or deployment: `POST /repos`.
+    RepoCollection,
+    /// `/repos/{id}…`.
+    Repo,
+    /// `/repos/{id}/sessions`.
+    RepoSessions,
+    /// `/sessions/{id}…`.
+    Session,
+    /// `/streams/{sid}…`: the stream's own scope, looked up first (an
+    /// unknown stream is 404 before scope is judged).
+    StreamOwner,
+    /// Admin or deployment: moving the test clock.
+    TestClock,
+    /// What an unrouted path resembles (`/builds/x/nope` as a build route).
+    Resembled,
+}
 
-/// Authorize `scope` for what `path` addresses. A top-level stream route
-/// authorizes against the stream's own scope (spec section 6), so an
-/// unknown stream is 404 before scope is judged.
-async fn authorize(state: &SharedState, scope: &Scope, path: &ResourcePath) -> ApiResult<()> {
+impl AuthRule {
+    /// Whose token the rule accepts in authenticated mode, as `abstore
+    /// routes` prints it (admin and deployment tokens pass every rule).
+    pub fn describe(self) -> &'static str {
+        match self {
+            AuthRule::None => "no token",
+            AuthRule::BuildCollection | AuthRule::RepoCollection | AuthRule::TestClock => {
+                "admin or deployment"
+            }
+            AuthRule::Build => "the build's",
+            AuthRule::Repo | AuthRule::RepoSessions => "the repository's",
+            AuthRule::Session => "the session's",
+            AuthRule::StreamOwner => "the stream owner's",
+            AuthRule::Resembled => "as the path it resembles",
+        }
+    }
+}
+
+/// What `rule` asks the token of a request to `path` to cover; `None` for
+/// a top-level stream route, whose scope is the stream's own (looked up by
+/// [`authorize`]).
+fn target<'a>(rule: AuthRule, path: &'a ResourcePath) -> ApiResult<Option<Target<'a>>> {
+    Ok(Some(match rule {
+        AuthRule::None => return Err(ApiError::Internal("no token to check".into())),
+        AuthRule::BuildCollection => Target::BuildCollection,
+        AuthRule::RepoCollection => Target::RepoCollection,
+        AuthRule::TestClock => Target::TestClock,
+        AuthRule::Build => Target::Build(path.id()?),
+        AuthRule::Repo => Target::Repo(path.id()?),
+        AuthRule::RepoSessions => Target::RepoSessions(path.id()?),
+        AuthRule::Session => Target::Session(path.id()?),
+        AuthRule::StreamOwner => return Ok(None),
+        AuthRule::Resembled => return Ok(path.resembled_target()),
+    }))
+}
+
+/// Authorize `scope` for what `path` addresses under `rule`. A top-level
+/// stream route authorizes against the stream's own scope (spec section 6),
+/// so an unknown stream is 404 before scope is judged.
+async fn authorize(
+    state: &SharedState,
+    scope: &Scope,
+    rule: AuthRule,
+    path: &ResourcePath,
+) -> ApiResult<()> {
     let owner;
-    let target = match path.target() {
+    let target = match target(rule, path)? {
         Some(target) => target,
         None => {
             let id = path.stream_id()?;
@@ -71,29 +137,45 @@ fn permit(scope: &Scope, target: &Target<'_>) -> ApiResult<()> {
     })
 }
 
-/// 401 unless a machine route carries a verifying bearer token, 403 unless
-/// its scope covers the addressed resource; the scope then rides along in
-/// the request's extensions. Open mode: nothing to check.
-pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> {
+/// 401 unless the request carries a verifying bearer token, 403 unless its
+/// scope covers what `rule` names; the scope then rides along in the
+/// request's extensions. Open mode, or a rule needing no token: nothing to
+/// check.
+pub async fn check(state: &SharedState, rule: AuthRule, request: &mut Request) -> ApiResult<()> {
     let Some(secret) = &state.access.secret else {
         tracing::Span::current().record("scope", tracing::field::display("open"));
         return Ok(());
     };
-    let template = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(MatchedPath::as_str);
-    if template == Some(TEST_CLOCK_ROUTE) && request.method() == Method::POST {
-        let scope = authenticate(state, secret, request.headers())?;
-        record_scope(&scope);
-        return permit(&scope, &Target::TestClock);
-    }
-    let Some(path) = ResourcePath::parse(template, request.uri()) else {
-        return Ok(());
+    let path = match rule {
+        AuthRule::None => return Ok(()),
+        AuthRule::TestClock => None,
+        AuthRule::Resembled => {
+            // Only the machine families' paths need a token to learn that
+            // nothing is there.
+            let Some(path) = ResourcePath::parse(None, request.uri()) else {
+                return Ok(());
+            };
+            Some(path)
+        }
+        _ => {
+            let template = request.extensions().get::<MatchedPath>();
+            let template = template.map(MatchedPath::as_str);
+            Some(
+                ResourcePath::parse(template, request.uri()).unwrap_or_else(|| {
+                    Err(ApiError::Internal(format!(
+                        "{} is no resource route",
+                        request.uri().path()
+                    )))
+                }),
+            )
+        }
     };
     let scope = authenticate(state, secret, request.headers())?;
     record_scope(&scope);
-    authorize(state, &scope, &path?).await?;
+    match path {
+        None => permit(&scope, &Target::TestClock)?,
+        Some(path) => authorize(state, &scope, rule, &path?).await?,
+    }
     request.extensions_mut().insert(Caller(Arc::new(scope)));
     Ok(())
 }

@@ -168,7 +168,13 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let body = serde_json::json!({ "error": message, "kind": self.kind() });
-        let mut response = super::json_response(self.status(), body.to_string());
+        // Built here, not by `super::response`, whose `json` answers its own
+        // failure with an `ApiError`.
+        let mut response = (self.status(), body.to_string()).into_response();
+        response.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
         let retry_after = match self {
             ApiError::Unavailable(_) | ApiError::Busy(_) => Some(RETRY_UNAVAILABLE),
             ApiError::StorageFull(_) => Some(RETRY_STORAGE_FULL),

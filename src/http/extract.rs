@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::http::Uri;
 use serde_json::Value;
 
-use super::ApiError;
+use super::error::ApiError;
 use crate::protocol::ident;
 
 /// Decode one path segment as JavaScript `decodeURIComponent` would: every

@@ -1,32 +1,23 @@
 //! `GET /health` (spec section 11) and, only with `--test-clock`, the
 //! harness clock route `POST /_test/clock` (docs/decisions.md, 11).
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 
+use super::error::{ApiError, ApiResult};
 use super::extract::json_body;
-use super::{ApiError, ApiResult, SharedState, json};
+use super::response::json;
+use super::state::SharedState;
 use crate::clock::Clock as _;
 use crate::protocol::time::{format_iso, parse_iso};
-
-pub fn router(test_clock: bool) -> Router<SharedState> {
-    let router = Router::new().route("/health", get(health));
-    if test_clock {
-        router.route("/_test/clock", get(read_clock).post(set_clock))
-    } else {
-        router
-    }
-}
 
 /// Always open; exactly `{"ok":true,"autobuildVersion":…,"protocolVersion":…}`
 /// of the primary (first configured) client identity, whatever the request
 /// sends: one identity gives exactly the spec's answer, and with several the
 /// body keeps that shape (docs/operations.md, "Upgrading a running team").
-async fn health(State(state): State<SharedState>) -> Response {
+pub(super) async fn health(State(state): State<SharedState>) -> Response {
     /// A struct, not a `json!` map: the probe runs often.
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -40,7 +31,7 @@ async fn health(State(state): State<SharedState>) -> Response {
         &Health {
             ok: true,
             autobuild_version: &state.access.clients.primary().version,
-            protocol_version: state.access.clients.primary().protocol_text(),
+            protocol_version: state.access.clients.primary().protocol.as_str(),
         },
     )
 }
@@ -52,7 +43,7 @@ fn clock_body(now: i64) -> Response {
     )
 }
 
-async fn read_clock(State(state): State<SharedState>) -> ApiResult<Response> {
+pub(super) async fn read_clock(State(state): State<SharedState>) -> ApiResult<Response> {
     let clock = state
         .test_clock
         .as_ref()
@@ -61,7 +52,7 @@ async fn read_clock(State(state): State<SharedState>) -> ApiResult<Response> {
 }
 
 /// Set the frozen clock: `{"now": "<ISO>"}`.
-async fn set_clock(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
+pub(super) async fn set_clock(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
     let clock = state
         .test_clock
         .as_ref()

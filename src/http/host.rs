@@ -19,7 +19,7 @@
 use axum::extract::Request;
 use axum::http::header::HOST;
 
-use super::ApiError;
+use super::error::ApiError;
 use crate::auth::Failure;
 
 /// A `--allow-host` name: lowercase, without a port or a final dot.

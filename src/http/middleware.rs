@@ -5,8 +5,8 @@
 //! the panic catch (a panic answers the protocol's `500 internal` instead of
 //! dropping the connection), the lingering drain of an unread body, the
 //! concurrency permit and request timeout, then the host check of open mode
-//! on loopback (403), the identity (409) and auth (401/403) checks before the
-//! route's handler. On the way out: one log line (with the acting scope, or
+//! on loopback (403) before the route, whose own gate (`super::gate`) checks
+//! identity (409), protocol and token (401/403). On the way out: one log line (with the acting scope, or
 //! why authentication refused the request), the request metrics and the
 //! `x-request-id` response header.
 
@@ -28,7 +28,9 @@ use tokio::time::Instant;
 use tower::ServiceExt as _;
 use tracing::Instrument as _;
 
-use super::{ApiError, SharedState, auth, identity, request_id};
+use super::error::ApiError;
+use super::request_id;
+use super::state::SharedState;
 
 /// Wrap every route of `router` (and its fallback) in [`Middleware`]. Per
 /// route, not around the router, so the matched route is known when the
@@ -167,39 +169,15 @@ async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Requ
     }
 }
 
-/// The host check (403, open mode on loopback only), identity (409), then
-/// auth (401/403), then the route's handler, which finds the client's
-/// identity (its catalogs, its protocol) in the request's extensions. A
-/// route newer than the client's protocol is answered exactly as an unknown
-/// route: authorized as one (no matched route), then `404`.
-async fn checked(state: &SharedState, route: Route, mut request: Request) -> Response {
+/// The host check (403, open mode on loopback only), then the route, whose
+/// own gate (`super::gate`) checks identity and token.
+async fn checked(state: &SharedState, route: Route, request: Request) -> Response {
     if let Some(hosts) = &state.access.hosts
         && let Err(refused) = hosts.admit(&request)
     {
         let reason = crate::auth::Failure::Host.label();
         tracing::Span::current().record("refused", tracing::field::display(reason));
         return refused.into_response();
-    }
-    let template = request.extensions().get::<MatchedPath>().cloned();
-    let template = template.as_ref().map(MatchedPath::as_str);
-    let admission = match identity::admit(&state.access.clients, &request, template) {
-        Ok(admission) => admission,
-        Err(refused) => return refused.into_response(),
-    };
-    if matches!(admission, identity::Admission::UnknownToClient) {
-        request.extensions_mut().remove::<MatchedPath>();
-    }
-    if let Err(refused) = auth::check(state, &mut request).await {
-        return refused.into_response();
-    }
-    match admission {
-        identity::Admission::UnknownToClient => {
-            return super::unknown_route(request.method(), request.uri()).into_response();
-        }
-        identity::Admission::Client(client) => {
-            request.extensions_mut().insert(client);
-        }
-        identity::Admission::Outside => {}
     }
     match route.oneshot(request).await {
         Ok(response) => response,

@@ -1,6 +1,6 @@
 //! [`ResourcePath`]: what a machine route addresses, read once from the
 //! matched route template (`/builds/{id}/streams/{sid}/chunks`) and used
-//! alike by the identity check, the authorization target and the handlers.
+//! alike by the authorization target and the handlers.
 //! No code reads path segments by position: each `{id}` / `{sid}` /
 //! `{ticket}` capture is found by aligning the template with the request
 //! path segment by segment (a capture never spans a `/`). The ticket-asset
@@ -17,7 +17,7 @@ use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::Uri;
 use axum::http::request::Parts;
 
-use super::ApiError;
+use super::error::ApiError;
 use super::extract::{decode_segment, lookup_id};
 use crate::auth::Target;
 use crate::protocol::{ResourceKind, ResourceRef, ident};
@@ -42,8 +42,6 @@ pub struct ResourcePath {
     raw_stream: Option<String>,
     /// `{ticket}` as sent; decoded by [`ResourcePath::ticket_id`].
     raw_ticket: Option<String>,
-    /// The route lists the resource's sessions (`/repos/{id}/sessions`).
-    lists_sessions: bool,
 }
 
 impl ResourcePath {
@@ -92,7 +90,6 @@ impl ResourcePath {
             id,
             raw_stream,
             raw_ticket,
-            lists_sessions: kind == ResourceKind::Repo && template.ends_with("/sessions"),
         }))
     }
 
@@ -144,16 +141,16 @@ impl ResourcePath {
         lookup_id(decode_segment(raw)?, unknown_stream)
     }
 
-    /// What the token's scope must cover. A top-level stream route is
-    /// authorized against the stream's own scope, which the caller looks up
-    /// first (`None` here).
-    pub fn target(&self) -> Option<Target<'_>> {
+    /// What the token's scope must cover on a path no route takes, read as
+    /// the route it resembles (`/builds/x/nope` as a build route). A
+    /// top-level stream path is authorized against the stream's own scope,
+    /// which the caller looks up first (`None` here).
+    pub fn resembled_target(&self) -> Option<Target<'_>> {
         let id = self.id.as_deref();
         Some(match (self.kind, id) {
             (ResourceKind::Stream, _) if self.raw_stream.is_some() => return None,
             (ResourceKind::Build, Some(slug)) => Target::Build(slug),
             (ResourceKind::Repo, None) => Target::RepoCollection,
-            (ResourceKind::Repo, Some(repo)) if self.lists_sessions => Target::RepoSessions(repo),
             (ResourceKind::Repo, Some(repo)) => Target::Repo(repo),
             (ResourceKind::Session, Some(id)) => Target::Session(id),
             // `/builds`, and `/sessions` or `/streams` alone, which are no
@@ -225,18 +222,13 @@ mod tests {
         let p = parse(Some("/streams/{sid}/close"), "/streams/st_2/close");
         assert_eq!(p.stream_scope().unwrap(), None);
         assert_eq!(p.stream_id().unwrap(), "st_2");
-        assert!(p.target().is_none());
         let p = parse(Some("/repos/{id}/sessions"), "/repos/acme/sessions");
-        assert_eq!(p.target(), Some(Target::RepoSessions("acme")));
-        let p = parse(Some("/repos"), "/repos");
-        assert_eq!(p.target(), Some(Target::RepoCollection));
-        // The ticket id is a capture of its own: the repository stays the
-        // authorization target.
+        assert_eq!(p.id().unwrap(), "acme");
+        // The ticket id is a capture of its own: `{id}` stays the repository.
         let p = parse(
             Some("/repos/{id}/tickets/{ticket}/assets/file"),
             "/repos/acme%2Fw/tickets/AUT%2D1/assets/file",
         );
-        assert_eq!(p.target(), Some(Target::Repo("acme/w")));
         assert_eq!(p.id().unwrap(), "acme/w");
         assert_eq!(p.ticket_id().unwrap(), "AUT-1");
         let p = parse(
@@ -249,12 +241,16 @@ mod tests {
     #[test]
     fn unmatched_paths_read_as_the_generic_template() {
         let p = parse(None, "/builds/x/nope/deeper");
-        assert_eq!(p.target(), Some(Target::Build("x")));
+        assert_eq!(p.resembled_target(), Some(Target::Build("x")));
         let p = parse(None, "/sessions");
-        assert_eq!(p.target(), Some(Target::BuildCollection));
+        assert_eq!(p.resembled_target(), Some(Target::BuildCollection));
         let p = parse(None, "/streams/st_1/nope");
-        assert!(p.target().is_none());
+        assert!(p.resembled_target().is_none());
         assert_eq!(p.stream_id().unwrap(), "st_1");
+        let p = parse(None, "/repos");
+        assert_eq!(p.resembled_target(), Some(Target::RepoCollection));
+        let p = parse(None, "/repos/acme/nope");
+        assert_eq!(p.resembled_target(), Some(Target::Repo("acme")));
     }
 
     #[test]

@@ -6,23 +6,18 @@
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::get;
 use serde_json::json;
 
-use super::{SharedState, json};
+use super::response::json;
+use super::state::SharedState;
 
 /// Each check's bound: readiness must answer faster than probes time out.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub fn router() -> Router<SharedState> {
-    Router::new().route("/readyz", get(readyz))
-}
-
-async fn readyz(State(state): State<SharedState>) -> Response {
+pub(super) async fn readyz(State(state): State<SharedState>) -> Response {
     let database = match tokio::time::timeout(CHECK_TIMEOUT, state.store.ping()).await {
         Ok(Ok(())) => "ok",
         Ok(Err(err)) => {

@@ -2,34 +2,24 @@
 //! per-repository operations from [`resources`](super::resources). There is
 //! deliberately no `GET /repos`.
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::{get, post};
 
+use super::error::{ApiError, ApiResult};
 use super::path::ResourcePath;
-use super::resources::family_routes;
+use super::response::{json, json_response};
 use super::rows::{fixed_suffix, rows_response};
-use super::{ApiError, ApiResult, SharedState, json, json_response};
-use crate::protocol::ResourceKind;
+use super::state::SharedState;
 use crate::protocol::wire;
 use crate::store::Listing;
 
-pub fn router() -> Router<SharedState> {
-    Router::new()
-        .route("/repos", post(ensure_repo))
-        // Protocol 3's derived reads; authorized as the repository's own
-        // routes (admin, deployment, that repository's token).
-        .route("/repos/{id}/build-digests", get(build_digests))
-        .route("/repos/{id}/state-events", get(state_events))
-        .merge(family_routes(ResourceKind::Repo))
-        .merge(super::streams::routes(ResourceKind::Repo))
-}
-
 /// `ensureRepo`: `POST /repos`, idempotent, `200` either way.
-async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<Response> {
+pub(super) async fn ensure_repo(
+    State(state): State<SharedState>,
+    body: Body,
+) -> ApiResult<Response> {
     let body = state.json_body(body).await?;
     let obj = wire::object(&body, "the request body")?;
     let repo = wire::identifier(obj, "repo")?;
@@ -41,7 +31,7 @@ async fn ensure_repo(State(state): State<SharedState>, body: Body) -> ApiResult<
 /// digest per build of the repository, by slug. Answered before any
 /// existence check: an unknown repository (even one whose id could never be
 /// stored) has no builds, `200 []`.
-async fn build_digests(
+pub(super) async fn build_digests(
     State(state): State<SharedState>,
     path: ResourcePath,
 ) -> ApiResult<Response> {
@@ -58,7 +48,10 @@ async fn build_digests(
 /// durable events and the tail from the latest `dispatcher.run-started`, as
 /// stored envelopes in sequence order, streamed from one statement. An
 /// unknown repository is `404`, as for its events.
-async fn state_events(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
+pub(super) async fn state_events(
+    State(state): State<SharedState>,
+    path: ResourcePath,
+) -> ApiResult<Response> {
     let repo = path.resource()?;
     let rows = state
         .store

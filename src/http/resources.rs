@@ -21,18 +21,19 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::auth::{Caller, attribute};
+use super::error::{ApiError, ApiResult};
 use super::extract::query_param;
-use super::identity::Client;
 use super::path::ResourcePath;
-use super::rows::{counted_rows_response, fixed_suffix, rows_response};
-use super::{ApiError, ApiResult, SharedState, json, json_response};
+use super::response::{json, json_response};
+use super::rows::{counted_rows_response, fixed_suffix, history_response, rows_response};
+use super::state::SharedState;
 use crate::blobs::blob_ref;
 use crate::held::PROBE_ROWS;
 use crate::protocol::base64::{self, DecodeError};
 use crate::protocol::numbers::{js_integer, wait_seconds};
 use crate::protocol::placeholders::{self, Assigned};
 use crate::protocol::wire::{self, EventWrite};
-use crate::protocol::{ResourceKind, ResourceRef, ident};
+use crate::protocol::{Client, ResourceKind, ResourceRef, ident};
 use crate::store::{Listing, NewArtifact, NewEvent, StoreError};
 
 /// The spec's order: a resource's lookup precedes its body. `work` (body,
@@ -174,19 +175,19 @@ pub async fn read_events(
         }
         // A long answer: streamed whole from a snapshot at least as new as
         // the probe's (events are only ever appended).
-    } else if let Some(sealed) = &state.sealed
+    } else if let Some(history) = &state.history
         && super::accept::prefers_zstd(&headers)
-        && let Some(answer) = super::sealed::answer(&state, sealed, &r, since)
+        && let Some(answer) = crate::history::answer(&state.store, history, &r, since)
     {
-        return Ok(answer);
+        return Ok(history_response(answer));
     }
     let rows = state.store.read(listing).await?;
-    let Some(sealed) = state.sealed.clone() else {
+    let Some(history) = state.history.clone() else {
         return Ok(rows_response(rows, "[", fixed_suffix("]")).await?);
     };
     // Every whole answer shows how far the log has grown: what lets the
-    // next zstd read of it come from sealed chunks.
-    let learn = move |count| sealed.learn(&r, since, count);
+    // next zstd read of it come from the history cache.
+    let learn = move |count| history.learn(&r, since, count);
     Ok(counted_rows_response(rows, "[", fixed_suffix("]"), learn).await?)
 }
 
@@ -479,30 +480,4 @@ pub async fn get_record(
         Some(record) => Ok(json(StatusCode::OK, &record.to_json())),
         None => Err(ApiError::unknown(&r)),
     }
-}
-
-/// The routes every family has under its `/{id}` segment; leases only where
-/// the family has them.
-pub fn family_routes(kind: ResourceKind) -> axum::Router<SharedState> {
-    use axum::routing::{get, post};
-    let prefix = format!("/{}/{{id}}", kind.segment());
-    let routes = axum::Router::new()
-        .route(&prefix, get(get_record))
-        .route(
-            &format!("{prefix}/events"),
-            post(append_event).get(read_events),
-        )
-        .route(&format!("{prefix}/deposits"), post(deposit))
-        .route(
-            &format!("{prefix}/artifacts"),
-            post(put_artifact).get(get_artifact),
-        )
-        .route(&format!("{prefix}/artifact-list"), get(list_artifacts));
-    if !kind.has_leases() {
-        return routes;
-    }
-    routes
-        .route(&format!("{prefix}/lease/claim"), post(claim_lease))
-        .route(&format!("{prefix}/lease/heartbeat"), post(heartbeat))
-        .route(&format!("{prefix}/lease/release"), post(release_lease))
 }

@@ -10,12 +10,12 @@ use std::future::Future;
 use std::pin::Pin;
 
 use axum::body::Body;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
 
-use super::json_response_bytes;
+use super::response::json_response_bytes;
 use crate::store::rows::Next;
 use crate::store::{Rows, StoreError};
 
@@ -101,6 +101,21 @@ enum Stage {
     Prefix(Rows, &'static str, Suffix, Counted),
     Rows(Rows, Suffix, Counted),
     Done,
+}
+
+/// A whole-history answer from the history cache: its zstd frames, streamed
+/// as its writer hands them over (cut short like any streamed answer).
+pub fn history_response(answer: crate::history::Answer) -> Response {
+    use futures_util::TryStreamExt as _;
+    let mut response = Response::new(Body::from_stream(answer.into_stream().map_err(cut_short)));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("zstd"));
+    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    response
 }
 
 /// A failure after the status was sent: logged, and the body ends early

@@ -4,36 +4,19 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::routing::post;
-use axum::{Extension, Router};
 use serde_json::{Map, Value, json};
 
-use super::identity::Client;
+use super::error::ApiResult;
 use super::path::ResourcePath;
-use super::resources::{append_conditional, family_routes, lookup_on_failure};
-use super::{ApiResult, SharedState};
-use crate::protocol::{ResourceKind, ident, wire};
+use super::resources::lookup_on_failure;
+use super::state::SharedState;
+use crate::protocol::{Client, ident, wire};
 use crate::store::{Listing, NewEvent, StoreError};
-
-pub fn router() -> Router<SharedState> {
-    Router::new()
-        .route(
-            "/repos/{id}/sessions",
-            post(create_session).get(list_sessions),
-        )
-        // `appendIfCurrent` for sessions (protocol 3): the build family's
-        // handler and store rule, under the session family's authorization.
-        .route(
-            "/sessions/{id}/events/conditional",
-            post(append_conditional),
-        )
-        .merge(family_routes(ResourceKind::Session))
-        .merge(super::streams::routes(ResourceKind::Session))
-}
 
 /// A new, unguessable session id: `os_` and 128 random bits.
 fn new_session_id() -> String {
@@ -43,7 +26,7 @@ fn new_session_id() -> String {
 /// `createSession`: `POST /repos/{repo}/sessions` with
 /// `{"repo", "operator", "title"?}`. The record and `session.created`
 /// (sequence 1, the operator as a human actor) commit together.
-async fn create_session(
+pub(super) async fn create_session(
     State(state): State<SharedState>,
     Extension(client): Extension<Arc<Client>>,
     path: ResourcePath,
@@ -104,7 +87,10 @@ async fn create_session(
         )
         .await?;
     metrics::counter!("abstore_sessions_created_total").increment(1);
-    Ok(super::json(StatusCode::CREATED, &record.to_json()))
+    Ok(super::response::json(
+        StatusCode::CREATED,
+        &record.to_json(),
+    ))
 }
 
 /// `session.created`'s payload: `{title?}`, for every client. Autobuild's
@@ -120,7 +106,7 @@ fn created_payload(attrs: &Map<String, Value>) -> Value {
 }
 
 /// `listSessions`: creation order.
-async fn list_sessions(
+pub(super) async fn list_sessions(
     State(state): State<SharedState>,
     path: ResourcePath,
 ) -> ApiResult<Response> {

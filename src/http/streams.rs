@@ -8,18 +8,18 @@
 //! (400) → batch ceiling (413) → closed (409) → the stream's bounds on
 //! chunks and bytes (413, in the store); nothing is written on failure.
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
+use super::error::{ApiError, ApiResult};
 use super::path::{ResourcePath, unknown_stream};
 use super::resources::{lookup_on_failure, read_params};
+use super::response::{json, json_response};
 use super::rows::{Suffix, fixed_suffix, rows_response};
-use super::{ApiError, ApiResult, SharedState, json, json_response};
+use super::state::SharedState;
 use crate::held::PROBE_ROWS;
 use crate::protocol::{ResourceKind, ResourceRef, wire};
 use crate::store::{CloseOutcome, Listing, NewArtifact, StoreError, StreamRecord};
@@ -28,27 +28,6 @@ use bytes::Bytes;
 
 /// How many times a close re-assembles when chunks keep arriving.
 const CLOSE_ATTEMPTS: usize = 8;
-
-/// The stream routes of a family (`/builds/{id}/streams…`), or with
-/// [`ResourceKind::Stream`] the top-level addressed routes
-/// (`/streams/{sid}…`), which resolve the stream's own scope.
-pub fn routes(kind: ResourceKind) -> Router<SharedState> {
-    let (router, stream) = match kind {
-        ResourceKind::Stream => (Router::new(), "/streams/{sid}".to_owned()),
-        family => {
-            let streams = format!("/{}/{{id}}/streams", family.segment());
-            let router = Router::new().route(&streams, post(create_stream).get(list_streams));
-            (router, format!("{streams}/{{sid}}"))
-        }
-    };
-    router
-        .route(&stream, get(get_stream))
-        .route(
-            &format!("{stream}/chunks"),
-            post(append_chunk).get(read_chunks),
-        )
-        .route(&format!("{stream}/close"), post(close_stream))
-}
 
 fn stream_ref(id: &str) -> ResourceRef {
     ResourceRef::new(ResourceKind::Stream, id)
@@ -76,7 +55,7 @@ fn new_stream_id() -> String {
 }
 
 /// `createStream`: `POST …/streams` with `{"label": nonempty}`.
-async fn create_stream(
+pub(super) async fn create_stream(
     State(state): State<SharedState>,
     path: ResourcePath,
     body: Body,
@@ -96,14 +75,20 @@ async fn create_stream(
 }
 
 /// `listStreams`: creation order.
-async fn list_streams(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
+pub(super) async fn list_streams(
+    State(state): State<SharedState>,
+    path: ResourcePath,
+) -> ApiResult<Response> {
     let scope = path.resource()?;
     let rows = state.store.read(Listing::Streams { scope }).await?;
     Ok(rows_response(rows, "[", fixed_suffix("]")).await?)
 }
 
 /// `getStream`.
-async fn get_stream(State(state): State<SharedState>, path: ResourcePath) -> ApiResult<Response> {
+pub(super) async fn get_stream(
+    State(state): State<SharedState>,
+    path: ResourcePath,
+) -> ApiResult<Response> {
     let stream = resolve(&state, &path).await?;
     Ok(json(StatusCode::OK, &stream.to_json()))
 }
@@ -142,7 +127,7 @@ fn batch_json(body: &Value, ceiling: usize) -> ApiResult<String> {
 }
 
 /// `appendStreamParts`: `POST …/chunks` with `{"parts": [...]}`.
-async fn append_chunk(
+pub(super) async fn append_chunk(
     State(state): State<SharedState>,
     path: ResourcePath,
     body: Body,
@@ -182,7 +167,7 @@ const CHUNKS_PREFIX: &str = "{\"chunks\":[";
 
 /// `readStream`: `GET …/chunks?since=&wait=`; holds while the stream is open
 /// and has nothing new, never on a closed stream.
-async fn read_chunks(
+pub(super) async fn read_chunks(
     State(state): State<SharedState>,
     path: ResourcePath,
     uri: Uri,
@@ -228,7 +213,7 @@ async fn read_chunks(
 /// Assemble the chunks into `UIMessage[]`, write the document's blob, then
 /// deposit it and mark the stream closed in one transaction; if a chunk
 /// arrived meanwhile, assemble again. Closing a closed stream returns it.
-async fn close_stream(
+pub(super) async fn close_stream(
     State(state): State<SharedState>,
     path: ResourcePath,
     body: Body,

@@ -1,10 +1,11 @@
-//! Protocol vocabulary with no I/O: resource kinds, times, the query grammars,
-//! strict base64, deposit placeholders, request-body field checks and the
+//! Protocol vocabulary with no I/O: protocol versions and client identities,
+//! resource kinds, times, the query grammars, strict base64, deposit placeholders, request-body field checks and the
 //! ticket-asset limits and validation.
 //!
 //! Everything here is pure and unit-tested; handlers and stores build on it.
 
 pub mod base64;
+pub mod clients;
 pub mod ident;
 pub mod numbers;
 pub mod placeholders;
@@ -12,10 +13,13 @@ pub mod ticket_assets;
 pub mod time;
 pub mod wire;
 
+pub use clients::{Client, ClientIdentity, Clients, Protocol, Protocols};
+
 /// The resource families that own events, artifacts and (for builds and
 /// repositories) leases. Stored as a short tag so one set of tables serves all.
-/// What each family allows (its routes' segment, its event catalog, `via`,
-/// leases) is read from here, the one place it is written down.
+/// What each family allows (its routes' segment, its event catalog, `via`)
+/// is read from here; which routes it has, from the route table
+/// (`crate::http::routes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ResourceKind {
     Build,
@@ -97,11 +101,6 @@ impl ResourceKind {
     pub fn allows_via(self) -> bool {
         self.catalog()
             .is_some_and(abstore_catalog::Family::allows_via)
-    }
-
-    /// Whether the family has the lease routes (sessions and streams do not).
-    pub fn has_leases(self) -> bool {
-        matches!(self, ResourceKind::Build | ResourceKind::Repo)
     }
 }
 

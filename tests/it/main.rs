@@ -33,6 +33,7 @@ mod proxy;
 mod replicas;
 mod retention;
 mod robustness;
+mod routes;
 mod s3;
 mod security;
 mod storage_full;

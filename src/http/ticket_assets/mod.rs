@@ -17,38 +17,25 @@
 
 mod put;
 
-use axum::Router;
+pub(in crate::http) use put::put_asset;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use axum::routing::{get, post};
 use bytes::BytesMut;
 use serde_json::Value;
 
+use super::error::{ApiError, ApiResult};
 use super::extract::{ParsedJson, json_body, query_param};
 use super::path::ResourcePath;
 use super::resources::lenient_int;
-use super::{ApiError, ApiResult, SharedState, json, json_response, json_response_bytes};
+use super::response::{json, json_response, json_response_bytes};
+use super::state::SharedState;
 use crate::protocol::ticket_assets::{self as assets, validate::is_label};
 use crate::protocol::{base64, ident, wire};
 use crate::store::rows::Next;
 use crate::store::{AnswerCheck, AssetEntry, AssetKey, Listing, StoreError, TicketAssetMeta};
-
-pub fn router() -> Router<SharedState> {
-    Router::new()
-        .route("/repos/{id}/ticket-asset-limits", get(limits))
-        .route(
-            "/repos/{id}/tickets/{ticket}/assets",
-            post(put::put_asset).get(get_manifest),
-        )
-        .route("/repos/{id}/tickets/{ticket}/assets/file", get(get_file))
-        .route("/repos/{id}/tickets/{ticket}/assets/list", get(list_assets))
-        .route(
-            "/repos/{id}/tickets/{ticket}/assets/remove",
-            post(remove_asset),
-        )
-}
 
 /// The repository and ticket a route addresses.
 struct Ticket {
@@ -139,14 +126,14 @@ fn answer_check(ceiling: usize) -> AnswerCheck {
 }
 
 /// `ticketAssetLimits`: `GET /repos/{repo}/ticket-asset-limits`.
-async fn limits(State(state): State<SharedState>) -> Response {
+pub(in crate::http) async fn limits(State(state): State<SharedState>) -> Response {
     json(StatusCode::OK, &state.limits.ticket_assets().to_json())
 }
 
 /// `getTicketAsset` (manifest): `GET …/assets?kind=&name=[&rev=]`, the
 /// manifest without bytes; `null` when absent, removed (latest) or no
 /// such revision (a tombstone's own number included).
-async fn get_manifest(
+pub(in crate::http) async fn get_manifest(
     State(state): State<SharedState>,
     path: ResourcePath,
     uri: Uri,
@@ -173,7 +160,7 @@ async fn get_manifest(
 /// `getTicketAsset` (one file): `GET …/assets/file?kind=&name=&path=[&rev=]`:
 /// `{"contentBase64"}`; `null` when the asset or revision is absent; `404`
 /// when the revision has no file at `path`.
-async fn get_file(
+pub(in crate::http) async fn get_file(
     State(state): State<SharedState>,
     path: ResourcePath,
     uri: Uri,
@@ -226,7 +213,7 @@ async fn get_file(
 /// the ceiling: past it they are counted, not kept, so the `413` still
 /// names the list's exact length while the memory a list takes is the
 /// ceiling (plus one piece of rows), whatever the number of revisions.
-async fn list_assets(
+pub(in crate::http) async fn list_assets(
     State(state): State<SharedState>,
     path: ResourcePath,
     uri: Uri,
@@ -273,7 +260,7 @@ async fn list_assets(
 
 /// `removeTicketAsset`: `POST …/assets/remove {kind, name}`: the removed
 /// revision's meta, or `null` (nothing written) when no live asset exists.
-async fn remove_asset(
+pub(in crate::http) async fn remove_asset(
     State(state): State<SharedState>,
     path: ResourcePath,
     body: Body,

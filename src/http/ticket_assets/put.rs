@@ -14,8 +14,10 @@ use serde_json::{Map, Value};
 
 use super::{Ticket, answer_check, ceiling, ticket_body};
 use crate::blobs::blob_ref;
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::path::ResourcePath;
-use crate::http::{ApiError, ApiResult, SharedState, json_response};
+use crate::http::response::json_response;
+use crate::http::state::SharedState;
 use crate::protocol::ticket_assets::validate::{EntryInput, PutInput, validate};
 use crate::protocol::wire::{self, SchemaError, SchemaResult};
 use crate::protocol::{base64, ident};
@@ -65,7 +67,7 @@ fn entry<'a>(value: &'a Value, at: usize) -> ApiResult<Entry<'a>> {
     })
 }
 
-pub(super) async fn put_asset(
+pub(in crate::http) async fn put_asset(
     State(state): State<SharedState>,
     path: ResourcePath,
     body: Body,

@@ -1,0 +1,166 @@
+//! The history cache's state: chunk frames in an LRU bounded by bytes, and
+//! a lower bound on each recently read log's last sequence.
+
+use std::sync::{Mutex, PoisonError};
+
+use bytes::Bytes;
+use hashlink::LruCache;
+
+use crate::protocol::ResourceRef;
+use crate::store::rows::AnswerTimes;
+
+/// The history cache: chunks' zstd frames, bounded by their total size, and
+/// what reads have taught of each log's length.
+pub struct HistoryCache {
+    pub(super) chunk_events: i64,
+    capacity: usize,
+    /// How long a frame waits for the client to take it, and the whole
+    /// answer may take (the streamed reads' bounds); then the answer is
+    /// abandoned.
+    pub(super) times: AnswerTimes,
+    cache: Mutex<Cache>,
+    /// A lower bound on the last sequence of each log a read has seen
+    /// (recently read ones first).
+    known: Mutex<LruCache<ResourceRef, i64>>,
+}
+
+/// How many logs' bounds [`HistoryCache`] remembers (about 100 bytes each):
+/// a log it forgot is answered by the ordinary read once, which teaches it
+/// again.
+const KNOWN_LOGS: usize = 16_384;
+
+struct Cache {
+    frames: LruCache<(ResourceRef, i64), Chunk>,
+    bytes: usize,
+}
+
+/// A chunk's frame: its events from its start up to `end`, a sequence the
+/// log had committed. The chunk is complete when `end` is the chunk's end.
+#[derive(Clone)]
+pub(super) struct Chunk {
+    pub(super) end: i64,
+    pub(super) frame: Bytes,
+}
+
+impl HistoryCache {
+    /// Chunks of `chunk_events` events, at most `capacity` bytes of frames,
+    /// a client given `times` to take each frame and the whole answer.
+    pub fn new(chunk_events: u32, capacity: usize, times: AnswerTimes) -> Self {
+        HistoryCache {
+            chunk_events: i64::from(chunk_events.max(1)),
+            capacity,
+            times,
+            cache: Mutex::new(Cache {
+                frames: LruCache::new_unbounded(),
+                bytes: 0,
+            }),
+            known: Mutex::new(LruCache::new(KNOWN_LOGS)),
+        }
+    }
+
+    /// A read of `resource`'s events after `since` returned `rows` rows:
+    /// its log has reached `since + rows`.
+    pub fn learn(&self, resource: &ResourceRef, since: i64, rows: u64) {
+        if rows == 0 {
+            return;
+        }
+        let reached = since
+            .max(0)
+            .saturating_add(i64::try_from(rows).unwrap_or(i64::MAX));
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        match known.get_mut(resource) {
+            Some(last) => *last = (*last).max(reached),
+            None => {
+                known.insert(resource.clone(), reached);
+            }
+        }
+    }
+
+    /// The last sequence `resource`'s log is known to have reached.
+    pub(super) fn known_last(&self, resource: &ResourceRef) -> Option<i64> {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        known.get(resource).copied()
+    }
+
+    pub(super) fn get(&self, key: &(ResourceRef, i64)) -> Option<Chunk> {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.frames.get(key).cloned()
+    }
+
+    /// Where the cached frame of `resource`'s chunk `index` ends, without
+    /// touching its place in the LRU order.
+    pub(super) fn cached_end(&self, resource: &ResourceRef, index: i64) -> Option<i64> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .frames
+            .peek(&(resource.clone(), index))
+            .map(|chunk| chunk.end)
+    }
+
+    /// Keep `chunk`, evicting the least recently used frames to make room.
+    /// A frame larger than an eighth of the cache is not kept: one huge
+    /// chunk must not flush everything else.
+    pub(super) fn put(&self, key: (ResourceRef, i64), chunk: Chunk) {
+        if chunk.frame.len() > self.capacity / 8 {
+            return;
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let size = chunk.frame.len();
+        if let Some(old) = cache.frames.insert(key, chunk) {
+            cache.bytes -= old.frame.len();
+        }
+        cache.bytes += size;
+        while cache.bytes > self.capacity {
+            match cache.frames.remove_lru() {
+                Some((_, evicted)) => cache.bytes -= evicted.frame.len(),
+                None => break,
+            }
+        }
+        metrics::gauge!("abstore_history_cache_bytes").set(cache.bytes as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ResourceKind;
+
+    #[test]
+    fn a_log_is_known_once_a_read_shows_an_event() {
+        let cache = HistoryCache::new(10, 800, AnswerTimes::default());
+        let r = ResourceRef::new(ResourceKind::Build, "b");
+        // No read yet, or one that found nothing: nothing known.
+        assert_eq!(cache.known_last(&r), None);
+        cache.learn(&r, 0, 0);
+        assert_eq!(cache.known_last(&r), None);
+        cache.learn(&r, 0, 9);
+        assert_eq!(cache.known_last(&r), Some(9));
+        // A tail read after 5 that found 7 rows: the log reached 12.
+        cache.learn(&r, 5, 7);
+        assert_eq!(cache.known_last(&r), Some(12));
+        // A read that found nothing, or less than is known, teaches nothing.
+        cache.learn(&r, 40, 0);
+        cache.learn(&r, -3, 10);
+        assert_eq!(cache.known_last(&r), Some(12));
+        cache.learn(&r, 12, 30);
+        assert_eq!(cache.known_last(&r), Some(42));
+    }
+
+    #[test]
+    fn the_cache_keeps_its_bound_by_evicting_the_least_recently_used() {
+        let cache = HistoryCache::new(10, 800, AnswerTimes::default());
+        let r = ResourceRef::new(ResourceKind::Build, "b");
+        let chunk = |size| Chunk {
+            end: 10,
+            frame: Bytes::from(vec![0u8; size]),
+        };
+        for i in 0..10 {
+            cache.put((r.clone(), i), chunk(100));
+        }
+        let held = (0..10).filter(|i| cache.get(&(r.clone(), *i)).is_some());
+        assert_eq!(held.collect::<Vec<_>>(), vec![2, 3, 4, 5, 6, 7, 8, 9]);
+        // Too large for the cache (over an eighth): sent, never kept.
+        cache.put((r.clone(), 99), chunk(101));
+        assert!(cache.get(&(r.clone(), 99)).is_none());
+    }
+}
