@@ -2,8 +2,12 @@
 //!
 //! The history cache's read (`crate::history`) compresses its answers itself,
 //! and must pick exactly the encoding the compression layer would have
-//! picked for the same request. tower-http's negotiation is crate-private,
-//! so its rule is restated here: entries of every `Accept-Encoding` header,
+//! picked for the same request. tower-http's negotiation cannot be called:
+//! in tower-http 0.6.11 `Encoding`, `Encoding::from_headers` and
+//! `encodings` (src/content_encoding.rs) are all `pub(crate)`, and the
+//! compression layer exposes only its choice of predicate, not its choice of
+//! coding. So its rule is restated here, and tests/it/history_cache.rs checks
+//! the two agree through the binary: entries of every `Accept-Encoding` header,
 //! unknown codings and malformed q-values ignored, `q=0` refused, and the
 //! highest q-value wins, ties going to zstd, then brotli, then gzip, then
 //! identity. Only zstd is answered from the history cache: it is what

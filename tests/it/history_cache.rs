@@ -1,10 +1,10 @@
-//! Sealed history chunks (src/http/sealed.rs) through the binary, on a
-//! SQLite file and on PostgreSQL: a zstd read spanning sealed chunks is
+//! The history cache (src/history/) through the binary, on a SQLite file
+//! and on PostgreSQL: a zstd read spanning complete chunks is
 //! exactly the identity answer for every `since` (before, on and after
 //! chunk boundaries), for build logs and repository journals, from the
 //! database the first time and from the cache after; where a log ends is
 //! learnt from the reads (a log's first read is an ordinary one); logs that
-//! grow seal new chunks; a log shorter than a chunk is answered from its
+//! grow complete new chunks; a log shorter than a chunk is answered from its
 //! cached prefix, made again only once it grew a quarter of a chunk; the
 //! cache keeps its byte bound; a client that leaves mid-answer leaves the
 //! server serving.
@@ -103,7 +103,7 @@ async fn get(url: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
 }
 
 /// Every `since` of `events` (a log of `last` events) read in zstd equals
-/// the identity read; a range spanning a sealed chunk comes in zstd.
+/// the identity read; a range spanning a complete chunk comes in zstd.
 async fn same_answers(events: &str, last: i64) {
     let sinces = [
         -3,
@@ -149,7 +149,7 @@ async fn chunks_read(c: &reqwest::Client, metrics: &str) -> f64 {
     metric(c, metrics, name).await.unwrap_or(0.0)
 }
 
-async fn sealed_chunks(database: &str) {
+async fn complete_chunks(database: &str) {
     let (server, metrics) = server(database, &[]).await;
     let base = server.url().to_owned();
     let c = client();
@@ -169,12 +169,12 @@ async fn sealed_chunks(database: &str) {
     // Then: chunks from the database; again: from the cache.
     same_answers(&log, 30).await;
     let from_db = chunks_read(&c, &metrics).await;
-    assert!(from_db >= 3.0, "three chunks sealed: {from_db}");
+    assert!(from_db >= 3.0, "three chunks complete: {from_db}");
     same_answers(&log, 30).await;
     let again = chunks_read(&c, &metrics).await;
     assert_eq!(
         again, from_db,
-        "the second round reads no sealed chunk again"
+        "the second round reads no complete chunk again"
     );
     let cached = metric(
         &c,
@@ -189,7 +189,7 @@ async fn sealed_chunks(database: &str) {
     // The log grows across boundaries. The server learns it from its reads,
     // never asking the database: the first zstd read after the growth sends
     // the new events in its live tail after the cached prefix 25-30 (no
-    // chunk read), and teaches the next read to seal chunks 3 and 4 (seq
+    // chunk read), and teaches the next read to cache chunks 3 and 4 (seq
     // 25-40) and make the open chunk's prefix (41-43), once.
     append(&base, "/builds/grows/events", 13).await;
     let read_before = chunks_read(&c, &metrics).await;
@@ -309,7 +309,7 @@ async fn short_logs(database: &str) {
     zstd_read(6, false).await;
     zstd_read(6, false).await;
     seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
-    // Two more (8 in all, the whole first chunk): sealed, read once.
+    // Two more (8 in all, the whole first chunk): complete, read once.
     append(&base, "/builds/short/events", 2).await;
     zstd_read(8, false).await;
     zstd_read(8, false).await;
@@ -322,7 +322,7 @@ async fn short_logs(database: &str) {
             (1.0, 0.0), // the prefix 1-5 read and kept
             (1.0, 1.0), // then copied
             (1.0, 3.0), // 6: prefix + tail, twice
-            (2.0, 5.0), // 8: prefix + tail; then chunk 0 sealed; then copied
+            (2.0, 5.0), // 8: prefix + tail; then chunk 0 complete; then copied
         ]
     );
 }
@@ -343,21 +343,21 @@ async fn short_logs_are_answered_from_their_prefix_on_postgres() {
 }
 
 #[tokio::test]
-async fn sealed_chunks_answer_every_range_exactly_on_a_sqlite_file() {
+async fn complete_chunks_answer_every_range_exactly_on_a_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
-    sealed_chunks(&database).await;
+    complete_chunks(&database).await;
 }
 
 #[tokio::test]
-async fn sealed_chunks_answer_every_range_exactly_on_sqlite_memory() {
-    sealed_chunks("sqlite::memory:").await;
+async fn complete_chunks_answer_every_range_exactly_on_sqlite_memory() {
+    complete_chunks("sqlite::memory:").await;
 }
 
 #[tokio::test]
-async fn sealed_chunks_answer_every_range_exactly_on_postgres() {
-    with_pg("sealed", |database| async move {
-        sealed_chunks(&database).await;
+async fn complete_chunks_answer_every_range_exactly_on_postgres() {
+    with_pg("history", |database| async move {
+        complete_chunks(&database).await;
     })
     .await;
 }
@@ -400,14 +400,75 @@ async fn the_history_cache_keeps_its_byte_bound() {
 }
 
 /// With the cache off (`--history-cache-bytes 0`) zstd reads take the
-/// ordinary path: no sealed chunk is ever counted.
+/// ordinary path: no chunk is ever counted.
 #[tokio::test]
-async fn a_zero_history_cache_turns_sealed_chunks_off() {
+async fn a_zero_history_cache_turns_the_cache_off() {
     let (server, metrics) = server("sqlite::memory:", &["--history-cache-bytes", "0"]).await;
     let base = server.url().to_owned();
     let c = client();
     build_with_events(&base, "b", 40).await;
     same_answers(&format!("{base}/builds/b/events"), 40).await;
-    let sealed = metric(&c, &metrics, "abstore_history_chunks_total").await;
-    assert!(sealed.is_none_or(|n| n == 0.0), "{sealed:?}");
+    let chunks = metric(&c, &metrics, "abstore_history_chunks_total").await;
+    assert!(chunks.is_none_or(|n| n == 0.0), "{chunks:?}");
+}
+
+/// The history cache answers in zstd exactly when the compression layer
+/// (tower-http) would have: `src/http/accept.rs` restates tower-http's
+/// negotiation, which cannot be called, so the two are compared here on the
+/// same log, the cache on and off, for every shape of `Accept-Encoding`.
+#[tokio::test]
+async fn the_cache_picks_zstd_exactly_when_the_compression_layer_would() {
+    let (cached, metrics) = server("sqlite::memory:", &[]).await;
+    let (plain, _) = server("sqlite::memory:", &["--history-cache-bytes", "0"]).await;
+    let cached_base = cached.url().to_owned();
+    let plain_base = plain.url().to_owned();
+    for base in [&cached_base, &plain_base] {
+        build_with_events(base, "neg", 3 * CHUNK as usize).await;
+    }
+    let read = |base: &str| format!("{base}/builds/neg/events?since=0");
+    // A first read teaches the cache where the log ends.
+    get(&read(&cached_base), "identity").await;
+    let c = client();
+    let before = metric(
+        &c,
+        &metrics,
+        "abstore_history_chunks_total{source=\"database\"}",
+    )
+    .await;
+    for accept in [
+        "zstd",
+        "gzip, deflate, br, zstd",
+        "identity, zstd",
+        "gzip;q=0.5, zstd;q=0.6",
+        "gzip;q=1, zstd;q=0.999",
+        "br, zstd;q=0.5",
+        "identity;q=1, zstd;q=0.9",
+        "zstd;q=0",
+        "zstd;q=0.000",
+        "zstd;q=2, gzip",
+        "zstd;q=0.1234, gzip;q=0.1",
+        "zstd;Q=0.5",
+        "ZSTD ; q=1.000",
+        "x-gzip, zstd;q=0.2",
+        "gzip, br",
+        "",
+    ] {
+        let (status_a, coding_a, body_a) = get(&read(&cached_base), accept).await;
+        let (status_b, coding_b, body_b) = get(&read(&plain_base), accept).await;
+        assert_eq!((status_a, status_b), (200, 200), "{accept:?}");
+        assert_eq!(coding_a, coding_b, "Accept-Encoding {accept:?}");
+        let events = |body: &[u8]| serde_json::from_slice::<Vec<Value>>(body).unwrap().len();
+        assert_eq!(events(&body_a), events(&body_b), "{accept:?}");
+    }
+    // The zstd answers came from the cache (its chunks were read once).
+    let after = metric(
+        &c,
+        &metrics,
+        "abstore_history_chunks_total{source=\"database\"}",
+    )
+    .await;
+    assert!(
+        after.unwrap_or(0.0) > before.unwrap_or(0.0),
+        "{before:?} → {after:?}"
+    );
 }
