@@ -75,6 +75,65 @@ fn unusable_settings_fail_with_one_clear_line() {
     );
 }
 
+/// Settings that contradict each other stop the start with one line naming
+/// both flags and their values, before the port is bound or the database
+/// created; a one-connection pool may stream (nothing else could).
+#[tokio::test]
+async fn contradicting_settings_stop_the_start_naming_both_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("never.db");
+    let database = format!("sqlite://{}", file.display());
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[
+                ("--max-wait-seconds", "30"),
+                ("--request-timeout-seconds", "34"),
+            ],
+            "error: --request-timeout-seconds (34) must exceed --max-wait-seconds (30) by at least 5 \
+             so held reads are never cut short",
+        ),
+        (
+            &[
+                ("--request-timeout-seconds", "60"),
+                ("--answer-deadline-seconds", "60"),
+            ],
+            "error: --answer-deadline-seconds (60) must exceed --request-timeout-seconds (60), \
+             so that only an answer its client takes too slowly is ever cut",
+        ),
+        (
+            &[
+                ("--max-json-body-bytes", "1048576"),
+                ("--max-stream-batch-bytes", "1000000"),
+            ],
+            "error: --max-json-body-bytes (1048576) must exceed --max-stream-batch-bytes (1000000) \
+             by at least 64 KiB, so a batch within its ceiling always fits its request",
+        ),
+        (
+            &[("--db-pool-size", "4"), ("--max-streamed-reads", "4")],
+            "error: --max-streamed-reads (4) must be below --db-pool-size (4): otherwise clients \
+             reading slowly could hold every database connection",
+        ),
+    ];
+    for (flags, message) in cases {
+        let server = flags.iter().fold(
+            Server::builder().database(&database),
+            |server, (flag, value)| server.flag(flag, value),
+        );
+        let (ok, stdout, stderr) = server.run();
+        assert!(!ok, "{flags:?} started");
+        assert!(!stdout.contains("listening"), "{flags:?}: {stdout}");
+        assert_eq!(stderr.trim_end(), message, "{flags:?}");
+        assert!(!file.exists(), "{flags:?}: the database was created");
+    }
+    let one = Server::builder()
+        .flag("--db-pool-size", "1")
+        .flag("--max-streamed-reads", "1")
+        .start()
+        .await;
+    let health = reqwest::get(format!("{}/health", one.url())).await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
 #[test]
 fn migrate_creates_a_usable_sqlite_database() {
     let dir = tempfile::tempdir().unwrap();

@@ -286,3 +286,84 @@ async fn signal_shutdown(token: CancellationToken) {
     tracing::info!("shutting down");
     token.cancel();
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+    use crate::config::Settings;
+    use crate::store::rows::AnswerTimes;
+
+    fn parse(flags: &[&str]) -> Settings {
+        let cli = Cli::try_parse_from(["abstore", "serve"].iter().chain(flags)).unwrap();
+        let Command::Serve(args) = cli.command else {
+            unreachable!("parsed a serve command line")
+        };
+        args.into_settings().unwrap()
+    }
+
+    /// The defaults docs/configuration.md lists arrive as typed values, in
+    /// the structs their subsystems run on.
+    #[test]
+    fn the_defaults_become_the_documented_settings() {
+        let settings = parse(&[]);
+        assert_eq!(settings.listen.to_string(), "127.0.0.1:8787");
+        assert_eq!(settings.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(settings.test_clock, None);
+        let store = &settings.store;
+        assert_eq!((store.pool_size, store.min_connections), (16, 4));
+        assert_eq!(store.acquire_timeout, Duration::from_millis(10_000));
+        assert_eq!(
+            store.unavailable_acquire_timeout,
+            Duration::from_millis(250)
+        );
+        assert_eq!(store.max_streamed_reads, 8);
+        assert!(store.migrate && store.exclusive);
+        assert_eq!(
+            store.answer_times,
+            AnswerTimes {
+                stall: Duration::from_secs(30),
+                deadline: Duration::from_secs(300),
+            }
+        );
+        assert_eq!(store.retention.prune_limit, 1000);
+        assert_eq!(settings.retention_source, None);
+        let limits = &settings.limits;
+        assert_eq!(limits.max_wait, Duration::from_secs(30));
+        assert_eq!(limits.request_timeout, Duration::from_secs(60));
+        assert_eq!(limits.compress_min_bytes, Some(1024));
+        assert_eq!(limits.max_json_body_bytes, 4 * 1_048_576);
+        let cache = settings.history_cache.expect("the history cache is on");
+        assert_eq!((cache.chunk_events, cache.bytes), (256, 64 * 1_048_576));
+        let connections = &settings.connections;
+        assert_eq!(connections.max_connections, 16_384);
+        assert_eq!(connections.max_per_address, None);
+        assert_eq!(connections.deadlines.header_read, Duration::from_secs(10));
+        assert_eq!(connections.body_read, Duration::from_secs(10));
+        assert_eq!(settings.auth.revocation_refresh, Duration::from_secs(5));
+        assert!(!settings.auth.secret.is_given());
+    }
+
+    /// One flag turns compression off and, with it, the history cache;
+    /// the test clock is an instant from the moment it is parsed.
+    #[test]
+    fn one_flag_sets_every_subsystem_it_concerns() {
+        let settings = parse(&[
+            "--no-compression",
+            "--test-clock",
+            "2026-07-15T12:00:00.000Z",
+            "--db-pool-size",
+            "5",
+        ]);
+        assert_eq!(settings.limits.compress_min_bytes, None);
+        assert!(settings.history_cache.is_none());
+        assert_eq!(settings.test_clock, Some(1_784_116_800_000));
+        assert_eq!(settings.store.max_streamed_reads, 3);
+        let settings = parse(&["--history-cache-bytes", "0"]);
+        assert_eq!(settings.limits.compress_min_bytes, Some(1024));
+        assert!(settings.history_cache.is_none());
+    }
+}
