@@ -1,4 +1,4 @@
-//! Assembling a server from its configuration: clock, store, blobs,
+//! Assembling a server from its [`Settings`]: clock, store, blobs,
 //! catalogs, router; binding the listener; serving until shutdown.
 
 use std::sync::Arc;
@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::blobs::Blobs;
 use crate::clock::{Clock, SystemClock, TestClock};
-use crate::config::ServeConfig;
+use crate::config::{ConnectionSettings, Settings};
+use crate::connections::ConnectionLimits;
 use crate::held::{HeldReads, Notifier};
-use crate::http::{Access, AppState, Limits, SharedState, router};
-use crate::protocol::time::parse_iso;
+use crate::http::{Access, AppState, SharedState, router};
+use crate::protocol::time::format_iso;
 use crate::store::url::redact;
-use crate::store::{self, StoreOptions};
 
 pub struct App {
     listener: TcpListener,
@@ -23,107 +23,52 @@ pub struct App {
     grace: Duration,
     /// How often the revoked tokens are re-read (authenticated mode).
     revocation_refresh: Duration,
-    connection_limits: crate::connections::ConnectionLimits,
+    connection_limits: ConnectionLimits,
     metrics: Option<crate::metrics::MetricsServer>,
 }
 
 impl App {
     /// Bind the listeners, then open everything; fails with a clear message
-    /// on a port in use, a bad URL, an unreachable database, a catalog that
-    /// does not compile, a retention policy that does not load, or open mode
-    /// on a non-loopback address. The server stops when `shutdown` is
-    /// cancelled.
-    pub async fn build(args: &ServeConfig, shutdown: CancellationToken) -> anyhow::Result<App> {
-        // Settings that need no I/O are checked first, and the ports are
-        // bound before storage is touched: a start that fails (port in use)
-        // creates no data directory and runs no migration.
-        let test_clock = match &args.test_clock {
-            Some(text) => {
-                let now = parse_iso(text).with_context(|| {
-                    format!("--test-clock {text:?} is not an ISO-8601 UTC time")
-                })?;
-                Some(Arc::new(TestClock::new(now)))
-            }
-            None => None,
-        };
-        anyhow::ensure!(
-            args.request_timeout_seconds >= args.max_wait_seconds + 5,
-            "--request-timeout-seconds ({}) must exceed --max-wait-seconds ({}) by at least 5 so held reads are never cut short",
-            args.request_timeout_seconds,
-            args.max_wait_seconds
-        );
-        anyhow::ensure!(
-            args.answer_deadline_seconds > args.request_timeout_seconds,
-            "--answer-deadline-seconds ({}) must exceed --request-timeout-seconds ({}), \
-             so that only an answer its client takes too slowly is ever cut",
-            args.answer_deadline_seconds,
-            args.request_timeout_seconds
-        );
-        anyhow::ensure!(
-            args.max_json_body_bytes >= args.max_stream_batch_bytes.saturating_add(64 * 1024),
-            "--max-json-body-bytes ({}) must exceed --max-stream-batch-bytes ({}) by at least 64 KiB, \
-             so a batch within its ceiling always fits its request",
-            args.max_json_body_bytes,
-            args.max_stream_batch_bytes
-        );
-        let retention = store::retention::Retention::load(
-            args.retention_policy.as_deref(),
-            args.retention_prune_limit,
-        )?;
-        // The accepted client identities and their catalogs (compiled once).
+    /// on a port in use, an unreachable database, a catalog that does not
+    /// compile, or open mode on a non-loopback address (what needs no I/O
+    /// was checked when `settings` were parsed). The server stops when
+    /// `shutdown` is cancelled.
+    pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<App> {
+        // The ports are bound before storage is touched: a start that fails
+        // (port in use) creates no data directory and runs no migration.
+        // First the accepted client identities and their catalogs (compiled
+        // once), and the secret.
         let clients = crate::protocol::Clients::resolve(
-            &args.accept_clients,
-            args.autobuild_version.as_deref(),
-            args.catalog.as_deref(),
+            &settings.clients.accept,
+            settings.clients.autobuild_version.as_deref(),
+            settings.clients.catalog.as_deref(),
         )?;
-        let secret = resolve_secret(args)?;
-        let hosts = host_check(args, secret.is_some());
-        let listener = TcpListener::bind(args.listen)
+        let secret = resolve_secret(&settings)?;
+        let hosts = host_check(&settings, secret.is_some());
+        let listener = TcpListener::bind(settings.listen)
             .await
-            .with_context(|| format!("binding {}", args.listen))?;
-        let metrics = match args.metrics_listen {
+            .with_context(|| format!("binding {}", settings.listen))?;
+        let metrics = match settings.metrics_listen {
             Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
             None => None,
         };
-        if let Some(text) = &args.test_clock {
+        let test_clock = settings.test_clock.map(|now| {
             tracing::warn!(
-                "TEST CLOCK ENABLED: time is frozen at {text} and POST /_test/clock can change it; never use this in production"
+                "TEST CLOCK ENABLED: time is frozen at {} and POST /_test/clock can change it; never use this in production",
+                format_iso(now)
             );
-        }
+            Arc::new(TestClock::new(now))
+        });
         let clock: Arc<dyn Clock> = match &test_clock {
             Some(clock) => clock.clone(),
             None => Arc::new(SystemClock),
         };
-        let max_streamed_reads = args
-            .max_streamed_reads
-            .unwrap_or_else(|| StoreOptions::default_streamed_reads(args.db.db_pool_size));
-        anyhow::ensure!(
-            args.db.db_pool_size == 1 || max_streamed_reads < args.db.db_pool_size,
-            "--max-streamed-reads ({max_streamed_reads}) must be below --db-pool-size ({}): \
-             otherwise clients reading slowly could hold every database connection",
-            args.db.db_pool_size
-        );
         let notifier = Arc::new(Notifier::new());
-        let options = StoreOptions {
-            pool_size: args.db.db_pool_size,
-            min_connections: args.db.db_min_connections,
-            migrate: !args.no_migrate,
-            retention: retention.clone(),
-            bounds: args.bounds,
-            acquire_timeout: Duration::from_millis(args.db.db_acquire_timeout_ms),
-            unavailable_acquire_timeout: Duration::from_millis(
-                args.db.db_unavailable_acquire_timeout_ms,
-            ),
-            answer_times: answer_times(args),
-            max_streamed_reads,
-            exclusive: true,
-        };
-        let store = args
-            .db
+        let store = settings
             .database
-            .open(&options, clock.clone(), notifier.clone())
+            .open(&settings.store, clock.clone(), notifier.clone())
             .await
-            .with_context(|| format!("opening the database ({})", args.db.database))?;
+            .with_context(|| format!("opening the database ({})", settings.database))?;
         // Authenticated mode refuses revoked tokens from its first request:
         // a start that cannot read them fails.
         let revocations = match &secret {
@@ -132,15 +77,17 @@ impl App {
             )),
             None => None,
         };
-        let blobs = Blobs::open(&args.blobs)
-            .with_context(|| format!("opening the blob store ({})", redact(&args.blobs)))?;
+        let blobs = Blobs::open(&settings.blobs)
+            .with_context(|| format!("opening the blob store ({})", redact(&settings.blobs)))?;
         let held = HeldReads::new(
             store.clone(),
             notifier,
-            args.max_held_reads,
-            args.db.db_pool_size as usize,
+            settings.max_held_reads,
+            settings.store.pool_size as usize,
             shutdown.clone(),
         );
+        let connection_limits = connection_limits(&settings.connections);
+        let auth = &settings.auth;
         let state = Arc::new(AppState {
             store,
             blobs,
@@ -148,60 +95,39 @@ impl App {
                 clients,
                 secret,
                 clock,
-                max_token_lifetime: args.max_token_lifetime,
+                max_token_lifetime: auth.max_token_lifetime,
                 revocations,
                 hosts,
             },
-            limits: Limits {
-                max_artifact_bytes: args.max_artifact_bytes,
-                max_body_bytes: args.max_body_bytes,
-                max_json_body_bytes: args.max_json_body_bytes,
-                max_stream_batch_bytes: args.max_stream_batch_bytes,
-                max_wait: Duration::from_secs(args.max_wait_seconds),
-                request_timeout: Duration::from_secs(args.request_timeout_seconds),
-                max_concurrent_requests: usize::try_from(args.max_concurrent_requests)
-                    .unwrap_or(usize::MAX),
-                compress_min_bytes: (!args.no_compression).then_some(args.compress_min_bytes),
-            },
+            limits: settings.limits.clone(),
             held: Arc::new(held),
-            history: history_cache(args),
-            json_budget: crate::http::JsonBudget::new(args.max_json_memory_bytes),
-            stream_closes: tokio::sync::Semaphore::new(args.max_concurrent_stream_closes as usize),
+            history: settings.history_cache.map(|cache| {
+                Arc::new(crate::history::HistoryCache::new(
+                    cache.chunk_events,
+                    cache.bytes,
+                    settings.store.answer_times,
+                ))
+            }),
+            json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
+            stream_closes: tokio::sync::Semaphore::new(
+                settings.max_concurrent_stream_closes as usize,
+            ),
             test_clock,
             shutdown,
         });
-        crate::metrics::record_build_info(args.db.database.backend());
-        let max_connections = crate::connections::effective_max_connections(args.max_connections);
-        let max_per_address = args
-            .max_connections_per_address
-            .unwrap_or((max_connections / 4).max(1))
-            .min(max_connections);
+        crate::metrics::record_build_info(settings.database.backend());
         log_configuration(
-            args,
-            &catalog_source(args),
+            &settings,
             &state.access.clients.describe(),
-            &retention,
-            max_connections,
-            max_per_address,
-            max_streamed_reads,
+            &connection_limits,
         );
         Ok(App {
             listener,
             state,
             metrics,
-            grace: Duration::from_secs(args.shutdown_grace_seconds),
-            revocation_refresh: Duration::from_secs(args.revocation_refresh_seconds),
-            connection_limits: crate::connections::ConnectionLimits {
-                deadlines: crate::connections::Deadlines {
-                    header_read: Duration::from_secs(args.header_read_timeout_seconds),
-                    idle: Duration::from_secs(args.idle_timeout_seconds),
-                    answer_stall: Duration::from_secs(args.read_stall_timeout_seconds),
-                    answer_deadline: Duration::from_secs(args.answer_deadline_seconds),
-                },
-                body_read: Duration::from_secs(args.body_read_timeout_seconds),
-                max_connections,
-                max_per_address,
-            },
+            grace: settings.shutdown_grace,
+            revocation_refresh: auth.revocation_refresh,
+            connection_limits,
         })
     }
 
@@ -257,9 +183,10 @@ impl App {
 
 /// The secrets, creating the file first when `--create-secret-file` asks;
 /// without any, open mode, which a non-loopback address must opt into.
-fn resolve_secret(args: &ServeConfig) -> anyhow::Result<Option<crate::secret::Secret>> {
-    if args.create_secret_file
-        && let Some(path) = &args.secret.secret_file
+fn resolve_secret(settings: &Settings) -> anyhow::Result<Option<crate::secret::Secret>> {
+    let auth = &settings.auth;
+    if auth.create_secret_file
+        && let Some(path) = &auth.secret.file
         && !path.exists()
     {
         crate::secret::create_file(path)?;
@@ -270,21 +197,21 @@ fn resolve_secret(args: &ServeConfig) -> anyhow::Result<Option<crate::secret::Se
             path.display()
         );
     }
-    let secret = args.secret.resolve()?;
+    let secret = auth.secret.resolve()?;
+    let listen = settings.listen;
     match &secret {
         Some(secret) => tracing::info!(secrets = secret.len(), "authenticated mode"),
-        None if args.listen.ip().is_loopback() => tracing::warn!(
+        None if listen.ip().is_loopback() => tracing::warn!(
             "no token secret: open mode, every route is unauthenticated (loopback only)"
         ),
-        None if args.open => tracing::warn!(
-            listen = %args.listen,
+        None if auth.open => tracing::warn!(
+            %listen,
             "OPEN MODE ON A NETWORK ADDRESS (--open): every route is unauthenticated; anyone who reaches the port can read and write"
         ),
         None => anyhow::bail!(
-            "refusing to serve {} without a token secret: anyone who reaches the port could read and write. \
+            "refusing to serve {listen} without a token secret: anyone who reaches the port could read and write. \
              Give a secret with --secret-file PATH (ABSTORE_SECRET_FILE) or ABSTORE_SECRET, \
              or accept open mode explicitly with --open (ABSTORE_OPEN=true)",
-            args.listen
         ),
     }
     Ok(secret)
@@ -292,99 +219,91 @@ fn resolve_secret(args: &ServeConfig) -> anyhow::Result<Option<crate::secret::Se
 
 /// Open mode on a loopback address answers only loopback `Host` names and
 /// the `--allow-host` ones (`crate::http::HostCheck`); otherwise any.
-fn host_check(args: &ServeConfig, authenticated: bool) -> Option<crate::http::HostCheck> {
-    let guarded = !authenticated && args.listen.ip().is_loopback();
-    if !guarded && !args.allow_hosts.is_empty() {
+fn host_check(settings: &Settings, authenticated: bool) -> Option<crate::http::HostCheck> {
+    let guarded = !authenticated && settings.listen.ip().is_loopback();
+    let allowed = &settings.auth.allow_hosts;
+    if !guarded && !allowed.is_empty() {
         tracing::info!(
             "--allow-host has no effect: only open mode on a loopback address checks the Host"
         );
     }
-    guarded.then(|| crate::http::HostCheck::new(&args.allow_hosts))
+    guarded.then(|| crate::http::HostCheck::new(allowed))
 }
 
-fn catalog_source(args: &ServeConfig) -> String {
-    args.catalog
-        .as_ref()
-        .map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string())
+/// The connection caps in force: the global one lowered to what the
+/// open-file limit allows, the per-address one a quarter of it by default.
+fn connection_limits(asked: &ConnectionSettings) -> ConnectionLimits {
+    let max_connections = crate::connections::effective_max_connections(asked.max_connections);
+    let max_per_address = asked
+        .max_per_address
+        .unwrap_or((max_connections / 4).max(1))
+        .min(max_connections);
+    ConnectionLimits {
+        deadlines: asked.deadlines,
+        body_read: asked.body_read,
+        max_connections,
+        max_per_address,
+    }
 }
 
 /// One line with the effective settings (a connection cap lowered to the
 /// open-file limit shows the lowered value), passwords and secrets redacted.
-fn log_configuration(
-    args: &ServeConfig,
-    catalog: &str,
-    clients: &str,
-    retention: &store::retention::Retention,
-    max_connections: u32,
-    max_connections_per_address: u32,
-    max_streamed_reads: u32,
-) {
+fn log_configuration(settings: &Settings, clients: &str, connections: &ConnectionLimits) {
+    let Settings {
+        store,
+        limits,
+        auth,
+        ..
+    } = settings;
+    let deadlines = &connections.deadlines;
+    let seconds = |duration: Duration| duration.as_secs();
     tracing::info!(
-        listen = %args.listen,
-        database = %args.db.database,
-        db_pool_size = args.db.db_pool_size,
-        db_min_connections = args.db.db_min_connections.min(args.db.db_pool_size),
-        db_acquire_timeout_ms = args.db.db_acquire_timeout_ms,
-        db_unavailable_acquire_timeout_ms = args.db.db_unavailable_acquire_timeout_ms,
-        blobs = %redact(&args.blobs),
-        auth = if args.secret.secret.is_some() || args.secret.secret_file.is_some() { "token (secret redacted)" } else { "open" },
-        max_token_lifetime = %args.max_token_lifetime,
-        revocation_refresh_seconds = args.revocation_refresh_seconds,
-        allow_hosts = %args.allow_hosts.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        listen = %settings.listen,
+        database = %settings.database,
+        db_pool_size = store.pool_size,
+        db_min_connections = store.min_connections.min(store.pool_size),
+        db_acquire_timeout_ms = store.acquire_timeout.as_millis(),
+        db_unavailable_acquire_timeout_ms = store.unavailable_acquire_timeout.as_millis(),
+        blobs = %redact(&settings.blobs),
+        auth = if auth.secret.is_given() { "token (secret redacted)" } else { "open" },
+        max_token_lifetime = %auth.max_token_lifetime,
+        revocation_refresh_seconds = seconds(auth.revocation_refresh),
+        allow_hosts = %auth.allow_hosts.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         accept_clients = %clients,
-        max_artifact_bytes = args.max_artifact_bytes,
-        max_body_bytes = args.max_body_bytes,
-        max_json_body_bytes = args.max_json_body_bytes,
-        max_json_memory_bytes = args.max_json_memory_bytes,
-        max_stream_batch_bytes = args.max_stream_batch_bytes,
-        max_wait_seconds = args.max_wait_seconds,
-        max_held_reads = args.max_held_reads,
-        shutdown_grace_seconds = args.shutdown_grace_seconds,
-        request_timeout_seconds = args.request_timeout_seconds,
-        max_concurrent_requests = args.max_concurrent_requests,
-        max_connections,
-        max_connections_per_address,
-        header_read_timeout_seconds = args.header_read_timeout_seconds,
-        idle_timeout_seconds = args.idle_timeout_seconds,
-        body_read_timeout_seconds = args.body_read_timeout_seconds,
-        read_stall_timeout_seconds = args.read_stall_timeout_seconds,
-        answer_deadline_seconds = args.answer_deadline_seconds,
-        max_streamed_reads,
-        max_concurrent_stream_closes = args.max_concurrent_stream_closes,
-        compression = if args.no_compression { "off".to_owned() } else { format!("zstd, br, gzip from {} bytes", args.compress_min_bytes) },
-        history_cache = if history_cache(args).is_none() { "off".to_owned() } else { format!("{} bytes, chunks of {} events", args.history_cache_bytes, args.history_chunk_events) },
-        metrics_listen = ?args.metrics_listen,
-        catalog = %catalog,
-        retention = %retention.policy,
-        retention_source = %args.retention_policy.as_ref().map_or_else(|| "embedded".to_owned(), |p| p.display().to_string()),
-        retention_prune_limit = retention.prune_limit,
-        max_stream_chunks = args.bounds.max_stream_chunks,
-        max_stream_bytes = args.bounds.max_stream_bytes,
-        max_events_per_log = args.bounds.max_events_per_log,
-        max_artifact_revisions = args.bounds.max_artifact_revisions,
-        max_ticket_asset_revisions = args.bounds.max_ticket_asset_revisions,
-        max_ticket_assets = args.bounds.max_ticket_assets,
-        test_clock = ?args.test_clock,
-        migrate = !args.no_migrate,
+        max_artifact_bytes = limits.max_artifact_bytes,
+        max_body_bytes = limits.max_body_bytes,
+        max_json_body_bytes = limits.max_json_body_bytes,
+        max_json_memory_bytes = settings.json_memory_bytes,
+        max_stream_batch_bytes = limits.max_stream_batch_bytes,
+        max_wait_seconds = seconds(limits.max_wait),
+        max_held_reads = settings.max_held_reads,
+        shutdown_grace_seconds = seconds(settings.shutdown_grace),
+        request_timeout_seconds = seconds(limits.request_timeout),
+        max_concurrent_requests = limits.max_concurrent_requests,
+        max_connections = connections.max_connections,
+        max_connections_per_address = connections.max_per_address,
+        header_read_timeout_seconds = seconds(deadlines.header_read),
+        idle_timeout_seconds = seconds(deadlines.idle),
+        body_read_timeout_seconds = seconds(connections.body_read),
+        read_stall_timeout_seconds = seconds(deadlines.answer_stall),
+        answer_deadline_seconds = seconds(deadlines.answer_deadline),
+        max_streamed_reads = store.max_streamed_reads,
+        max_concurrent_stream_closes = settings.max_concurrent_stream_closes,
+        compression = match limits.compress_min_bytes { None => "off".to_owned(), Some(min) => format!("zstd, br, gzip from {min} bytes") },
+        history_cache = match settings.history_cache { None => "off".to_owned(), Some(cache) => format!("{} bytes, chunks of {} events", cache.bytes, cache.chunk_events) },
+        metrics_listen = ?settings.metrics_listen,
+        catalog = %settings.clients.catalog.as_ref().map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string()),
+        retention = %store.retention.policy,
+        retention_source = %settings.retention_source.as_ref().map_or_else(|| "embedded".to_owned(), |p| p.display().to_string()),
+        retention_prune_limit = store.retention.prune_limit,
+        max_stream_chunks = store.bounds.max_stream_chunks,
+        max_stream_bytes = store.bounds.max_stream_bytes,
+        max_events_per_log = store.bounds.max_events_per_log,
+        max_artifact_revisions = store.bounds.max_artifact_revisions,
+        max_ticket_asset_revisions = store.bounds.max_ticket_asset_revisions,
+        max_ticket_assets = store.bounds.max_ticket_assets,
+        test_clock = ?settings.test_clock.map(format_iso),
+        migrate = store.migrate,
         "configuration"
     );
-}
-
-/// The history cache, unless compression or the cache is off.
-fn history_cache(args: &ServeConfig) -> Option<Arc<crate::history::HistoryCache>> {
-    (!args.no_compression && args.history_cache_bytes > 0).then(|| {
-        Arc::new(crate::history::HistoryCache::new(
-            args.history_chunk_events,
-            args.history_cache_bytes,
-            answer_times(args),
-        ))
-    })
-}
-
-/// How long a streamed answer may take its client.
-fn answer_times(args: &ServeConfig) -> store::rows::AnswerTimes {
-    store::rows::AnswerTimes {
-        stall: Duration::from_secs(args.read_stall_timeout_seconds),
-        deadline: Duration::from_secs(args.answer_deadline_seconds),
-    }
 }

@@ -1,109 +1,142 @@
-//! The server's settings, as [`App::build`](crate::app::App::build) takes
-//! them. The command line (`src/cli/`) fills them from flags and `ABSTORE_*`
-//! variables, where each one's meaning, default and bounds are documented
-//! (`abstore serve --help`, docs/configuration.md); the names here are the
-//! flags' names. The database URL arrives parsed: one parser for every
-//! command ([`DatabaseUrl`]).
+//! The settings `abstore serve` runs on, as
+//! [`App::build`](crate::app::App::build) takes them: one typed value per
+//! subsystem, the very struct that subsystem runs on wherever it has one
+//! ([`StoreOptions`], [`Bounds`](crate::store::Bounds), [`Limits`], [`Deadlines`]), parsed and
+//! checked once by the command line (`src/cli/serve/`), which documents
+//! each flag's meaning, default and bounds (`abstore serve --help`,
+//! docs/configuration.md). Nothing here knows clap, and nothing is kept as
+//! text to be parsed again: durations are durations, the database URL is a
+//! [`DatabaseUrl`], the test clock an instant.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::store::{Bounds, DatabaseUrl};
+use crate::auth::MaxLifetime;
+use crate::connections::Deadlines;
+use crate::http::{AllowedHost, Limits};
+use crate::protocol::ClientIdentity;
+use crate::store::{DatabaseUrl, StoreOptions};
 
-/// `abstore serve`.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
+/// Everything `abstore serve` runs on.
+#[derive(Debug)]
+pub struct Settings {
+    /// The protocol's address (port 0 picks a free port).
     pub listen: SocketAddr,
-    pub db: DatabaseConfig,
-    pub blobs: String,
-    pub no_migrate: bool,
-    /// `--autobuild-version`: the one accepted version, protocol 2 (the
-    /// older form of `--accept-client VERSION/2`).
-    pub autobuild_version: Option<String>,
-    /// `--accept-client`: the accepted client identities, in order.
-    pub accept_clients: Vec<crate::protocol::ClientIdentity>,
-    pub max_artifact_bytes: usize,
-    pub max_body_bytes: usize,
-    pub max_json_body_bytes: usize,
-    pub max_json_memory_bytes: usize,
-    pub max_stream_batch_bytes: usize,
-    pub max_wait_seconds: u64,
+    /// Where Prometheus metrics are served; `None`: nowhere.
     pub metrics_listen: Option<SocketAddr>,
-    pub request_timeout_seconds: u64,
-    pub max_concurrent_requests: u64,
-    pub shutdown_grace_seconds: u64,
-    pub max_connections: u32,
-    pub max_connections_per_address: Option<u32>,
-    pub header_read_timeout_seconds: u64,
-    pub idle_timeout_seconds: u64,
-    pub body_read_timeout_seconds: u64,
-    pub read_stall_timeout_seconds: u64,
-    pub answer_deadline_seconds: u64,
-    pub max_streamed_reads: Option<u32>,
-    pub max_concurrent_stream_closes: u32,
-    pub compress_min_bytes: u16,
-    pub no_compression: bool,
-    pub history_cache_bytes: usize,
-    pub history_chunk_events: u32,
-    pub max_held_reads: usize,
-    pub catalog: Option<PathBuf>,
-    pub retention_policy: Option<PathBuf>,
-    pub retention_prune_limit: u32,
-    /// `--max-stream-chunks`, `--max-events-per-log`, … (the collection bounds).
-    pub bounds: Bounds,
-    pub secret: SecretConfig,
-    pub open: bool,
-    pub create_secret_file: bool,
-    pub test_clock: Option<String>,
-    /// `--allow-host`: names an open-mode loopback server answers besides
-    /// the loopback ones.
-    pub allow_hosts: Vec<crate::http::AllowedHost>,
-    pub max_token_lifetime: crate::auth::MaxLifetime,
-    pub revocation_refresh_seconds: u64,
-}
-
-/// The database and its connection pool.
-#[derive(Debug, Clone)]
-pub struct DatabaseConfig {
+    /// How long in-flight requests may run after SIGTERM/SIGINT.
+    pub shutdown_grace: Duration,
+    /// The instant (ms since the epoch) a frozen test clock starts at;
+    /// `None`: the system clock, and no `/_test/clock`.
+    pub test_clock: Option<i64>,
     pub database: DatabaseUrl,
-    pub db_pool_size: u32,
-    pub db_min_connections: u32,
-    pub db_acquire_timeout_ms: u64,
-    pub db_unavailable_acquire_timeout_ms: u64,
+    /// The store's pool, migrations, retention, bounds and streamed reads.
+    pub store: StoreOptions,
+    /// The `--retention-policy` file (or `none`) `store.retention` was
+    /// loaded from; `None`: the embedded policy. For the configuration line.
+    pub retention_source: Option<PathBuf>,
+    /// The blob location (a directory or a URL), opened by
+    /// [`Blobs::open`](crate::blobs::Blobs::open).
+    pub blobs: String,
+    pub clients: ClientSettings,
+    pub auth: AuthSettings,
+    /// Body ceilings, the held-read ceiling, the request timeout and
+    /// concurrency, compression.
+    pub limits: Limits,
+    /// The memory all parsed request bodies may hold at once, in bytes.
+    pub json_memory_bytes: usize,
+    /// Stream closes assembling their documents at once.
+    pub max_concurrent_stream_closes: u32,
+    /// Held reads allowed at once in this process.
+    pub max_held_reads: usize,
+    /// The history cache; `None` when it or compression is off.
+    pub history_cache: Option<HistoryCacheSettings>,
+    pub connections: ConnectionSettings,
 }
 
-/// Where the token signing secret comes from; none means open mode.
+/// The client identities accepted and the catalogs that serve them,
+/// resolved by [`Clients::resolve`](crate::protocol::Clients::resolve).
+#[derive(Debug, Clone, Default)]
+pub struct ClientSettings {
+    /// The accepted identities, in order (the first is the one `/health`
+    /// reports); empty: the default one.
+    pub accept: Vec<ClientIdentity>,
+    /// The one accepted version, with protocol 2 (the older form of one
+    /// accepted identity; never together with `accept`).
+    pub autobuild_version: Option<String>,
+    /// A directory replacing the embedded catalogs.
+    pub catalog: Option<PathBuf>,
+}
+
+/// Authentication and the guards of open mode.
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    pub secret: SecretSource,
+    /// Open mode is allowed on a non-loopback address.
+    pub open: bool,
+    /// A missing secret file is created with a fresh secret.
+    pub create_secret_file: bool,
+    /// Names an open-mode loopback server answers besides the loopback ones.
+    pub allow_hosts: Vec<AllowedHost>,
+    pub max_token_lifetime: MaxLifetime,
+    /// How often the revoked tokens are re-read (authenticated mode).
+    pub revocation_refresh: Duration,
+}
+
+/// The history cache that answers whole-history reads in zstd.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryCacheSettings {
+    /// Sequence numbers per history chunk.
+    pub chunk_events: u32,
+    /// Bytes of compressed frames kept (at least 1).
+    pub bytes: usize,
+}
+
+/// The connection-level bounds as asked for. The caps in force are
+/// [`ConnectionLimits`](crate::connections::ConnectionLimits), which the
+/// open-file limit may lower at start.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionSettings {
+    pub deadlines: Deadlines,
+    /// Longest a request body may go without data.
+    pub body_read: Duration,
+    /// Connections open at once.
+    pub max_connections: u32,
+    /// Connections open at once from one client address; `None`: a quarter
+    /// of the cap in force.
+    pub max_per_address: Option<u32>,
+}
+
+/// Where the token signing secret comes from; neither a value nor a file
+/// means open mode. `Debug` by hand: the secret itself is never printed.
 #[derive(Clone, Default)]
-pub struct SecretConfig {
-    pub secret: Option<String>,
-    pub secret_file: Option<PathBuf>,
-    pub allow_weak_secret: bool,
-    pub allow_insecure_secret_file: bool,
+pub struct SecretSource {
+    /// The secrets themselves (`--secret` or `ABSTORE_SECRET`).
+    pub value: Option<String>,
+    /// A file holding them, reloadable.
+    pub file: Option<PathBuf>,
+    pub rules: crate::secret::Rules,
 }
 
-impl std::fmt::Debug for SecretConfig {
+impl std::fmt::Debug for SecretSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretConfig")
-            .field("secret", &self.secret.as_ref().map(|_| "REDACTED"))
-            .field("secret_file", &self.secret_file)
-            .field("allow_weak_secret", &self.allow_weak_secret)
-            .field(
-                "allow_insecure_secret_file",
-                &self.allow_insecure_secret_file,
-            )
+        f.debug_struct("SecretSource")
+            .field("value", &self.value.as_ref().map(|_| "REDACTED"))
+            .field("file", &self.file)
+            .field("rules", &self.rules)
             .finish()
     }
 }
 
-impl SecretConfig {
+impl SecretSource {
+    /// Whether a secret is given at all (authenticated mode).
+    pub fn is_given(&self) -> bool {
+        self.value.is_some() || self.file.is_some()
+    }
+
+    /// Read and check the secrets; `None`: open mode.
     pub fn resolve(&self) -> anyhow::Result<Option<crate::secret::Secret>> {
-        crate::secret::Secret::resolve(
-            self.secret.as_deref(),
-            self.secret_file.as_deref(),
-            crate::secret::Rules {
-                allow_weak: self.allow_weak_secret,
-                allow_insecure_file: self.allow_insecure_secret_file,
-            },
-        )
+        crate::secret::Secret::resolve(self.value.as_deref(), self.file.as_deref(), self.rules)
     }
 }

@@ -22,7 +22,6 @@
 //! - [`checks`]: the registry of checks, one module per spec section family.
 //! - [`fixtures`]: sample event writes from `fixtures/conformance/`.
 //! - [`runner`]: clock detection, filtering, bounded concurrency, reporting.
-//! - [`spawn`]: start, stop and restart an `abstore` binary for tests.
 //! - [`token`]: section 7 bearer tokens (HMAC-SHA256), minted from the secret.
 //! - [`util`]: time arithmetic, unique names, percent-encoding, base64, sha256.
 
@@ -30,7 +29,6 @@ pub mod checks;
 pub mod client;
 pub mod fixtures;
 pub mod runner;
-pub mod spawn;
 pub mod token;
 pub mod util;
 
@@ -40,4 +38,3 @@ pub use checks::{
 };
 pub use client::{Ctx, PROTOCOL_VERSION, Res, Resp, Tls};
 pub use runner::{Outcome, Report, authenticate, run_checks};
-pub use spawn::Server;

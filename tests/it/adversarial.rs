@@ -16,30 +16,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abstore_conformance::Server;
 use abstore_conformance::fixtures::{build_event, repo_event, session_event};
 use abstore_conformance::token;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::support::{self, Raw, Reply, enc, rss_kib, with_pg};
-
-/// `abstore serve` from the release binary on `database`, `memory://` blobs.
-async fn start(bin: &str, database: &str, extra: &[&str]) -> Server {
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        "memory://",
-    ];
-    args.extend_from_slice(extra);
-    Server::start(bin, &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting {bin} {args:?}: {e:#}"))
-}
+use crate::support::{self, Raw, Reply, Server, ServerBuilder, enc, rss_kib, with_pg};
 
 /// The server still answers and its process is alive.
 async fn still_up(server: &mut Server, what: &str) {
@@ -466,7 +448,7 @@ fn write_extremes(seeded: &Seeded) -> Vec<Raw<'static>> {
 }
 
 async fn extremes(database: &str, secret: Option<&str>, extra: &[&str]) {
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
     let mut args = vec![
@@ -482,7 +464,7 @@ async fn extremes(database: &str, secret: Option<&str>, extra: &[&str]) {
     if let Some(secret) = secret {
         args.extend(["--secret", secret]);
     }
-    let mut server = start(&bin, database, &args).await;
+    let mut server = release.database(database).args(&args).start().await;
     let base = server.url().to_owned();
     let token = secret.map(|s| token::mint(s, &token::admin_scope(now_ms() + 3_600_000)));
     let seeded = seed(&base, token.as_deref()).await;
@@ -620,13 +602,12 @@ async fn stalled_reader(base: &str) -> tokio::net::TcpStream {
 /// hold a connection, the rest are refused `503` before any byte, and every
 /// held one is cut at the answer deadline however it reads.
 async fn slow_readers(database: &str) {
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
-    let mut server = start(
-        &bin,
-        database,
-        &[
+    let mut server = release
+        .database(database)
+        .args([
             "--db-pool-size",
             "4",
             "--db-acquire-timeout-ms",
@@ -640,9 +621,9 @@ async fn slow_readers(database: &str) {
             "--answer-deadline-seconds",
             "12",
             "--no-compression",
-        ],
-    )
-    .await;
+        ])
+        .start()
+        .await;
     let base = server.url().to_owned();
     long_history(&base).await;
     let mut stalled = Vec::new();
@@ -720,13 +701,11 @@ async fn slow_readers_cannot_starve_the_pool_on_postgres() {
 /// silent ones are closed at the header-read bound.
 #[tokio::test(flavor = "multi_thread")]
 async fn silent_connections_cannot_fill_the_server() {
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
-    let mut server = start(
-        &bin,
-        "sqlite::memory:",
-        &[
+    let mut server = release
+        .args([
             "--max-connections",
             "64",
             "--max-connections-per-address",
@@ -735,9 +714,9 @@ async fn silent_connections_cannot_fill_the_server() {
             "2",
             "--idle-timeout-seconds",
             "600",
-        ],
-    )
-    .await;
+        ])
+        .start()
+        .await;
     let addr = server.url().trim_start_matches("http://").to_owned();
     let mut silent = Vec::new();
     for _ in 0..64 {
@@ -785,15 +764,13 @@ async fn silent_connections_cannot_fill_the_server() {
 /// budget), never with a dropped connection.
 #[tokio::test(flavor = "multi_thread")]
 async fn dense_json_bodies_stay_within_the_parsing_budget() {
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
-    let mut server = start(
-        &bin,
-        "sqlite::memory:",
-        &["--max-json-memory-bytes", "67108864"],
-    )
-    .await;
+    let mut server = release
+        .args(["--max-json-memory-bytes", "67108864"])
+        .start()
+        .await;
     let base = server.url().to_owned();
     let pid = server.pid().expect("pid");
     Raw::new("POST", "/builds", None)
@@ -855,20 +832,18 @@ async fn dense_json_bodies_stay_within_the_parsing_budget() {
 /// chunk and every tree at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_closes_of_dense_streams_stay_within_the_budget() {
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
-    let mut server = start(
-        &bin,
-        "sqlite::memory:",
-        &[
+    let mut server = release
+        .args([
             "--max-concurrent-stream-closes",
             "2",
             "--max-json-memory-bytes",
             "134217728",
-        ],
-    )
-    .await;
+        ])
+        .start()
+        .await;
     let base = server.url().to_owned();
     let pid = server.pid().expect("pid");
     Raw::new("POST", "/builds", None)
@@ -957,7 +932,7 @@ async fn concurrent_closes_of_dense_streams_stay_within_the_budget() {
 /// value would overflow later, in a connection or at the first request.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_bound_flag_at_its_edges_starts_or_is_refused_by_name() {
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
     let flags = [
@@ -1006,7 +981,7 @@ async fn every_bound_flag_at_its_edges_starts_or_is_refused_by_name() {
         for value in values {
             let output = tokio::time::timeout(
                 Duration::from_secs(20),
-                start_or_exit(&bin, &format!("{flag}={value}")),
+                start_or_exit(&release, &format!("{flag}={value}")),
             )
             .await
             .unwrap_or_else(|_| panic!("{flag} {value}: neither served nor exited"));
@@ -1032,43 +1007,24 @@ enum Outcome {
     Exited(String),
 }
 
-/// `abstore serve FLAG=VALUE`: served (`/health` answered `200`), or the
-/// process's stderr once it exited.
-async fn start_or_exit(bin: &str, setting: &str) -> Outcome {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-            setting,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn abstore");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        if let Some(url) = line.strip_prefix("abstore listening on ") {
+/// `abstore serve FLAG=VALUE` from `release`: served (`/health` answered
+/// `200`), or the process's stderr once it exited.
+async fn start_or_exit(release: &ServerBuilder, setting: &str) -> Outcome {
+    match release.clone().arg(setting).try_start().await {
+        Ok(server) => {
             let reply = Raw::new("GET", "/health", None)
-                .send(url)
+                .send(server.url())
                 .await
                 .unwrap_or_else(|e| panic!("{setting}: started but /health failed: {e}"));
             assert_eq!(reply.status, 200, "{setting}");
-            child.kill().await.ok();
-            return Outcome::Served;
+            Outcome::Served
+        }
+        Err(stopped) => {
+            let status = stopped
+                .status
+                .unwrap_or_else(|| panic!("{setting}: {stopped}"));
+            assert!(!status.success(), "{setting}: exited 0 without serving");
+            Outcome::Exited(stopped.stderr)
         }
     }
-    let output = child.wait_with_output().await.expect("abstore's output");
-    assert!(
-        !output.status.success(),
-        "{setting}: exited 0 without serving"
-    );
-    Outcome::Exited(String::from_utf8_lossy(&output.stderr).into_owned())
 }

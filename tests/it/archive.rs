@@ -13,22 +13,27 @@ use std::path::{Path, PathBuf};
 
 use abstore::blobs::{Blobs, blob_ref};
 use abstore_conformance::util::{b64, enc, random_hex};
-use abstore_conformance::{Ctx, Res, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, Res, all_checks, run_checks};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection as _, PgConnection};
 use support::{
-    archive_body as body, assert_same_archive_body as assert_same_body, export, import,
+    Server, archive_body as body, assert_same_archive_body as assert_same_body, export, import,
     path_text as s, run as abstore, run_ok as ok,
 };
 
-use crate::support::{CLOCK, VERSION};
+use crate::support::VERSION;
 
 fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
 async fn serve(database: &str, blobs: &str) -> Server {
-    support::start_with_args(database, blobs, &["--test-clock", CLOCK]).await
+    Server::builder()
+        .database(database)
+        .blobs(blobs)
+        .test_clock()
+        .start()
+        .await
 }
 
 fn ctx(server: &Server) -> Ctx {
@@ -811,9 +816,13 @@ async fn every_command_opens_the_file_a_percent_escaped_url_names() {
 /// A protocol-3 server on `database` and `blobs` (ticket assets are served
 /// to protocol-3 clients only).
 async fn serve_p3(database: &str, blobs: &str) -> Server {
-    let mut args = support::ACCEPT_PROTOCOL3.to_vec();
-    args.extend(["--test-clock", CLOCK]);
-    support::start_with_args(database, blobs, &args).await
+    Server::builder()
+        .database(database)
+        .blobs(blobs)
+        .accept_protocol3()
+        .test_clock()
+        .start()
+        .await
 }
 
 /// `(status, body)` of a protocol-3 request.

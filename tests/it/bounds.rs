@@ -6,10 +6,10 @@
 //! import recounting them; and the flags' own limits.
 
 use abstore_conformance::util::{b64, enc};
-use abstore_conformance::{Ctx, Res, Server};
+use abstore_conformance::{Ctx, Res};
 use serde_json::{Value, json};
 
-use crate::support::{self, ACCEPT_PROTOCOL3, CLOCK, VERSION, path_text};
+use crate::support::{self, Server, VERSION, path_text};
 
 /// Small bounds: 3 chunks or 1000 bytes a stream, 4 events a log, 3
 /// revisions an artifact kind or ticket asset, 2 live assets a ticket.
@@ -29,10 +29,14 @@ const BOUNDS: [&str; 12] = [
 ];
 
 async fn serve(database: &str, extra: &[&str]) -> Server {
-    let mut args = ACCEPT_PROTOCOL3.to_vec();
-    args.extend(["--test-clock", CLOCK, "--max-stream-batch-bytes", "2000"]);
-    args.extend_from_slice(extra);
-    support::start_with_args(database, "memory://", &args).await
+    Server::builder()
+        .database(database)
+        .accept_protocol3()
+        .test_clock()
+        .flag("--max-stream-batch-bytes", "2000")
+        .args(extra)
+        .start()
+        .await
 }
 
 /// The protocol-2 client, and a protocol-3 one for ticket assets.
@@ -351,49 +355,23 @@ async fn the_bounds_are_flags_and_variables_within_limits() {
         ("--max-ticket-asset-revisions", "0"),
         ("--max-ticket-assets", "0"),
     ] {
-        let (ok, _, stderr) = support::run(&[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            &format!("{flag}={value}"),
-        ]);
+        let (ok, _, stderr) = Server::builder().arg(&format!("{flag}={value}")).run();
         assert!(!ok, "{flag} {value} was accepted");
         assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
     }
-    let (ok, _, stderr) = support::run_with_env(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-        ],
-        &[("ABSTORE_MAX_TICKET_ASSETS", "0")],
-    );
+    let (ok, _, stderr) = Server::builder()
+        .env("ABSTORE_MAX_TICKET_ASSETS", "0")
+        .run();
     assert!(
         !ok && stderr.contains("ABSTORE_MAX_TICKET_ASSETS"),
         "{stderr}"
     );
 
     // Through the variable: one event a log.
-    let server = Server::start(
-        "env",
-        &[
-            "ABSTORE_MAX_EVENTS_PER_LOG=1",
-            support::bin(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-        ],
-    )
-    .await
-    .unwrap();
+    let server = Server::builder()
+        .env("ABSTORE_MAX_EVENTS_PER_LOG", "1")
+        .start()
+        .await;
     let (c, _) = clients(&server);
     let slug = c.with_events(Res::Build, 1).await.unwrap();
     refused(
@@ -595,7 +573,11 @@ async fn archive_with_an_open_stream(dir: &std::path::Path) -> (i64, std::path::
     let path = dir.join("source.db");
     let database = format!("sqlite://{}", path.display());
     let blobs = format!("file://{}", dir.join("blobs").display());
-    let mut server = support::start_with_args(&database, &blobs, &[]).await;
+    let mut server = Server::builder()
+        .database(&database)
+        .blobs(&blobs)
+        .start()
+        .await;
     let (c, _) = clients(&server);
     let (slug, _) = c.new_build().await.unwrap();
     let streams = format!("{}/streams", Res::Build.path(&slug));

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use support::run as abstore;
+use support::{Server, run as abstore};
 
 fn embedded_catalogs() -> String {
     format!("{}/catalog/catalogs", env!("CARGO_MANIFEST_DIR"))
@@ -42,53 +42,27 @@ fn catalog_check_rejects_a_broken_catalog_with_the_reason() {
     assert!(!stderr.contains("backtrace"), "{stderr}");
 
     // A server never starts with a catalog it cannot compile.
-    let (ok, _, stderr) = abstore(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-        "--blobs",
-        "memory://",
-        "--catalog",
-        dir.path().to_str().unwrap(),
-    ]);
+    let (ok, _, stderr) = Server::builder()
+        .flag("--catalog", dir.path().to_str().unwrap())
+        .run();
     assert!(!ok);
     assert!(stderr.contains("unknown actor kind \"robot\""), "{stderr}");
 }
 
 #[test]
 fn unusable_settings_fail_with_one_clear_line() {
-    let (ok, _, stderr) = abstore(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "mysql://db/x",
-    ]);
+    let (ok, _, stderr) = Server::builder().database("mysql://db/x").run();
     assert!(!ok);
     assert!(stderr.contains("unsupported --database URL"), "{stderr}");
-    let (ok, _, stderr) = abstore(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-        "--test-clock",
-        "yesterday",
-    ]);
+    let (ok, _, stderr) = Server::builder().flag("--test-clock", "yesterday").run();
     assert!(!ok);
     assert!(
         stderr.contains("--test-clock \"yesterday\" is not an ISO-8601 UTC time"),
         "{stderr}"
     );
-    let (ok, _, stderr) = abstore(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "postgres://nobody:secret@127.0.0.1:1/none",
-    ]);
+    let (ok, _, stderr) = Server::builder()
+        .database("postgres://nobody:secret@127.0.0.1:1/none")
+        .run();
     assert!(!ok);
     assert!(
         !stderr.contains(":secret@"),
@@ -99,6 +73,65 @@ fn unusable_settings_fail_with_one_clear_line() {
         stderr.to_lowercase().contains("refused"),
         "the cause is not named: {stderr}"
     );
+}
+
+/// Settings that contradict each other stop the start with one line naming
+/// both flags and their values, before the port is bound or the database
+/// created; a one-connection pool may stream (nothing else could).
+#[tokio::test]
+async fn contradicting_settings_stop_the_start_naming_both_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("never.db");
+    let database = format!("sqlite://{}", file.display());
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[
+                ("--max-wait-seconds", "30"),
+                ("--request-timeout-seconds", "34"),
+            ],
+            "error: --request-timeout-seconds (34) must exceed --max-wait-seconds (30) by at least 5 \
+             so held reads are never cut short",
+        ),
+        (
+            &[
+                ("--request-timeout-seconds", "60"),
+                ("--answer-deadline-seconds", "60"),
+            ],
+            "error: --answer-deadline-seconds (60) must exceed --request-timeout-seconds (60), \
+             so that only an answer its client takes too slowly is ever cut",
+        ),
+        (
+            &[
+                ("--max-json-body-bytes", "1048576"),
+                ("--max-stream-batch-bytes", "1000000"),
+            ],
+            "error: --max-json-body-bytes (1048576) must exceed --max-stream-batch-bytes (1000000) \
+             by at least 64 KiB, so a batch within its ceiling always fits its request",
+        ),
+        (
+            &[("--db-pool-size", "4"), ("--max-streamed-reads", "4")],
+            "error: --max-streamed-reads (4) must be below --db-pool-size (4): otherwise clients \
+             reading slowly could hold every database connection",
+        ),
+    ];
+    for (flags, message) in cases {
+        let server = flags.iter().fold(
+            Server::builder().database(&database),
+            |server, (flag, value)| server.flag(flag, value),
+        );
+        let (ok, stdout, stderr) = server.run();
+        assert!(!ok, "{flags:?} started");
+        assert!(!stdout.contains("listening"), "{flags:?}: {stdout}");
+        assert_eq!(stderr.trim_end(), message, "{flags:?}");
+        assert!(!file.exists(), "{flags:?}: the database was created");
+    }
+    let one = Server::builder()
+        .flag("--db-pool-size", "1")
+        .flag("--max-streamed-reads", "1")
+        .start()
+        .await;
+    let health = reqwest::get(format!("{}/health", one.url())).await.unwrap();
+    assert_eq!(health.status(), 200);
 }
 
 #[test]
@@ -114,20 +147,7 @@ fn migrate_creates_a_usable_sqlite_database() {
 
 #[tokio::test]
 async fn healthcheck_follows_readyz_and_responses_carry_request_ids() {
-    let server = abstore_conformance::Server::start(
-        env!("CARGO_BIN_EXE_abstore"),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-        ],
-    )
-    .await
-    .unwrap();
+    let server = Server::builder().start().await;
     let addr = server.url().trim_start_matches("http://").to_owned();
     let (ok, stdout, stderr) =
         tokio::task::spawn_blocking(move || abstore(&["healthcheck", "--listen", &addr]))
@@ -249,20 +269,7 @@ fn every_flag_and_variable_is_documented() {
 /// loses the answer nor reuses a connection the server then closes.
 #[tokio::test]
 async fn responses_before_the_body_close_the_connection_explicitly() {
-    let server = abstore_conformance::Server::start(
-        env!("CARGO_BIN_EXE_abstore"),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-        ],
-    )
-    .await
-    .unwrap();
+    let server = Server::builder().start().await;
     let client = reqwest::Client::new();
     let big =
         serde_json::json!({"parts": [{"type": "text-delta", "delta": "x".repeat(1_100_000)}]});
@@ -330,13 +337,11 @@ async fn a_server_whose_stdout_is_closed_serves_and_stops_on_sigterm() {
     let port = support::free_port();
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader); // nobody will ever read: the banner write fails
-    let mut child = tokio::process::Command::new(support::bin())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--database", "sqlite::memory:", "--blobs", "memory://"])
-        .stdin(std::process::Stdio::null())
+    let mut child = Server::builder()
+        .listen(&format!("127.0.0.1:{port}"))
+        .command()
         .stdout(writer)
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let health = format!("http://127.0.0.1:{port}/health");
@@ -381,7 +386,10 @@ async fn a_server_whose_stdout_is_closed_serves_and_stops_on_sigterm() {
 /// format abstore does not know is refused rather than read as text.
 #[test]
 fn bad_values_from_variables_name_the_variable_first() {
-    let (ok, _, stderr) = support::run_with_env(&["serve"], &[("ABSTORE_LISTEN", "bogus")]);
+    let (ok, _, stderr) = Server::builder()
+        .binary_defaults()
+        .env("ABSTORE_LISTEN", "bogus")
+        .run();
     assert!(!ok);
     let first = stderr.lines().next().unwrap_or_default();
     assert!(
@@ -431,16 +439,11 @@ fn bad_values_from_variables_name_the_variable_first() {
 async fn create_secret_file_makes_missing_directories_or_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("run/abstore/secret");
-    let server = support::start_with_args(
-        "sqlite::memory:",
-        "memory://",
-        &[
-            "--secret-file",
-            support::path_text(&secret),
-            "--create-secret-file",
-        ],
-    )
-    .await;
+    let server = Server::builder()
+        .flag("--secret-file", support::path_text(&secret))
+        .arg("--create-secret-file")
+        .start()
+        .await;
     assert!(secret.is_file(), "{}", server.stderr());
     #[cfg(unix)]
     {
@@ -454,18 +457,10 @@ async fn create_secret_file_makes_missing_directories_or_names_the_path() {
     let blocked = dir.path().join("blocked");
     std::fs::write(&blocked, "").unwrap();
     let inside = blocked.join("secret");
-    let (ok, _, stderr) = abstore(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-        "--blobs",
-        "memory://",
-        "--secret-file",
-        support::path_text(&inside),
-        "--create-secret-file",
-    ]);
+    let (ok, _, stderr) = Server::builder()
+        .flag("--secret-file", support::path_text(&inside))
+        .arg("--create-secret-file")
+        .run();
     assert!(!ok);
     assert!(
         stderr.contains(&format!("--secret-file {}", inside.display())),
@@ -479,24 +474,7 @@ async fn create_secret_file_makes_missing_directories_or_names_the_path() {
 #[tokio::test]
 async fn the_configuration_line_shows_the_effective_cap_and_latency_is_rounded() {
     // 1024 descriptors: 128 are kept for the database and blobs.
-    let script = "ulimit -n 1024 && exec \"$0\" \"$@\"";
-    let server = abstore_conformance::Server::start(
-        "sh",
-        &[
-            "-c",
-            script,
-            support::bin(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-        ],
-    )
-    .await
-    .unwrap();
+    let server = Server::builder().open_files(1024).start().await;
     let client = support::client();
     for _ in 0..5 {
         let answer = client

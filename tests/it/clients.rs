@@ -6,9 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support;
-
-const BOTH: &[&str] = &["--accept-client", "0.8.0/2", "--accept-client", "0.9.0/3"];
+use crate::support::Server;
 
 /// A client sending one identity.
 struct As {
@@ -65,7 +63,7 @@ fn provision_started() -> Value {
 
 #[tokio::test]
 async fn one_store_answers_each_accepted_client_by_its_own_catalogs() {
-    let server = support::start_with_args("sqlite::memory:", "memory://", BOTH).await;
+    let server = Server::builder().accept_protocol3().start().await;
     let old = As::new(server.url(), "0.8.0", "2");
     let new = As::new(server.url(), "0.9.0", "3");
 
@@ -178,7 +176,7 @@ async fn one_version_with_two_protocols_is_served_side_by_side() {
         "--accept-client",
         "0.9.0/3",
     ];
-    let server = support::start_with_args("sqlite::memory:", "memory://", &args).await;
+    let server = Server::builder().args(args).start().await;
     let released = As::new(server.url(), "0.8.0", "2");
     let main = As::new(server.url(), "0.8.0", "3");
 
@@ -238,7 +236,7 @@ async fn one_version_with_two_protocols_is_served_side_by_side() {
 /// an unknown route gives it (authorized as an unknown route, then `404`).
 #[tokio::test]
 async fn protocol_3_routes_are_unknown_routes_to_protocol_2_clients() {
-    let server = support::start_with_args("sqlite::memory:", "memory://", BOTH).await;
+    let server = Server::builder().accept_protocol3().start().await;
     let old = As::new(server.url(), "0.8.0", "2");
     let (status, _) = old.post("/repos", json!({"repo": "acme/w"})).await;
     assert_eq!(status, 200);
@@ -292,29 +290,11 @@ async fn protocol_3_routes_are_unknown_routes_to_protocol_2_clients() {
 
 #[tokio::test]
 async fn the_variable_takes_a_comma_separated_list() {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut child = tokio::process::Command::new(support::bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-        ])
+    let server = Server::builder()
         .env("ABSTORE_ACCEPT_CLIENTS", "0.9.0/3,0.8.0/2")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap();
-    let base = line
-        .strip_prefix("abstore listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
+        .start()
+        .await;
+    let base = server.url();
     let health: Value = reqwest::get(format!("{base}/health"))
         .await
         .unwrap()
@@ -326,21 +306,13 @@ async fn the_variable_takes_a_comma_separated_list() {
         json!({"ok": true, "autobuildVersion": "0.9.0", "protocolVersion": "3"})
     );
     for (version, protocol) in [("0.8.0", "2"), ("0.9.0", "3")] {
-        let (status, _) = As::new(&base, version, protocol).get("/builds").await;
+        let (status, _) = As::new(base, version, protocol).get("/builds").await;
         assert_eq!(status, 200, "{version}/{protocol}");
     }
-    child.kill().await.unwrap();
 }
 
 #[test]
 fn unusable_identities_stop_the_start_with_the_reason() {
-    let serve = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-    ];
     // A flat catalog directory: one set, no versions.json.
     let flat = tempfile::tempdir().unwrap();
     for document in ["build.json", "repository.json", "session.json"] {
@@ -349,8 +321,12 @@ fn unusable_identities_stop_the_start_with_the_reason() {
     }
     let flat = flat.path().to_str().unwrap().to_owned();
     let refused = |extra: &[&str], env: &[(&str, &str)]| {
-        let args: Vec<&str> = serve.iter().chain(extra).copied().collect();
-        let (ok, _, stderr) = support::run_with_env(&args, env);
+        let server = env
+            .iter()
+            .fold(Server::builder().args(extra), |server, (name, value)| {
+                server.env(name, value)
+            });
+        let (ok, _, stderr) = server.run();
         assert!(!ok, "{extra:?} {env:?} started");
         stderr
     };
@@ -404,12 +380,10 @@ fn unusable_identities_stop_the_start_with_the_reason() {
 /// `catalog/catalogs/` serves every identity it names.
 #[tokio::test]
 async fn the_older_flag_and_a_versioned_catalog_directory_keep_working() {
-    let server = support::start_with_args(
-        "sqlite::memory:",
-        "memory://",
-        &["--autobuild-version", "0.5.0"],
-    )
-    .await;
+    let server = Server::builder()
+        .flag("--autobuild-version", "0.5.0")
+        .start()
+        .await;
     let health = reqwest::get(format!("{}/health", server.url()))
         .await
         .unwrap()
@@ -427,9 +401,11 @@ async fn the_older_flag_and_a_versioned_catalog_directory_keep_working() {
         "autobuild version mismatch: client package \"0.8.0\" protocol \"2\", server package \"0.5.0\" protocol \"2\""
     );
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog/catalogs");
-    let mut args = BOTH.to_vec();
-    args.extend(["--catalog", dir]);
-    let server = support::start_with_args("sqlite::memory:", "memory://", &args).await;
+    let server = Server::builder()
+        .accept_protocol3()
+        .flag("--catalog", dir)
+        .start()
+        .await;
     let new = As::new(server.url(), "0.9.0", "3");
     let (status, _) = new
         .post("/builds", json!({"slug": "b", "repo": "acme/w"}))

@@ -17,12 +17,11 @@ use std::path::Path;
 use abstore_conformance::checks::is_mode_skip;
 use abstore_conformance::util::{b64, random_hex};
 use abstore_conformance::{
-    Ctx, Outcome, Report, Res, Server, all_checks, authenticate, checks_for, introduced_by,
-    run_checks,
+    Ctx, Outcome, Report, Res, all_checks, authenticate, checks_for, introduced_by, run_checks,
 };
 use serde_json::{Value, json};
 
-use crate::support::{CLOCK, VERSION, bin};
+use crate::support::{Server, VERSION, bin};
 
 /// A fresh 48-character signing secret.
 fn random_secret() -> String {
@@ -35,72 +34,36 @@ fn random_secret() -> String {
 /// `/health` reports.
 const EVERY_IDENTITY: [(&str, &str); 3] = [("0.8.0", "2"), ("0.8.0", "3"), ("0.9.0", "3")];
 
-fn serve_args(database: &str, blobs: &str, secret: Option<&str>) -> Vec<String> {
-    serve_args_first(database, blobs, secret, EVERY_IDENTITY[0])
-}
-
-/// As [`serve_args`], with `first` the first identity accepted (the one
-/// `/health` reports, which the runner's section 11 checks expect to be its
-/// own).
-fn serve_args_first(
-    database: &str,
-    blobs: &str,
-    secret: Option<&str>,
-    first: (&str, &str),
-) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        blobs,
-        "--test-clock",
-        CLOCK,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let others = EVERY_IDENTITY
-        .into_iter()
-        .filter(|identity| *identity != first);
-    for (version, protocol) in std::iter::once(first).chain(others) {
-        args.extend([
-            "--accept-client".to_owned(),
-            format!("{version}/{protocol}"),
-        ]);
-    }
-    if let Some(secret) = secret {
-        args.extend(["--secret".to_string(), secret.to_string()]);
-    }
-    args
-}
-
 async fn start(database: &str, blobs: &str) -> Server {
     start_with(database, blobs, None).await
 }
 
 async fn start_with(database: &str, blobs: &str, secret: Option<&str>) -> Server {
-    start_args(serve_args(database, blobs, secret)).await
+    start_first(database, blobs, secret, EVERY_IDENTITY[0]).await
 }
 
-/// A server accepting every identity, `first` first.
+/// A server accepting every identity, `first` first (the one `/health`
+/// reports, which the runner's section 11 checks expect to be its own).
 async fn start_first(
     database: &str,
     blobs: &str,
     secret: Option<&str>,
     first: (&str, &str),
 ) -> Server {
-    start_args(serve_args_first(database, blobs, secret, first)).await
-}
-
-async fn start_args(args: Vec<String>) -> Server {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match Server::start(bin(), &args).await {
-        Ok(s) => s,
-        Err(e) => panic!("starting abstore {args:?}: {e:#}"),
+    let mut server = Server::builder()
+        .database(database)
+        .blobs(blobs)
+        .test_clock();
+    let others = EVERY_IDENTITY
+        .into_iter()
+        .filter(|identity| *identity != first);
+    for (version, protocol) in std::iter::once(first).chain(others) {
+        server = server.flag("--accept-client", &format!("{version}/{protocol}"));
     }
+    if let Some(secret) = secret {
+        server = server.secret(secret);
+    }
+    server.start().await
 }
 
 /// Runs every check against `server`: the shipped protocol's as an 0.8.0
@@ -324,20 +287,7 @@ async fn conformance_postgres_as_0_8_0_3() {
 /// shipped protocol's checks exactly as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_sqlite_memory_default_identity() {
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-        "--blobs",
-        "memory://",
-        "--test-clock",
-        CLOCK,
-    ];
-    let server = Server::start(bin(), &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"));
+    let server = Server::builder().test_clock().start().await;
     let ctx = Ctx::new(server.url(), VERSION).expect("http client");
     let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
     let failures = report.failures();

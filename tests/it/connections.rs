@@ -8,26 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use abstore_conformance::Server;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-async fn start(args: &[&str]) -> Server {
-    let mut all = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-        "--blobs",
-        "memory://",
-    ];
-    all.extend_from_slice(args);
-    Server::start(env!("CARGO_BIN_EXE_abstore"), &all)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"))
-}
+use crate::support::Server;
 
 async fn connect(server: &Server) -> TcpStream {
     let addr = server.url().strip_prefix("http://").unwrap();
@@ -97,13 +82,11 @@ async fn closed_after(stream: &mut TcpStream) -> Duration {
 
 #[tokio::test]
 async fn a_request_head_sent_too_slowly_is_closed_at_the_header_read_timeout() {
-    let s = start(&[
-        "--header-read-timeout-seconds",
-        "1",
-        "--idle-timeout-seconds",
-        "600",
-    ])
-    .await;
+    let s = Server::builder()
+        .flag("--header-read-timeout-seconds", "1")
+        .flag("--idle-timeout-seconds", "600")
+        .start()
+        .await;
     let mut slow = connect(&s).await;
     slow.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         .await
@@ -117,13 +100,11 @@ async fn a_request_head_sent_too_slowly_is_closed_at_the_header_read_timeout() {
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
-    let s = start(&[
-        "--idle-timeout-seconds",
-        "1",
-        "--header-read-timeout-seconds",
-        "600",
-    ])
-    .await;
+    let s = Server::builder()
+        .flag("--idle-timeout-seconds", "1")
+        .flag("--header-read-timeout-seconds", "600")
+        .start()
+        .await;
     let mut idle = connect(&s).await;
     idle.write_all(format!("GET /health HTTP/1.1\r\n{HEADERS}\r\n").as_bytes())
         .await
@@ -140,13 +121,11 @@ async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
 /// (issue 33, finding 3).
 #[tokio::test]
 async fn a_connection_that_sends_nothing_is_closed_at_the_header_read_timeout() {
-    let s = start(&[
-        "--header-read-timeout-seconds",
-        "1",
-        "--idle-timeout-seconds",
-        "600",
-    ])
-    .await;
+    let s = Server::builder()
+        .flag("--header-read-timeout-seconds", "1")
+        .flag("--idle-timeout-seconds", "600")
+        .start()
+        .await;
     let mut silent = connect(&s).await;
     let took = closed_after(&mut silent).await;
     assert!(
@@ -167,13 +146,11 @@ async fn connect_from(server: &Server, source: &str) -> TcpStream {
 /// connection is answered `503`, while another address is still served.
 #[tokio::test]
 async fn one_address_cannot_take_every_connection() {
-    let s = start(&[
-        "--max-connections",
-        "10",
-        "--max-connections-per-address",
-        "2",
-    ])
-    .await;
+    let s = Server::builder()
+        .flag("--max-connections", "10")
+        .flag("--max-connections-per-address", "2")
+        .start()
+        .await;
     let _first = connect_from(&s, "127.0.0.1").await;
     let mut second = connect_from(&s, "127.0.0.1").await;
     second
@@ -195,13 +172,11 @@ async fn one_address_cannot_take_every_connection() {
 
 #[tokio::test]
 async fn a_held_read_outlives_the_connection_timeouts() {
-    let s = start(&[
-        "--idle-timeout-seconds",
-        "1",
-        "--header-read-timeout-seconds",
-        "1",
-    ])
-    .await;
+    let s = Server::builder()
+        .flag("--idle-timeout-seconds", "1")
+        .flag("--header-read-timeout-seconds", "1")
+        .start()
+        .await;
     let mut setup = connect(&s).await;
     let body = r#"{"repo":"acme/w"}"#;
     setup
@@ -234,13 +209,11 @@ async fn a_held_read_outlives_the_connection_timeouts() {
 
 #[tokio::test]
 async fn connections_over_the_cap_are_answered_503_and_the_cap_frees_up() {
-    let s = start(&[
-        "--max-connections",
-        "2",
-        "--max-connections-per-address",
-        "2",
-    ])
-    .await;
+    let s = Server::builder()
+        .flag("--max-connections", "2")
+        .flag("--max-connections-per-address", "2")
+        .start()
+        .await;
     let first = connect(&s).await;
     let mut second = connect(&s).await;
     // The second is served: both are under the cap.
@@ -274,7 +247,10 @@ async fn connections_over_the_cap_are_answered_503_and_the_cap_frees_up() {
 
 #[tokio::test]
 async fn a_body_that_stalls_is_answered_400() {
-    let s = start(&["--body-read-timeout-seconds", "1"]).await;
+    let s = Server::builder()
+        .flag("--body-read-timeout-seconds", "1")
+        .start()
+        .await;
     let mut stalled = connect(&s).await;
     stalled
         .write_all(
@@ -292,7 +268,7 @@ async fn a_body_that_stalls_is_answered_400() {
 
 #[tokio::test]
 async fn the_http_librarys_own_rejections_carry_the_json_error() {
-    let s = start(&[]).await;
+    let s = Server::builder().start().await;
     let too_many_headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
     let long_target = "a".repeat(70_000);
     let cases = [
@@ -345,7 +321,10 @@ fn memory_kib(pid: u32) -> (u64, u64) {
 async fn refused_large_bodies_are_drained_without_buffering_them() {
     const CLIENTS: usize = 20;
     const BODY: usize = 15 * 1_000_000;
-    let s = start(&["--secret", "connection-layer-test-secret-0123456789"]).await;
+    let s = Server::builder()
+        .secret("connection-layer-test-secret-0123456789")
+        .start()
+        .await;
     let pid = s.pid().unwrap();
     // Warm up the paths (a refused body once) before the baseline.
     let mut warm = connect(&s).await;
@@ -400,7 +379,7 @@ async fn refused_large_bodies_are_drained_without_buffering_them() {
 async fn accepted_connections_have_tcp_nodelay() {
     use crate::support::sockets::{has_tcp_nodelay, sockets_to};
 
-    let s = start(&[]).await;
+    let s = Server::builder().start().await;
     let mut conn = connect(&s).await;
     // Answered, so the server has accepted this connection.
     conn.write_all(format!("GET /health HTTP/1.1\r\n{HEADERS}\r\n").as_bytes())

@@ -26,7 +26,7 @@ use abstore_conformance::util::{b64, sha256_hex, unb64};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use support::{Raw, with_pg};
+use support::{Raw, Server, with_pg};
 
 const BUILDS: usize = 3;
 const WORKERS: usize = 6;
@@ -270,7 +270,11 @@ async fn verify(base: &str, acked: &Acked, cycle: usize) {
 async fn crash_cycles(database: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let blobs = format!("file://{}", dir.path().join("blobs").display());
-    let mut server = support::start(database, &blobs, None).await;
+    let mut server = Server::builder()
+        .database(database)
+        .blobs(&blobs)
+        .start()
+        .await;
     for i in 0..BUILDS {
         let body = json!({"slug": slug(i), "repo": "acme/crash"});
         post_ok(server.url(), "/builds", &body)

@@ -26,7 +26,7 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom as _;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use support::{Raw, enc, rss_kib, with_pg};
+use support::{Raw, Server, enc, rss_kib, with_pg};
 
 const DEFAULT_REQUESTS: usize = 2000;
 const DEFAULT_SEED: u64 = 0x0ab5_70e0;
@@ -473,31 +473,19 @@ async fn fire(
 }
 
 async fn fuzz(database: &str, secret: Option<&str>) {
-    let args_blobs = "memory://";
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        args_blobs,
-        // Held reads answer within a second, so `wait=` values cannot stall the run.
-        "--max-wait-seconds",
-        "1",
-        "--request-timeout-seconds",
-        "6",
-    ];
-    args.extend(support::ACCEPT_PROTOCOL3);
-    if let Some(secret) = secret {
-        args.extend(["--secret", secret]);
-    }
-    let Some(bin) = support::release_bin() else {
+    let Some(release) = Server::builder().release() else {
         return;
     };
-    let mut server = abstore_conformance::Server::start(&bin, &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let mut server = release
+        .database(database)
+        // Held reads answer within a second, so `wait=` values cannot stall the run.
+        .flag("--max-wait-seconds", "1")
+        .flag("--request-timeout-seconds", "6")
+        .accept_protocol3();
+    if let Some(secret) = secret {
+        server = server.secret(secret);
+    }
+    let mut server = server.start().await;
     let base: Arc<str> = Arc::from(server.url());
     let known = Arc::new(setup(&base, secret).await);
     let seed = env_number("ABSTORE_FUZZ_SEED", DEFAULT_SEED);

@@ -6,15 +6,12 @@
 //! No assertion depends on tight timing: each checks what came back, and
 //! that it came back long before the bound it would otherwise have waited.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use abstore_conformance::Server;
 use abstore_testkit::scratch_pg::{self, ScratchDb};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::support;
+use crate::support::{self, Server};
 
 use support::client;
 
@@ -35,14 +32,6 @@ fn observation() -> Value {
            "payload": {"id": "obs-1", "kind": "followup", "summary": "held read wake"}})
 }
 
-async fn start(args: &[&str]) -> Server {
-    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
-    all.extend_from_slice(args);
-    Server::start(env!("CARGO_BIN_EXE_abstore"), &all)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"))
-}
-
 /// A fresh PostgreSQL database, or `None` outside CI without PostgreSQL.
 async fn fresh_postgres() -> Option<ScratchDb> {
     scratch_pg::for_test("PostgreSQL held reads", "abstore_held").await
@@ -53,8 +42,8 @@ async fn a_read_held_on_one_process_wakes_on_an_append_through_another_postgres(
     let Some(db) = fresh_postgres().await else {
         return;
     };
-    let a = start(&["--database", &db.url, "--blobs", "memory://"]).await;
-    let b = start(&["--database", &db.url, "--blobs", "memory://"]).await;
+    let a = Server::builder().database(&db.url).start().await;
+    let b = Server::builder().database(&db.url).start().await;
     let c = client();
     assert_eq!(
         post(
@@ -103,7 +92,7 @@ async fn a_read_held_on_one_process_wakes_on_an_append_through_another_postgres(
 
 #[tokio::test]
 async fn a_local_append_wakes_a_held_read_and_the_bound_answers_empty() {
-    let s = start(&["--database", "sqlite::memory:", "--blobs", "memory://"]).await;
+    let s = Server::builder().start().await;
     let c = client();
     post(&c, format!("{}/repos", s.url()), json!({"repo": "acme/w"})).await;
     // At the bound: `200 []`.
@@ -141,9 +130,7 @@ async fn a_local_append_wakes_a_held_read_and_the_bound_answers_empty() {
 #[tokio::test]
 async fn the_held_read_cap_and_a_zero_ceiling_answer_at_once() {
     for flags in [["--max-held-reads", "0"], ["--max-wait-seconds", "0"]] {
-        let mut args = vec!["--database", "sqlite::memory:", "--blobs", "memory://"];
-        args.extend_from_slice(&flags);
-        let s = start(&args).await;
+        let s = Server::builder().args(flags).start().await;
         let c = client();
         post(
             &c,
@@ -161,41 +148,11 @@ async fn the_held_read_cap_and_a_zero_ceiling_answer_at_once() {
     }
 }
 
-/// Spawn `abstore serve` on a free port with `extra` flags; returns the
-/// child and its stdout lines positioned after the metrics line, if any.
-async fn spawn_serve(
-    extra: &[&str],
-) -> (
-    tokio::process::Child,
-    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, lines)
-}
-
-/// The address in the `abstore listening on http://ADDR` line.
-async fn listening_addr(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) -> String {
-    let line = lines.next_line().await.unwrap().unwrap();
-    line.strip_prefix("abstore listening on http://")
-        .unwrap()
-        .to_owned()
-}
-
 /// SIGTERM: held reads answer `[]` at once and the process exits 0.
 #[tokio::test]
 async fn shutdown_answers_held_reads_and_exits_cleanly() {
-    let (mut child, mut lines) = spawn_serve(&["--database", "sqlite::memory:"]).await;
-    let url = format!("http://{}", listening_addr(&mut lines).await);
+    let mut server = Server::builder().start().await;
+    let url = server.url().to_owned();
     let c = client();
     post(
         &c,
@@ -211,42 +168,27 @@ async fn shutdown_answers_held_reads_and_exits_cleanly() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        tokio::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .unwrap()
-            .success()
-    );
+    server.signal("TERM");
     let ((status, events), elapsed) = reader.await.unwrap();
     assert_eq!((status, events), (200, json!([])));
     assert!(
         elapsed < Duration::from_secs(15),
         "the held read waited for its bound: {elapsed:?}"
     );
-    let exit = tokio::time::timeout(Duration::from_secs(15), child.wait())
-        .await
-        .expect("exited")
-        .unwrap();
+    let exit = server.exit_status(Duration::from_secs(15)).await;
     assert!(exit.success(), "exit status {exit:?}");
 }
 
-/// Start abstore with metrics; returns (child, base URL, metrics URL).
-async fn start_with_metrics(database: &str) -> (tokio::process::Child, String, String) {
-    let (child, mut lines) =
-        spawn_serve(&["--metrics-listen", "127.0.0.1:0", "--database", database]).await;
-    let metrics = lines
-        .next_line()
-        .await
-        .unwrap()
-        .unwrap()
-        .strip_prefix("abstore metrics on ")
-        .unwrap()
-        .to_owned();
-    let url = format!("http://{}", listening_addr(&mut lines).await);
-    (child, url, metrics)
+/// Start abstore on `database` with metrics on a port it picks (read from
+/// the line it prints); returns the server, its base URL and metrics URL.
+async fn start_with_metrics(database: &str) -> (Server, String, String) {
+    let server = Server::builder()
+        .database(database)
+        .flag("--metrics-listen", "127.0.0.1:0")
+        .start()
+        .await;
+    let (url, metrics) = (server.url().to_owned(), server.metrics_url().to_owned());
+    (server, url, metrics)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -266,7 +208,7 @@ async fn a_thousand_held_reads_cost_a_handful_of_queries_per_second_postgres() {
 /// 1,000 held reads cost the database a handful of queries per second (the
 /// sweep), not one per read per second; and they all wake when written to.
 async fn a_thousand_held_reads(database: &str) {
-    let (_child, url, metrics_url) = start_with_metrics(database).await;
+    let (_server, url, metrics_url) = start_with_metrics(database).await;
     let c = reqwest::Client::builder()
         .default_headers(support::identity_headers())
         .pool_max_idle_per_host(2000)
@@ -348,7 +290,7 @@ async fn a_thousand_held_reads(database: &str) {
 /// never puts ids into labels.
 #[tokio::test]
 async fn metrics_are_served_separately_without_ids_in_labels() {
-    let (_child, url, metrics_url) = start_with_metrics("sqlite::memory:").await;
+    let (_server, url, metrics_url) = start_with_metrics("sqlite::memory:").await;
     let c = client();
     post(
         &c,
@@ -409,32 +351,18 @@ async fn metrics_are_served_separately_without_ids_in_labels() {
 #[tokio::test]
 async fn shutdown_grace_bounds_stalled_requests() {
     use tokio::io::AsyncWriteExt as _;
-    let (mut child, mut lines) = spawn_serve(&[
-        "--database",
-        "sqlite::memory:",
-        "--shutdown-grace-seconds",
-        "1",
-    ])
-    .await;
-    let addr = listening_addr(&mut lines).await;
+    let mut server = Server::builder()
+        .flag("--shutdown-grace-seconds", "1")
+        .start()
+        .await;
+    let addr = server.url().trim_start_matches("http://").to_owned();
     let mut stalled = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = "POST /builds HTTP/1.1\r\nHost: localhost\r\nX-Autobuild-Version: 0.8.0\r\nX-Autobuild-Protocol-Version: 2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"slug\":";
     stalled.write_all(head.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        tokio::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .unwrap()
-            .success()
-    );
-    let exit = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .expect("exited")
-        .unwrap();
+    server.signal("TERM");
+    let exit = server.exit_status(Duration::from_secs(20)).await;
     assert!(exit.success(), "exit status {exit:?}");
     assert!(
         started.elapsed() < Duration::from_secs(8),

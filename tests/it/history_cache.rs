@@ -16,24 +16,22 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support;
 
-use support::{PROTOCOL, VERSION, client, decode, free_port, metric, start_with_args, with_pg};
+use support::{PROTOCOL, Server, VERSION, client, decode, metric, with_pg};
 
 /// Events per chunk in these servers: small, so a short log has many.
 const CHUNK: i64 = 8;
 
 /// A server with small chunks, metrics, and `extra` flags; and its metrics URL.
-async fn server(database: &str, extra: &[&str]) -> (abstore_conformance::Server, String) {
-    let metrics_listen = format!("127.0.0.1:{}", free_port());
-    let chunk = CHUNK.to_string();
-    let mut args = vec![
-        "--history-chunk-events",
-        chunk.as_str(),
-        "--metrics-listen",
-        metrics_listen.as_str(),
-    ];
-    args.extend_from_slice(extra);
-    let server = start_with_args(database, "memory://", &args).await;
-    (server, format!("http://{metrics_listen}/metrics"))
+async fn server(database: &str, extra: &[&str]) -> (Server, String) {
+    let server = Server::builder()
+        .database(database)
+        .flag("--history-chunk-events", &CHUNK.to_string())
+        .metrics()
+        .args(extra)
+        .start()
+        .await;
+    let metrics = server.metrics_url().to_owned();
+    (server, metrics)
 }
 
 /// Append `count` events to `path` (a build log or a repository journal).

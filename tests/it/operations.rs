@@ -3,102 +3,9 @@
 //! with SIGHUP, a failed start that leaves no data behind, boolean variables,
 //! and the metrics scrape.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_abstore");
-
-/// Run the binary to completion: (success, stdout, stderr).
-fn abstore(
-    args: &[&str],
-    env: &[(&str, &str)],
-    dir: Option<&std::path::Path>,
-) -> (bool, String, String) {
-    let mut command = std::process::Command::new(BIN);
-    command.args(args).envs(env.iter().copied());
-    if let Some(dir) = dir {
-        command.current_dir(dir);
-    }
-    let out = command.output().expect("run abstore");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// A served process: its base URL, metrics URL when asked, and stderr so far.
-struct Served {
-    child: Child,
-    url: String,
-    metrics: Option<String>,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
-}
-
-impl Served {
-    async fn start(args: &[&str], env: &[(&str, &str)]) -> Served {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .args(["--database", "sqlite::memory:", "--blobs", "memory://"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut err_lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let keep = stderr.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = err_lines.next_line().await {
-                let mut kept = keep.lock().unwrap();
-                kept.push_str(&line);
-                kept.push('\n');
-            }
-        });
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut metrics = None;
-        let url = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(m) = line.strip_prefix("abstore metrics on ") {
-                    metrics = Some(m.trim().to_owned());
-                }
-                if let Some(url) = line.strip_prefix("abstore listening on ") {
-                    return Some(url.trim().to_owned());
-                }
-            }
-            None
-        })
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| panic!("abstore did not start; stderr:\n{}", stderr.lock().unwrap()));
-        Served {
-            child,
-            url,
-            metrics,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn hangup(&self) {
-        let pid = self.child.id().unwrap().to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
+use crate::support::{Server, run_with_env};
 
 /// `GET /builds` with an optional bearer token: the status.
 async fn list_builds(url: &str, token: Option<&str>) -> u16 {
@@ -113,7 +20,7 @@ async fn list_builds(url: &str, token: Option<&str>) -> u16 {
 }
 
 fn mint(secret_file: &std::path::Path) -> String {
-    let (ok, stdout, stderr) = abstore(
+    let (ok, stdout, stderr) = run_with_env(
         &[
             "token",
             "mint",
@@ -122,7 +29,6 @@ fn mint(secret_file: &std::path::Path) -> String {
             "--admin",
         ],
         &[],
-        None,
     );
     assert!(ok, "{stderr}");
     stdout.trim().to_owned()
@@ -141,7 +47,7 @@ async fn until_status(url: &str, token: &str, status: u16) {
 }
 
 /// Wait (bounded) until the server's stderr contains `text`.
-async fn until_logged(served: &Served, text: &str) {
+async fn until_logged(served: &Server, text: &str) {
     for _ in 0..200 {
         if served.stderr().contains(text) {
             return;
@@ -153,19 +59,7 @@ async fn until_logged(served: &Served, text: &str) {
 
 #[tokio::test]
 async fn open_mode_on_a_network_address_is_an_explicit_choice() {
-    let (ok, stdout, stderr) = abstore(
-        &[
-            "serve",
-            "--listen",
-            "0.0.0.0:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-        ],
-        &[],
-        None,
-    );
+    let (ok, stdout, stderr) = Server::builder().listen("0.0.0.0:0").run();
     assert!(!ok);
     assert!(!stdout.contains("listening"), "{stdout}");
     for way_out in [
@@ -177,41 +71,45 @@ async fn open_mode_on_a_network_address_is_an_explicit_choice() {
         assert!(stderr.contains(way_out), "{way_out} not named: {stderr}");
     }
     // Both spellings of the choice start an open server.
-    let flag = Served::start(&["--listen", "0.0.0.0:0", "--open"], &[]).await;
+    let flag = Server::builder()
+        .listen("0.0.0.0:0")
+        .arg("--open")
+        .start()
+        .await;
     until_logged(&flag, "OPEN MODE").await;
-    let port = flag.url.rsplit(':').next().unwrap().to_owned();
+    let port = flag.url().rsplit(':').next().unwrap().to_owned();
     assert_eq!(
         list_builds(&format!("http://127.0.0.1:{port}"), None).await,
         200
     );
-    let variable = Served::start(&["--listen", "0.0.0.0:0"], &[("ABSTORE_OPEN", "yes")]).await;
-    let port = variable.url.rsplit(':').next().unwrap().to_owned();
+    let variable = Server::builder()
+        .listen("0.0.0.0:0")
+        .env("ABSTORE_OPEN", "yes")
+        .start()
+        .await;
+    let port = variable.url().rsplit(':').next().unwrap().to_owned();
     assert_eq!(
         list_builds(&format!("http://127.0.0.1:{port}"), None).await,
         200
     );
     // Loopback needs no flag.
-    let local = Served::start(&["--listen", "127.0.0.1:0"], &[]).await;
-    assert_eq!(list_builds(&local.url, None).await, 200);
+    let local = Server::builder().start().await;
+    assert_eq!(list_builds(local.url(), None).await, 200);
 }
 
 #[tokio::test]
 async fn a_created_secret_file_is_private_and_mints_working_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("secret");
-    let served = Served::start(
-        &[
-            "--listen",
-            "0.0.0.0:0",
-            "--secret-file",
-            path.to_str().unwrap(),
-        ],
-        &[("ABSTORE_CREATE_SECRET_FILE", "true")],
-    )
-    .await;
+    let served = Server::builder()
+        .listen("0.0.0.0:0")
+        .flag("--secret-file", path.to_str().unwrap())
+        .env("ABSTORE_CREATE_SECRET_FILE", "true")
+        .start()
+        .await;
     let url = format!(
         "http://127.0.0.1:{}",
-        served.url.rsplit(':').next().unwrap()
+        served.url().rsplit(':').next().unwrap()
     );
     #[cfg(unix)]
     {
@@ -233,19 +131,13 @@ async fn a_created_secret_file_is_private_and_mints_working_tokens() {
     assert_eq!(list_builds(&url, Some(&mint(&path))).await, 200);
     // An existing file is used as it is, never replaced.
     drop(served);
-    let again = Served::start(
-        &[
-            "--secret-file",
-            path.to_str().unwrap(),
-            "--create-secret-file",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[],
-    )
-    .await;
+    let again = Server::builder()
+        .flag("--secret-file", path.to_str().unwrap())
+        .arg("--create-secret-file")
+        .start()
+        .await;
     assert_eq!(std::fs::read_to_string(&path).unwrap(), secret);
-    assert_eq!(list_builds(&again.url, Some(&mint(&path))).await, 200);
+    assert_eq!(list_builds(again.url(), Some(&mint(&path))).await, 200);
 }
 
 #[tokio::test]
@@ -267,42 +159,36 @@ async fn secrets_rotate_without_a_restart() {
     };
     write(&format!("{old}\n"));
     let old_token = mint(&path);
-    let served = Served::start(
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--secret-file",
-            path.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(list_builds(&served.url, Some(&old_token)).await, 200);
+    let served = Server::builder()
+        .flag("--secret-file", path.to_str().unwrap())
+        .start()
+        .await;
+    assert_eq!(list_builds(served.url(), Some(&old_token)).await, 200);
 
     // A SIGHUP always says what it found, even when nothing changed.
-    served.hangup();
+    served.signal("HUP");
     until_logged(&served, "token secrets unchanged (SIGHUP)").await;
 
     // The window: the new secret signs, both verify.
     write(&format!("{new}\n{old}\n"));
     let new_token = mint(&path);
     assert_ne!(new_token, old_token);
-    served.hangup();
-    until_status(&served.url, &new_token, 200).await;
-    assert_eq!(list_builds(&served.url, Some(&old_token)).await, 200);
+    served.signal("HUP");
+    until_status(served.url(), &new_token, 200).await;
+    assert_eq!(list_builds(served.url(), Some(&old_token)).await, 200);
 
     // A broken file changes nothing.
     write("short\n");
-    served.hangup();
+    served.signal("HUP");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(list_builds(&served.url, Some(&old_token)).await, 200);
-    assert_eq!(list_builds(&served.url, Some(&new_token)).await, 200);
+    assert_eq!(list_builds(served.url(), Some(&old_token)).await, 200);
+    assert_eq!(list_builds(served.url(), Some(&new_token)).await, 200);
 
     // The old secret removed: its tokens are refused, the new ones work.
     write(&format!("{new}\n"));
-    served.hangup();
-    until_status(&served.url, &old_token, 401).await;
-    assert_eq!(list_builds(&served.url, Some(&new_token)).await, 200);
+    served.signal("HUP");
+    until_status(served.url(), &old_token, 401).await;
+    assert_eq!(list_builds(served.url(), Some(&new_token)).await, 200);
     let log = served.stderr();
     assert!(log.contains("token secrets reloaded"), "{log}");
     assert!(log.contains("NOT reloaded"), "{log}");
@@ -318,24 +204,23 @@ fn a_start_that_cannot_bind_touches_no_storage() {
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
     // The default database and blob locations, relative to the working directory.
-    let (ok, _, stderr) = abstore(&["serve", "--listen", &addr], &[], Some(dir.path()));
+    let (ok, _, stderr) = Server::builder()
+        .binary_defaults()
+        .listen(&addr)
+        .current_dir(dir.path())
+        .run();
     assert!(!ok);
     assert!(stderr.contains(&format!("binding {addr}")), "{stderr}");
     assert!(
         !dir.path().join("abstore-data").exists(),
         "a failed start created the data directory"
     );
-    let metrics = abstore(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            &addr,
-        ],
-        &[],
-        Some(dir.path()),
-    );
+    let metrics = Server::builder()
+        .binary_defaults()
+        .listen("127.0.0.1:0")
+        .flag("--metrics-listen", &addr)
+        .current_dir(dir.path())
+        .run();
     assert!(!metrics.0);
     assert!(!dir.path().join("abstore-data").exists());
 }
@@ -343,39 +228,30 @@ fn a_start_that_cannot_bind_touches_no_storage() {
 #[test]
 fn boolean_variables_take_the_usual_spellings_and_errors_name_them() {
     for on in ["1", "yes", "on", "true", "TRUE"] {
-        let (ok, stdout, stderr) = abstore(
+        let (ok, stdout, stderr) = run_with_env(
             &["token", "mint", "--secret", "short", "--admin"],
             &[("ABSTORE_ALLOW_WEAK_SECRET", on)],
-            None,
         );
         assert!(ok, "ABSTORE_ALLOW_WEAK_SECRET={on}: {stderr}");
         assert!(stdout.contains('.'), "{stdout}");
     }
     for off in ["0", "no", "off", "false"] {
-        let (ok, _, stderr) = abstore(
+        let (ok, _, stderr) = run_with_env(
             &["token", "mint", "--secret", "short", "--admin"],
             &[("ABSTORE_ALLOW_WEAK_SECRET", off)],
-            None,
         );
         assert!(!ok, "ABSTORE_ALLOW_WEAK_SECRET={off} allowed a weak secret");
         assert!(stderr.contains("at least 32"), "{stderr}");
     }
-    let (ok, _, stderr) = abstore(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-        ],
-        &[("ABSTORE_NO_MIGRATE", "maybe")],
-        None,
-    );
+    let (ok, _, stderr) = Server::builder().env("ABSTORE_NO_MIGRATE", "maybe").run();
     assert!(!ok);
     assert!(stderr.contains("ABSTORE_NO_MIGRATE"), "{stderr}");
     assert!(stderr.contains("yes/no"), "{stderr}");
     // Any variable a bad value came from is named, not only on/off ones.
-    let (ok, _, stderr) = abstore(&["serve"], &[("ABSTORE_LISTEN", "nowhere")], None);
+    let (ok, _, stderr) = Server::builder()
+        .binary_defaults()
+        .env("ABSTORE_LISTEN", "nowhere")
+        .run();
     assert!(!ok);
     assert!(
         stderr.contains("environment variable ABSTORE_LISTEN"),
@@ -383,24 +259,23 @@ fn boolean_variables_take_the_usual_spellings_and_errors_name_them() {
     );
     assert!(!stderr.contains("yes/no"), "{stderr}");
     // A value typed on the command line blames no variable.
-    let (ok, _, stderr) = abstore(
-        &["serve", "--listen", "nowhere"],
-        &[("ABSTORE_LISTEN", "nowhere")],
-        None,
-    );
+    let (ok, _, stderr) = Server::builder()
+        .binary_defaults()
+        .listen("nowhere")
+        .env("ABSTORE_LISTEN", "nowhere")
+        .run();
     assert!(!ok);
     assert!(!stderr.contains("environment variable"), "{stderr}");
 }
 
 #[tokio::test]
 async fn metrics_describe_themselves_and_the_process() {
-    let served = Served::start(
-        &["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
-        &[],
-    )
-    .await;
-    assert_eq!(list_builds(&served.url, None).await, 200);
-    let text = reqwest::get(served.metrics.as_deref().unwrap())
+    let served = Server::builder()
+        .flag("--metrics-listen", "127.0.0.1:0")
+        .start()
+        .await;
+    assert_eq!(list_builds(served.url(), None).await, 200);
+    let text = reqwest::get(served.metrics_url())
         .await
         .unwrap()
         .text()

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::support;
 
 use support::sockets::{has_tcp_nodelay, sockets_to};
-use support::{client, start, start_with_args, with_pg};
+use support::{Server, client, with_pg};
 
 fn observation(n: usize) -> Value {
     json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
@@ -48,12 +48,12 @@ async fn a_fresh_postgres_server_opens_its_connections_before_its_first_request(
     with_pg("warm", |database| async move {
         for min in [4u32, 7] {
             let min_text = min.to_string();
-            let server = start_with_args(
-                &database,
-                "memory://",
-                &["--db-min-connections", &min_text, "--db-pool-size", "8"],
-            )
-            .await;
+            let server = Server::builder()
+                .database(&database)
+                .flag("--db-min-connections", &min_text)
+                .flag("--db-pool-size", "8")
+                .start()
+                .await;
             let open = backends_on(&database).await;
             assert!(
                 open >= i64::from(min),
@@ -78,7 +78,7 @@ async fn a_fresh_postgres_server_opens_its_connections_before_its_first_request(
 async fn every_postgres_connection_has_tcp_nodelay() {
     with_pg("nodelay", |database| async move {
         let port = url::Url::parse(&database).unwrap().port().unwrap_or(5432);
-        let server = start(&database, "memory://", None).await;
+        let server = Server::builder().database(&database).start().await;
         // A write and a read, so the pool, the NOTIFY publisher and the
         // LISTEN connection are all open.
         let c = client();

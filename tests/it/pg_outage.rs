@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::support;
 
+use support::Server;
 use support::cluster::{Cluster, pg_bin_dir};
 
 /// "Quickly": far under the 10 s default acquire timeout an outage used to cost.
@@ -108,11 +109,16 @@ async fn a_postgres_outage_answers_503_quickly_and_recovers_without_a_restart() 
     };
     let cluster = Cluster::create(bin);
     let url = cluster.url();
-    let (mut server, metrics) = support::start_with_metrics(&url).await;
+    let mut server = Server::builder()
+        .database(&url)
+        .metrics()
+        .accept_protocol3()
+        .start()
+        .await;
     let c = Client {
         http: support::client(),
         base: server.url().to_owned(),
-        metrics,
+        metrics: server.metrics_url().to_owned(),
     };
 
     // Up: a build with one event, gauges at 1.
@@ -292,22 +298,12 @@ async fn revocations_stay_in_force_through_a_postgres_outage() {
     let secret: String = (0..4)
         .map(|_| abstore_conformance::util::random_hex())
         .collect();
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--blobs",
-        "memory://",
-        "--database",
-        &database,
-        "--secret",
-        &secret,
-        "--revocation-refresh-seconds",
-        "1",
-    ];
-    let mut server = abstore_conformance::Server::start(support::bin(), &args)
-        .await
-        .unwrap();
+    let mut server = Server::builder()
+        .database(&database)
+        .secret(&secret)
+        .flag("--revocation-refresh-seconds", "1")
+        .start()
+        .await;
     let exp = abstore_conformance::runner::local_now_ms() + 3_600_000;
     let token = |n: i64| {
         abstore_conformance::token::mint(&secret, &abstore_conformance::token::admin_scope(exp + n))

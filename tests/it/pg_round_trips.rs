@@ -15,7 +15,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support;
+use crate::support::{self, Server};
 
 struct Client {
     http: reqwest::Client,
@@ -91,11 +91,16 @@ async fn writes_on_postgres_take_one_statement() {
     let Some(db) = support::pg_database("round_trips").await else {
         return;
     };
-    let (server, metrics) = support::start_with_metrics(&db.url).await;
+    let server = Server::builder()
+        .database(&db.url)
+        .metrics()
+        .accept_protocol3()
+        .start()
+        .await;
     let c = Client {
         http: support::client(),
         base: server.url().to_owned(),
-        metrics,
+        metrics: server.metrics_url().to_owned(),
     };
     assert_eq!(
         c.post("/builds", &json!({"slug": "b", "repo": "r"}))

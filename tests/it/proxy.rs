@@ -9,9 +9,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use abstore_conformance::{Ctx, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, all_checks, run_checks};
 
-use crate::support::{self, free_port};
+use crate::support::{self, Server, free_port};
 
 fn nginx_binary() -> Option<String> {
     ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
@@ -199,22 +199,7 @@ async fn conformance_through_nginx() {
         abstore_testkit::skip::skipped("nginx proxy conformance", "no openssl command");
         return;
     }
-    let server = Server::start(
-        env!("CARGO_BIN_EXE_abstore"),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            "sqlite::memory:",
-            "--blobs",
-            "memory://",
-            "--test-clock",
-            "2026-07-15T12:00:00.000Z",
-        ],
-    )
-    .await
-    .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let server = Server::builder().test_clock().start().await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let tls_port = free_port();

@@ -7,9 +7,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use abstore_conformance::{Ctx, Outcome, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, Outcome, all_checks, run_checks};
 use abstore_testkit::scratch_pg;
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::Server;
 
 /// Accept connections and splice each to the next upstream in turn.
 async fn balance(listener: TcpListener, upstreams: Vec<String>) {
@@ -36,24 +38,10 @@ async fn conformance_across_two_replicas_postgres() {
     };
     let blobs = tempfile::tempdir().unwrap();
     let blob_dir = blobs.path().display().to_string();
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        &db.url,
-        "--blobs",
-        &blob_dir,
-    ];
+    let replica = Server::builder().database(&db.url).blobs(&blob_dir);
     // Migrations run once, by the first replica; the second finds them applied.
-    let a = Server::start(env!("CARGO_BIN_EXE_abstore"), &args)
-        .await
-        .unwrap_or_else(|e| panic!("replica A: {e:#}"));
-    let mut args_b = args.to_vec();
-    args_b.push("--no-migrate");
-    let b = Server::start(env!("CARGO_BIN_EXE_abstore"), &args_b)
-        .await
-        .unwrap_or_else(|e| panic!("replica B: {e:#}"));
+    let a = replica.clone().start().await;
+    let b = replica.arg("--no-migrate").start().await;
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let front = format!("http://{}", listener.local_addr().unwrap());

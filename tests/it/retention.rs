@@ -5,7 +5,7 @@
 //! policy stops the start; readers never see a half-pruned state; `gc`
 //! collects the pruned blobs; a pruned store survives export and import.
 
-use crate::support::{self, VERSION, free_port};
+use crate::support::{self, Server, VERSION};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use abstore::blobs::{Blobs, blob_ref};
 use abstore_conformance::util::b64;
-use abstore_conformance::{Ctx, Res, Server};
+use abstore_conformance::{Ctx, Res};
 use serde_json::{Value, json};
 use support::{export, path_text as s};
 
@@ -34,10 +34,6 @@ fn policy_file(dir: &Path, text: &str) -> String {
     let path = dir.join(format!("policy-{}.json", rand::random::<u32>()));
     std::fs::write(&path, text).unwrap();
     s(&path).to_owned()
-}
-
-async fn serve(database: &str, blobs: &str, extra: &[&str]) -> Server {
-    support::start_with_args(database, blobs, extra).await
 }
 
 fn ctx(server: &Server) -> Ctx {
@@ -90,19 +86,13 @@ fn range(from: i64, to_inclusive: i64) -> Vec<i64> {
 /// counter names how many were pruned.
 async fn prunes_the_oldest(database: &str, blobs: &str, dir: &Path) {
     let policy = policy_file(dir, POLICY);
-    let metrics_port = free_port().to_string();
-    let metrics_addr = format!("127.0.0.1:{metrics_port}");
-    let server = serve(
-        database,
-        blobs,
-        &[
-            "--retention-policy",
-            &policy,
-            "--metrics-listen",
-            &metrics_addr,
-        ],
-    )
-    .await;
+    let server = Server::builder()
+        .database(database)
+        .blobs(blobs)
+        .flag("--retention-policy", &policy)
+        .metrics()
+        .start()
+        .await;
     let c = ctx(&server);
     let (repo, _) = c.new_repo().await.unwrap();
     for n in 0..5_i64 {
@@ -189,7 +179,7 @@ async fn prunes_the_oldest(database: &str, blobs: &str, dir: &Path) {
     );
 
     // Pruned: 3 of KIND on the repository, 3 of streams-log; 2 on the build.
-    let scrape = reqwest::get(format!("http://{metrics_addr}/metrics"))
+    let scrape = reqwest::get(server.metrics_url())
         .await
         .unwrap()
         .text()
@@ -231,7 +221,7 @@ async fn puts_and_deposits_prune_the_oldest_postgres() {
 async fn the_default_keeps_100_and_none_disables() {
     let runs: [(&[&str], i64); 2] = [(&[], 1), (&["--retention-policy", "none"], 0)];
     for (extra, kept_from) in runs {
-        let server = serve("sqlite::memory:", "memory://", extra).await;
+        let server = Server::builder().args(extra).start().await;
         let c = ctx(&server);
         let (repo, _) = c.new_repo().await.unwrap();
         let (slug, _) = c.new_build().await.unwrap();
@@ -259,7 +249,11 @@ async fn the_default_keeps_100_and_none_disables() {
 async fn the_prune_limit_bounds_each_write() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("limit.db").display());
-    let mut server = serve(&db, "memory://", &["--retention-policy", "none"]).await;
+    let mut server = Server::builder()
+        .database(&db)
+        .flag("--retention-policy", "none")
+        .start()
+        .await;
     let c = ctx(&server);
     let (repo, _) = c.new_repo().await.unwrap();
     for n in 0..10_u8 {
@@ -267,17 +261,12 @@ async fn the_prune_limit_bounds_each_write() {
     }
     server.stop().await.unwrap();
     let policy = policy_file(dir.path(), POLICY);
-    let server = serve(
-        &db,
-        "memory://",
-        &[
-            "--retention-policy",
-            &policy,
-            "--retention-prune-limit",
-            "4",
-        ],
-    )
-    .await;
+    let server = Server::builder()
+        .database(&db)
+        .flag("--retention-policy", &policy)
+        .flag("--retention-prune-limit", "4")
+        .start()
+        .await;
     let c = ctx(&server);
     put(&c, Res::Repo, &repo, KIND, b"10").await;
     assert_eq!(revisions(&c, Res::Repo, &repo, KIND).await, range(4, 10));
@@ -315,58 +304,29 @@ fn a_bad_policy_fails_the_start() {
     ];
     for (text, want) in cases {
         let file = policy_file(dir.path(), text);
-        let args = [
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            &db,
-            "--blobs",
-            "memory://",
-            "--retention-policy",
-            &file,
-        ];
-        let (ok, _, stderr) = support::run(&args);
+        let server = Server::builder().database(&db);
+        let (ok, _, stderr) = server.clone().flag("--retention-policy", &file).run();
         assert!(!ok, "{text} was accepted");
         assert!(
             stderr.contains(&format!("retention policy {file}: {want}")),
             "{text}: {stderr}"
         );
         // The same file through the environment variable.
-        let (ok, _, stderr) = support::run_with_env(
-            &args[..args.len() - 2],
-            &[("ABSTORE_RETENTION_POLICY", file.as_str())],
-        );
+        let (ok, _, stderr) = server.env("ABSTORE_RETENTION_POLICY", &file).run();
         assert!(!ok, "{text} was accepted from the environment");
         assert!(stderr.contains(want), "{text}: {stderr}");
     }
     let missing = dir.path().join("missing.json");
-    let (ok, _, stderr) = support::run_with_env(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            &db,
-            "--retention-policy",
-            s(&missing),
-        ],
-        &[],
-    );
+    let (ok, _, stderr) = Server::builder()
+        .database(&db)
+        .flag("--retention-policy", s(&missing))
+        .run();
     assert!(!ok);
     assert!(stderr.contains("missing.json: cannot be read"), "{stderr}");
-    let (ok, _, stderr) = support::run_with_env(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--database",
-            &db,
-            "--retention-prune-limit",
-            "0",
-        ],
-        &[],
-    );
+    let (ok, _, stderr) = Server::builder()
+        .database(&db)
+        .flag("--retention-prune-limit", "0")
+        .run();
     assert!(!ok);
     assert!(stderr.contains("--retention-prune-limit"), "{stderr}");
     assert!(!db_path.exists(), "a failed start created the database");
@@ -385,7 +345,11 @@ async fn readers_see_whole_writes(database: &str, dir: &Path) {
     const WRITERS: u8 = 4;
     const WRITES: u8 = 12;
     let policy = policy_file(dir, POLICY);
-    let server = serve(database, "memory://", &["--retention-policy", &policy]).await;
+    let server = Server::builder()
+        .database(database)
+        .flag("--retention-policy", &policy)
+        .start()
+        .await;
     let c = ctx(&server);
     let (repo, _) = c.new_repo().await.unwrap();
     let repo = Arc::new(repo);
@@ -477,7 +441,12 @@ async fn gc_collects_pruned_blobs(database: &str, dir: &Path) {
     let blobs_dir = dir.join("blobs");
     let blobs = s(&blobs_dir).to_owned();
     let policy = policy_file(dir, POLICY);
-    let server = serve(database, &blobs, &["--retention-policy", &policy]).await;
+    let server = Server::builder()
+        .database(database)
+        .blobs(&blobs)
+        .flag("--retention-policy", &policy)
+        .start()
+        .await;
     let c = ctx(&server);
     let (repo, _) = c.new_repo().await.unwrap();
     let contents: [&[u8]; 5] = [b"cfg A", b"cfg B", b"cfg C", b"cfg D", b"cfg A"];
@@ -581,7 +550,12 @@ async fn pruned_archive() -> (tempfile::TempDir, Pruned) {
     let source = format!("sqlite://{}", dir.path().join("source.db").display());
     let source_blobs = s(&dir.path().join("source-blobs")).to_owned();
     let policy = policy_file(dir.path(), POLICY);
-    let mut server = serve(&source, &source_blobs, &["--retention-policy", &policy]).await;
+    let mut server = Server::builder()
+        .database(&source)
+        .blobs(&source_blobs)
+        .flag("--retention-policy", &policy)
+        .start()
+        .await;
     let c = ctx(&server);
     let (repo, _) = c.new_repo().await.unwrap();
     for n in 0..6_u8 {
@@ -628,7 +602,12 @@ async fn import_pruned(pruned: &Pruned, dir: &Path, database: String, blobs: Str
         support::archive_body(&again),
         "{name}: the records differ"
     );
-    let server = serve(&database, &blobs, &["--retention-policy", policy]).await;
+    let server = Server::builder()
+        .database(&database)
+        .blobs(&blobs)
+        .flag("--retention-policy", policy)
+        .start()
+        .await;
     let c = ctx(&server);
     assert_eq!(revisions(&c, Res::Repo, repo, KIND).await, range(4, 6));
     assert_eq!(

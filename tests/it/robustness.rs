@@ -13,7 +13,7 @@ use crate::support;
 use abstore::protocol::ident::MAX_ID_BYTES;
 use abstore_conformance::fixtures::{build_event, repo_event};
 use serde_json::{Value, json};
-use support::{Raw, Reply, await_readiness, enc, start, with_pg};
+use support::{Raw, Reply, Server, await_readiness, enc, with_pg};
 
 async fn send(base: &str, raw: Raw<'_>) -> Reply {
     let what = format!("{} {}", raw.method, support_trunc(&raw.target));
@@ -227,7 +227,7 @@ async fn identifiers(base: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn identifiers_sqlite() {
-    let mut server = start("sqlite::memory:", "memory://", None).await;
+    let mut server = Server::builder().start().await;
     identifiers(server.url()).await;
     server.stop().await.ok();
 }
@@ -235,7 +235,7 @@ async fn identifiers_sqlite() {
 #[tokio::test(flavor = "multi_thread")]
 async fn identifiers_postgres() {
     with_pg("robust_ids", |url| async move {
-        let mut server = start(&url, "memory://", None).await;
+        let mut server = Server::builder().database(&url).start().await;
         identifiers(server.url()).await;
         let stderr = server.stderr();
         assert!(!stderr.contains("ERROR"), "no error logged:\n{stderr}");
@@ -246,7 +246,7 @@ async fn identifiers_postgres() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn repeated_identity_headers_must_all_match() {
-    let mut server = start("sqlite::memory:", "memory://", None).await;
+    let mut server = Server::builder().start().await;
     let base = server.url();
     let version = "X-Autobuild-Version";
     let protocol = "X-Autobuild-Protocol-Version";
@@ -320,7 +320,10 @@ fn undo_of_breaking(dir: &std::path::Path) -> Box<dyn FnOnce()> {
 async fn readiness_fails_when_blobs_cannot_be_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     let blobs = dir.path().join("blobs");
-    let mut server = start("sqlite::memory:", &blobs.display().to_string(), None).await;
+    let mut server = Server::builder()
+        .blobs(&blobs.display().to_string())
+        .start()
+        .await;
     let base = server.url().to_owned();
     await_readiness(&base, 200).await;
     send(&base, post("/builds", &json!({"slug": "b", "repo": "r"})))

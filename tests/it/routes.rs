@@ -4,7 +4,7 @@
 //! as a path no route takes), methods the table does not list are `404`, and
 //! the identity check and token come before the unknown-route answer.
 
-use crate::support::{self, Raw};
+use crate::support::{self, Raw, Server};
 
 const BOTH: &[&str] = &["--accept-client", "0.8.0/2", "--accept-client", "0.9.0/3"];
 const SECRET: &str = "routes-secret-0123456789abcdef0123456789";
@@ -78,13 +78,12 @@ fn is_no_route(reply: &support::Reply, method: &str, target: &str) -> bool {
 
 #[tokio::test]
 async fn every_route_answers_exactly_the_protocols_it_declares() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("s.db").display());
-    let blobs = format!("file://{}", dir.path().join("blobs").display());
-    let mut args = BOTH.to_vec();
-    args.push("--test-clock");
-    args.push("2026-01-01T00:00:00Z");
-    let server = support::start_with_args(&db, &blobs, &args).await;
+    let server = Server::builder()
+        .sqlite_file()
+        .args(BOTH)
+        .test_clock()
+        .start()
+        .await;
     let base = server.url().to_owned();
     let routes = table();
     assert!(routes.len() > 60, "{routes:?}");
@@ -164,12 +163,12 @@ async fn every_route_answers_exactly_the_protocols_it_declares() {
 /// a token that could not address the repository learns nothing more.
 #[tokio::test]
 async fn an_older_client_is_authorized_as_for_an_unknown_route() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("s.db").display());
-    let blobs = format!("file://{}", dir.path().join("blobs").display());
-    let mut args = BOTH.to_vec();
-    args.extend(["--secret", SECRET]);
-    let server = support::start_with_args(&db, &blobs, &args).await;
+    let server = Server::builder()
+        .sqlite_file()
+        .args(BOTH)
+        .secret(SECRET)
+        .start()
+        .await;
     let base = server.url().to_owned();
     let mint = |scope: &[&str]| {
         let mut args = vec!["token", "mint", "--secret", SECRET];

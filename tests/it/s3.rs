@@ -8,7 +8,9 @@
 //! under `CI=true`, otherwise skips loudly.
 
 use abstore::blobs::{Blobs, blob_ref};
-use abstore_conformance::{Ctx, Server, all_checks, run_checks};
+use abstore_conformance::{Ctx, all_checks, run_checks};
+
+use crate::support::Server;
 
 /// A fresh prefix in the test bucket, or `None` when S3 is not configured.
 fn s3_location() -> Option<String> {
@@ -54,20 +56,11 @@ async fn conformance_with_s3_blobs() {
     let Some(location) = s3_location() else {
         return;
     };
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        "sqlite::memory:",
-        "--blobs",
-        &location,
-        "--test-clock",
-        "2026-07-15T12:00:00.000Z",
-    ];
-    let server = Server::start(env!("CARGO_BIN_EXE_abstore"), &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"));
+    let server = Server::builder()
+        .blobs(&location)
+        .test_clock()
+        .start()
+        .await;
     let ctx = Ctx::new(server.url(), "0.8.0").expect("http client");
     let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
     eprintln!("conformance [s3 blobs]: {}", report.summary());

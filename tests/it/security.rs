@@ -6,12 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use abstore_conformance::Server;
 use abstore_conformance::token::{admin_scope, deployment_scope, mint, resource_scope};
 use abstore_conformance::util::{format_iso_ms, parse_iso_ms, random_hex};
 use serde_json::{Value, json};
 
-use crate::support::{self, CLOCK, bin, path_text, run, run_with_env};
+use crate::support::{self, CLOCK, Server, ServerBuilder, path_text, run, run_with_env};
 
 /// A fresh 48-character signing secret (random hex passes the weak-secret rule).
 fn secret() -> String {
@@ -30,18 +29,6 @@ fn support_now() -> i64 {
 /// What names a token in a revocation: the SHA-256 of its text, in hex.
 fn hex_digest(token: &str) -> String {
     abstore_conformance::util::sha256_hex(token.as_bytes())
-}
-
-/// Send SIGHUP to the server (reload the secret file).
-fn hangup(server: &Server) {
-    let pid = server.pid().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
 }
 
 /// An answer: status, `x-request-id`, JSON body (or `Null`).
@@ -135,37 +122,10 @@ async fn logged(server: &Server, texts: &[&str]) -> String {
     server.stderr()
 }
 
-async fn start(args: &[&str]) -> Server {
-    let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"];
-    all.extend_from_slice(args);
-    Server::start(bin(), &all)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {all:?}: {e:#}"))
-}
-
-/// `abstore serve` with `env` set for it alone (through `env(1)`).
-async fn start_with_env(env: &[&str], args: &[&str]) -> Server {
-    let mut all: Vec<&str> = env.to_vec();
-    all.extend([
-        bin(),
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--blobs",
-        "memory://",
-    ]);
-    all.extend_from_slice(args);
-    Server::start("env", &all)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {all:?}: {e:#}"))
-}
-
 /// Start `abstore serve …`, which must fail; its stdout and stderr.
-fn start_fails(args: &[&str], env: &[(&str, &str)]) -> String {
-    let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"];
-    all.extend_from_slice(args);
-    let (ok, stdout, stderr) = run_with_env(&all, env);
-    assert!(!ok, "abstore {all:?} started:\n{stdout}{stderr}");
+fn start_fails(server: ServerBuilder) -> String {
+    let (ok, stdout, stderr) = server.run();
+    assert!(!ok, "abstore started:\n{stdout}{stderr}");
     assert!(!stdout.contains("listening"), "{stdout}");
     format!("{stdout}{stderr}")
 }
@@ -184,15 +144,7 @@ fn write_with_mode(path: &std::path::Path, text: &str, mode: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_test_clock_moves_only_for_an_operator_token() {
     let secret = secret();
-    let server = start(&[
-        "--database",
-        "sqlite::memory:",
-        "--test-clock",
-        CLOCK,
-        "--secret",
-        &secret,
-    ])
-    .await;
+    let server = Server::builder().test_clock().secret(&secret).start().await;
     let url = server.url();
     let exp = clock_ms() + 3_600_000;
     let later = json!({"now": format_iso_ms(clock_ms() + 86_400_000)});
@@ -260,7 +212,7 @@ async fn the_test_clock_moves_only_for_an_operator_token() {
     assert_eq!(read().await.body["now"], CLOCK);
 
     // Open mode: anyone on loopback may move it, as before.
-    let open = start(&["--database", "sqlite::memory:", "--test-clock", CLOCK]).await;
+    let open = Server::builder().test_clock().start().await;
     let answer = call(open.url(), "POST", "/_test/clock", None, &[], Some(&later)).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
 }
@@ -271,7 +223,8 @@ async fn the_test_clock_moves_only_for_an_operator_token() {
 /// allowed ones, on every route; the refusal names the host and the flag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_mode_on_loopback_refuses_foreign_host_names() {
-    let (server, metrics) = support::start_with_metrics("sqlite::memory:").await;
+    let server = Server::builder().metrics().accept_protocol3().start().await;
+    let metrics = server.metrics_url().to_owned();
     let url = server.url();
     let port = url.rsplit(':').next().unwrap();
     let host = |host: String| async move {
@@ -331,13 +284,10 @@ async fn open_mode_on_loopback_refuses_foreign_host_names() {
     assert_eq!(counted, Some(7.0));
 
     // Names allowed by flag or variable (comma separated).
-    let flagged = start(&[
-        "--database",
-        "sqlite::memory:",
-        "--allow-host",
-        "abstore.test",
-    ])
-    .await;
+    let flagged = Server::builder()
+        .flag("--allow-host", "abstore.test")
+        .start()
+        .await;
     let answer = call(
         flagged.url(),
         "GET",
@@ -350,11 +300,10 @@ async fn open_mode_on_loopback_refuses_foreign_host_names() {
     assert_eq!(answer.status, 200, "{}", answer.body);
     let answer = call(flagged.url(), "GET", "/health", None, &evil, None).await;
     assert_eq!(answer.status, 403);
-    let variable = start_with_env(
-        &["ABSTORE_ALLOW_HOSTS=a.test,b.test"],
-        &["--database", "sqlite::memory:"],
-    )
-    .await;
+    let variable = Server::builder()
+        .env("ABSTORE_ALLOW_HOSTS", "a.test,b.test")
+        .start()
+        .await;
     for name in ["a.test", "b.test:80"] {
         let answer = call(
             variable.url(),
@@ -367,10 +316,7 @@ async fn open_mode_on_loopback_refuses_foreign_host_names() {
         .await;
         assert_eq!(answer.status, 200, "{name}: {}", answer.body);
     }
-    let out = start_fails(
-        &["--database", "sqlite::memory:", "--allow-host", "a.test:80"],
-        &[],
-    );
+    let out = start_fails(Server::builder().flag("--allow-host", "a.test:80"));
     assert!(out.contains("is not a host name"), "{out}");
 }
 
@@ -379,7 +325,7 @@ async fn open_mode_on_loopback_refuses_foreign_host_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authenticated_and_network_servers_do_not_check_the_host() {
     let secret = secret();
-    let server = start(&["--database", "sqlite::memory:", "--secret", &secret]).await;
+    let server = Server::builder().secret(&secret).start().await;
     let evil = [("host", "evil.example")];
     let token = mint(&secret, &admin_scope(support_now() + 3_600_000));
     let answer = call(server.url(), "GET", "/builds", Some(&token), &evil, None).await;
@@ -393,17 +339,11 @@ async fn authenticated_and_network_servers_do_not_check_the_host() {
         "no token",
     );
 
-    let args = [
-        "serve",
-        "--listen",
-        "0.0.0.0:0",
-        "--open",
-        "--database",
-        "sqlite::memory:",
-        "--blobs",
-        "memory://",
-    ];
-    let network = Server::start(bin(), &args).await.unwrap();
+    let network = Server::builder()
+        .listen("0.0.0.0:0")
+        .arg("--open")
+        .start()
+        .await;
     let port = network.url().rsplit(':').next().unwrap();
     let url = format!("http://127.0.0.1:{port}");
     let answer = call(&url, "GET", "/builds", None, &evil, None).await;
@@ -426,29 +366,32 @@ fn database_passwords_never_reach_the_output() {
         // A secret the driver does not understand.
         "postgres://u@127.0.0.1:1/db?sslpassword=hunter3pw",
     ];
+    let debug = [("RUST_LOG", "debug")];
     for database in cases {
-        for args in [
-            vec![
+        for (command, (ok, stdout, stderr)) in [
+            (
                 "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--blobs",
-                "memory://",
-                "--db-acquire-timeout-ms",
-                "500",
-                "--database",
-                database,
-            ],
-            vec!["migrate", "--database", database],
-            vec!["token", "revocations", "--database", database],
+                Server::builder()
+                    .flag("--db-acquire-timeout-ms", "500")
+                    .database(database)
+                    .env("RUST_LOG", "debug")
+                    .run(),
+            ),
+            (
+                "migrate",
+                run_with_env(&["migrate", "--database", database], &debug),
+            ),
+            (
+                "token revocations",
+                run_with_env(&["token", "revocations", "--database", database], &debug),
+            ),
         ] {
-            let (ok, stdout, stderr) = run_with_env(&args, &[("RUST_LOG", "debug")]);
-            assert!(!ok, "{args:?} succeeded");
+            assert!(!ok, "{command} {database} succeeded");
             let out = format!("{stdout}{stderr}");
             for secret in ["hunter2pw", "hunter3pw"] {
-                assert!(!out.contains(secret), "{args:?} printed {secret}:\n{out}");
+                assert!(!out.contains(secret), "{command} printed {secret}:\n{out}");
             }
-            assert!(out.contains("error: "), "{args:?}: {out}");
+            assert!(out.contains("error: "), "{command} {database}: {out}");
         }
     }
     let (_, _, stderr) = run(&["migrate", "--database", cases[1]]);
@@ -471,7 +414,11 @@ async fn start_logs_hide_database_passwords_postgres() {
         parsed.set_password(Some("hunter2pw")).unwrap();
         parsed.set_query(Some("application_name=abstore&password=hunter3pw"));
         let database = parsed.to_string();
-        let mut server = start_with_env(&["RUST_LOG=debug"], &["--database", &database]).await;
+        let mut server = Server::builder()
+            .database(&database)
+            .env("RUST_LOG", "debug")
+            .start()
+            .await;
         assert_eq!(get(server.url(), "/health", None).await.status, 200);
         let log = logged(&server, &["password=REDACTED", "serving"]).await;
         server.stop().await.unwrap();
@@ -495,10 +442,7 @@ async fn secret_files_open_to_others_are_refused() {
     let file = path_text(&path);
     let (old, new) = (secret(), secret());
     write_with_mode(&path, &format!("{old}\n"), 0o644);
-    let out = start_fails(
-        &["--database", "sqlite::memory:", "--secret-file", file],
-        &[],
-    );
+    let out = start_fails(Server::builder().flag("--secret-file", file));
     assert!(out.contains("mode 0644"), "{out}");
     assert!(out.contains(&format!("chmod 600 {file}")), "{out}");
     assert!(!out.contains(&old), "the secret was printed");
@@ -514,16 +458,16 @@ async fn secret_files_open_to_others_are_refused() {
     ]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains('.'), "{stdout}");
-    let allowed = start_with_env(
-        &["ABSTORE_ALLOW_INSECURE_SECRET_FILE=true"],
-        &["--database", "sqlite::memory:", "--secret-file", file],
-    )
-    .await;
+    let allowed = Server::builder()
+        .flag("--secret-file", file)
+        .env("ABSTORE_ALLOW_INSECURE_SECRET_FILE", "true")
+        .start()
+        .await;
     drop(allowed);
 
     // Private, it serves; made public with a new secret, a reload refuses it.
     write_with_mode(&path, &format!("{old}\n"), 0o600);
-    let server = start(&["--database", "sqlite::memory:", "--secret-file", file]).await;
+    let server = Server::builder().flag("--secret-file", file).start().await;
     let exp = support_now() + 3_600_000;
     let (old_token, new_token) = (mint(&old, &admin_scope(exp)), mint(&new, &admin_scope(exp)));
     assert_eq!(
@@ -531,7 +475,7 @@ async fn secret_files_open_to_others_are_refused() {
         200
     );
     write_with_mode(&path, &format!("{new}\n"), 0o640);
-    hangup(&server);
+    server.signal("HUP");
     let log = logged(&server, &["NOT reloaded", "mode 0640"]).await;
     assert!(
         log.contains("NOT reloaded") && log.contains("mode 0640"),
@@ -553,7 +497,7 @@ async fn secret_files_open_to_others_are_refused() {
 #[test]
 fn uniform_secrets_are_weak() {
     for weak in ["a".repeat(64), "password".repeat(5)] {
-        let out = start_fails(&["--database", "sqlite::memory:", "--secret", &weak], &[]);
+        let out = start_fails(Server::builder().secret(&weak));
         assert!(out.contains("looks weak"), "{out}");
         assert!(out.contains("openssl rand"), "{out}");
         assert!(!out.contains(&weak), "the secret was printed");
@@ -574,15 +518,7 @@ fn uniform_secrets_are_weak() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("secret");
     write_with_mode(&path, &format!("{}\n{}\n", secret(), "z".repeat(40)), 0o600);
-    let out = start_fails(
-        &[
-            "--database",
-            "sqlite::memory:",
-            "--secret-file",
-            path_text(&path),
-        ],
-        &[],
-    );
+    let out = start_fails(Server::builder().flag("--secret-file", path_text(&path)));
     assert!(
         out.contains("line 2") && out.contains("looks weak"),
         "{out}"
@@ -595,7 +531,7 @@ fn uniform_secrets_are_weak() {
 /// most 128 bytes of visible ASCII; any other is replaced and never logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_short_printable_request_ids_are_kept() {
-    let server = start(&["--database", "sqlite::memory:"]).await;
+    let server = Server::builder().start().await;
     let url = server.url();
     let with_id = |id: String| async move {
         call(url, "GET", "/health", None, &[("x-request-id", &id)], None)
@@ -715,19 +651,14 @@ async fn revocation_on_sqlite_applies_while_serving_and_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
     let secret = secret();
-    let metrics_listen = format!("127.0.0.1:{}", support::free_port());
-    let mut server = start(&[
-        "--database",
-        &database,
-        "--secret",
-        &secret,
-        "--revocation-refresh-seconds",
-        "1",
-        "--metrics-listen",
-        &metrics_listen,
-    ])
-    .await;
-    let metrics = format!("http://{metrics_listen}/metrics");
+    let mut server = Server::builder()
+        .database(&database)
+        .secret(&secret)
+        .flag("--revocation-refresh-seconds", "1")
+        .metrics()
+        .start()
+        .await;
+    let metrics = server.metrics_url().to_owned();
     let exp = support_now() + 3_600_000;
     let (leaked, seen, kept) = (
         mint(&secret, &admin_scope(exp)),
@@ -834,21 +765,14 @@ async fn revocation_reaches_every_replica_postgres() {
     support::with_pg("revoke", |database| async move {
         let secret = secret();
         let replica = |refresh: &'static str, migrate: bool| {
-            let (database, secret) = (database.clone(), secret.clone());
-            async move {
-                let mut args = vec![
-                    "--database",
-                    &database,
-                    "--secret",
-                    &secret,
-                    "--revocation-refresh-seconds",
-                    refresh,
-                ];
-                if !migrate {
-                    args.push("--no-migrate");
-                }
-                start(&args).await
+            let mut server = Server::builder()
+                .database(&database)
+                .secret(&secret)
+                .flag("--revocation-refresh-seconds", refresh);
+            if !migrate {
+                server = server.arg("--no-migrate");
             }
+            server.start()
         };
         let a = replica("1", true).await;
         let b = replica("1", false).await;
@@ -889,14 +813,10 @@ fn a_start_that_cannot_read_the_revocations_fails() {
     let dir = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir.path().join("empty.db").display());
     let out = start_fails(
-        &[
-            "--database",
-            &database,
-            "--no-migrate",
-            "--secret",
-            &secret(),
-        ],
-        &[],
+        Server::builder()
+            .database(&database)
+            .arg("--no-migrate")
+            .secret(&secret()),
     );
     assert!(out.contains("loading the revoked tokens"), "{out}");
 }
@@ -907,28 +827,14 @@ fn a_start_that_cannot_read_the_revocations_fails() {
 fn the_refresh_interval_is_bounded() {
     for bad in ["0", "3601", "-1", "soon"] {
         let flag = format!("--revocation-refresh-seconds={bad}");
-        let out = start_fails(&["--database", "sqlite::memory:", &flag], &[]);
+        let out = start_fails(Server::builder().arg(&flag));
         assert!(out.contains("--revocation-refresh-seconds"), "{bad}: {out}");
     }
-    let out = start_fails(
-        &["--database", "sqlite::memory:"],
-        &[("ABSTORE_REVOCATION_REFRESH_SECONDS", "0")],
-    );
+    let out = start_fails(Server::builder().env("ABSTORE_REVOCATION_REFRESH_SECONDS", "0"));
     assert!(out.contains("ABSTORE_REVOCATION_REFRESH_SECONDS"), "{out}");
-    let out = start_fails(
-        &[
-            "--database",
-            "sqlite::memory:",
-            "--max-token-lifetime",
-            "forever",
-        ],
-        &[],
-    );
+    let out = start_fails(Server::builder().flag("--max-token-lifetime", "forever"));
     assert!(out.contains("--max-token-lifetime"), "{out}");
-    let out = start_fails(
-        &["--database", "sqlite::memory:"],
-        &[("ABSTORE_MAX_TOKEN_LIFETIME", "1w")],
-    );
+    let out = start_fails(Server::builder().env("ABSTORE_MAX_TOKEN_LIFETIME", "1w"));
     assert!(out.contains("ABSTORE_MAX_TOKEN_LIFETIME"), "{out}");
 }
 
@@ -939,16 +845,8 @@ fn the_refresh_interval_is_bounded() {
 async fn tokens_beyond_the_lifetime_bound_are_refused() {
     let secret = secret();
     let now = clock_ms();
-    let common = [
-        "--database",
-        "sqlite::memory:",
-        "--test-clock",
-        CLOCK,
-        "--secret",
-    ];
-    let mut args = common.to_vec();
-    args.push(&secret);
-    let server = start(&args).await;
+    let bounded = Server::builder().test_clock().secret(&secret);
+    let server = bounded.clone().start().await;
     let day = 86_400_000;
     let at = |exp: i64| mint(&secret, &admin_scope(exp));
     assert_eq!(
@@ -965,9 +863,11 @@ async fn tokens_beyond_the_lifetime_bound_are_refused() {
         &get(server.url(), "/builds", Some(&at(4_102_444_800_000))).await,
         "the year 2100",
     );
-    let mut args = args.clone();
-    args.extend(["--max-token-lifetime", "1h"]);
-    let hour = start(&args).await;
+    let hour = bounded
+        .clone()
+        .flag("--max-token-lifetime", "1h")
+        .start()
+        .await;
     assert_eq!(
         get(hour.url(), "/builds", Some(&at(now + 3_600_000)))
             .await
@@ -978,11 +878,10 @@ async fn tokens_beyond_the_lifetime_bound_are_refused() {
         &get(hour.url(), "/builds", Some(&at(now + 3_600_001))).await,
         "1h",
     );
-    let unbounded = start_with_env(
-        &["ABSTORE_MAX_TOKEN_LIFETIME=none"],
-        &[common.as_slice(), &[secret.as_str()]].concat(),
-    )
-    .await;
+    let unbounded = bounded
+        .env("ABSTORE_MAX_TOKEN_LIFETIME", "none")
+        .start()
+        .await;
     assert_eq!(
         get(unbounded.url(), "/builds", Some(&at(4_102_444_800_000)))
             .await
@@ -1009,21 +908,15 @@ async fn refusals_are_counted_by_reason_and_logs_name_the_scope() {
     let dir = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
     let secret = secret();
-    let metrics_listen = format!("127.0.0.1:{}", support::free_port());
-    let server = start(&[
-        "--database",
-        &database,
-        "--test-clock",
-        CLOCK,
-        "--secret",
-        &secret,
-        "--revocation-refresh-seconds",
-        "1",
-        "--metrics-listen",
-        &metrics_listen,
-    ])
-    .await;
-    let metrics = format!("http://{metrics_listen}/metrics");
+    let server = Server::builder()
+        .database(&database)
+        .test_clock()
+        .secret(&secret)
+        .flag("--revocation-refresh-seconds", "1")
+        .metrics()
+        .start()
+        .await;
+    let metrics = server.metrics_url().to_owned();
     let url = server.url();
     let now = clock_ms();
     let exp = now + 3_600_000;
@@ -1132,7 +1025,7 @@ async fn refusals_are_counted_by_reason_and_logs_name_the_scope() {
     for token in [&admin, &build, &deployment, &revoked] {
         assert!(!log.contains(token.as_str()), "a token was logged");
     }
-    let open = start(&["--database", "sqlite::memory:"]).await;
+    let open = Server::builder().start().await;
     assert_eq!(get(open.url(), "/builds", None).await.status, 200);
     let log = logged(&open, &["scope=open"]).await;
     assert!(log.contains("scope=open"), "{log}");

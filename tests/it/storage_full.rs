@@ -28,7 +28,7 @@ use abstore_conformance::util::{b64, enc, sha256_hex, unb64};
 use serde_json::{Value, json};
 use sqlx::Connection as _;
 use support::cluster::{Cluster, is_root, pg_bin_dir};
-use support::{await_readiness, free_port, metric, start_with_args};
+use support::{Server, await_readiness, metric};
 
 const CHECK: &str = "storage full through the binary (tmpfs)";
 const DATABASE_FULL: &str = "database storage full";
@@ -479,16 +479,17 @@ impl Ledger {
     }
 }
 
-/// Start the server with its metrics on a port of their own.
-async fn serve(database: &str, blobs: &Path) -> (abstore_conformance::Server, String) {
-    let metrics_listen = format!("127.0.0.1:{}", free_port());
-    let server = start_with_args(
-        database,
-        support::path_text(blobs),
-        &["--metrics-listen", &metrics_listen],
-    )
-    .await;
-    (server, format!("http://{metrics_listen}/metrics"))
+/// Start the server with its metrics on a port of their own (the same
+/// after a restart); returns it and its metrics URL.
+async fn serve(database: &str, blobs: &Path) -> (Server, String) {
+    let server = Server::builder()
+        .database(database)
+        .blobs(support::path_text(blobs))
+        .metrics()
+        .start()
+        .await;
+    let metrics = server.metrics_url().to_owned();
+    (server, metrics)
 }
 
 /// The refusals were logged at `ERROR`, but not once each: the line is

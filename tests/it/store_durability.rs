@@ -7,25 +7,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use abstore_conformance::Server;
 use abstore_testkit::scratch_pg;
 use serde_json::{Value, json};
 
 use crate::support;
 
-use support::client;
+use support::{Server, client};
 
 fn observation(id: &str) -> Value {
     json!({"actor": {"kind": "kernel"}, "type": "observation.recorded",
            "payload": {"id": id, "kind": "followup", "summary": "disconnect"}})
-}
-
-async fn start(args: &[&str]) -> Server {
-    let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--blobs", "memory://"];
-    all.extend_from_slice(args);
-    Server::start(env!("CARGO_BIN_EXE_abstore"), &all)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore: {e:#}"))
 }
 
 /// Many clients append and abandon their requests at random points (the
@@ -139,7 +130,7 @@ async fn cut_off_clients(base: &str, round: u32, acknowledged: &Arc<Mutex<BTreeM
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn disconnects_on_sqlite_memory() {
-    let server = start(&["--database", "sqlite::memory:"]).await;
+    let server = Server::builder().start().await;
     disconnecting_clients_leave_the_store_whole(&server).await;
 }
 
@@ -147,7 +138,7 @@ async fn disconnects_on_sqlite_memory() {
 async fn disconnects_on_a_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("abstore.db").display());
-    let server = start(&["--database", &db]).await;
+    let server = Server::builder().database(&db).start().await;
     disconnecting_clients_leave_the_store_whole(&server).await;
 }
 
@@ -156,7 +147,7 @@ async fn disconnects_on_postgres() {
     let Some(db) = scratch_pg::for_test("PostgreSQL disconnect test", "abstore_dc").await else {
         return;
     };
-    let server = start(&["--database", &db.url]).await;
+    let server = Server::builder().database(&db.url).start().await;
     disconnecting_clients_leave_the_store_whole(&server).await;
     drop(server);
     let _ = db.drop_db().await;
@@ -168,36 +159,28 @@ async fn disconnects_on_postgres() {
 async fn one_process_per_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("abstore.db").display());
-    let mut first = start(&["--database", &db]).await;
+    let mut first = Server::builder().database(&db).start().await;
     let second = tokio::time::timeout(
         Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_abstore"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--blobs",
-                "memory://",
-                "--database",
-                &db,
-            ])
-            .kill_on_drop(true)
-            .output(),
+        Server::builder().database(&db).try_start(),
     )
     .await
-    .expect("the second server neither failed nor stopped")
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(!second.status.success(), "{stderr}");
+    .expect("the second server neither failed nor stopped");
+    let Err(second) = second else {
+        panic!("a second server started on {db}");
+    };
+    let status = second.status.unwrap_or_else(|| panic!("{second}"));
+    let stderr = second.stderr;
+    assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains("another abstore process is using the SQLite database"),
         "{stderr}"
     );
     first.stop().await.unwrap();
-    let _again = start(&["--database", &db]).await;
+    let _again = Server::builder().database(&db).start().await;
     // In-memory databases are private to their process: no lock.
-    let _m1 = start(&["--database", "sqlite::memory:"]).await;
-    let _m2 = start(&["--database", "sqlite::memory:"]).await;
+    let _m1 = Server::builder().start().await;
+    let _m2 = Server::builder().start().await;
 }
 
 /// Spec section 10 over HTTP: with the test clock moved BACKWARDS behind the
@@ -206,13 +189,7 @@ async fn one_process_per_sqlite_file() {
 /// alike (the rule is shared; SQLite is exercised here).
 #[tokio::test]
 async fn leases_follow_the_clock_when_it_steps_back() {
-    let server = start(&[
-        "--database",
-        "sqlite::memory:",
-        "--test-clock",
-        "2026-07-15T12:00:00.000Z",
-    ])
-    .await;
+    let server = Server::builder().test_clock().start().await;
     let c = client();
     let base = server.url().to_owned();
     let post = |path: &str, body: Value| {

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support;
 
-use support::{PROTOCOL, VERSION, client, decode, start_with_args, with_pg};
+use support::{PROTOCOL, Server, ServerBuilder, VERSION, client, decode, with_pg};
 
 /// Events in the long history: about 6 MB of envelopes, many pieces, and
 /// more than the kernel's socket buffers hold (4 MB), so that a client that
@@ -117,20 +117,13 @@ fn rand_suffix() -> u64 {
         .as_nanos() as u64
 }
 
-async fn streamed_reads(database: &str) {
-    let server = start_with_args(
-        database,
-        "memory://",
-        &[
-            "--db-pool-size",
-            "1",
-            "--db-acquire-timeout-ms",
-            "2000",
-            "--read-stall-timeout-seconds",
-            "1",
-        ],
-    )
-    .await;
+async fn streamed_reads(server: ServerBuilder) {
+    let server = server
+        .flag("--db-pool-size", "1")
+        .flag("--db-acquire-timeout-ms", "2000")
+        .flag("--read-stall-timeout-seconds", "1")
+        .start()
+        .await;
     let base = server.url().to_owned();
     long_history(&base).await;
     let c = client();
@@ -217,24 +210,15 @@ async fn streamed_reads(database: &str) {
 
 #[tokio::test]
 async fn whole_reads_stream_on_a_sqlite_file() {
-    let (_dir, database) = sqlite_file();
-    streamed_reads(&database).await;
+    streamed_reads(Server::builder().sqlite_file()).await;
 }
 
 #[tokio::test]
 async fn whole_reads_stream_on_postgres() {
     with_pg("streamed", |database| async move {
-        streamed_reads(&database).await;
+        streamed_reads(Server::builder().database(&database)).await;
     })
     .await;
-}
-
-/// A SQLite file database URL in a new temporary directory (kept while
-/// the directory is).
-fn sqlite_file() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
-    (dir, database)
 }
 
 /// A client that decodes nothing itself: the raw bytes and headers.
@@ -244,8 +228,8 @@ fn raw_client() -> reqwest::Client {
     client()
 }
 
-async fn compressed_reads(database: &str) {
-    let server = start_with_args(database, "memory://", &[]).await;
+async fn compressed_reads(server: ServerBuilder) {
+    let server = server.start().await;
     let base = server.url().to_owned();
     long_history(&base).await;
     let c = raw_client();
@@ -384,8 +368,7 @@ async fn fetch_decodes(runtime: &str) {
         );
         return;
     };
-    let (_dir, database) = sqlite_file();
-    let server = start_with_args(&database, "memory://", &[]).await;
+    let server = Server::builder().sqlite_file().start().await;
     let base = server.url().to_owned();
     long_history(&base).await;
     // A streamed answer (the whole log) and a whole one (its last 20 events:
@@ -441,14 +424,13 @@ fn javascript_runtime(name: &str) -> Option<std::path::PathBuf> {
 
 #[tokio::test]
 async fn whole_reads_compress_on_a_sqlite_file() {
-    let (_dir, database) = sqlite_file();
-    compressed_reads(&database).await;
+    compressed_reads(Server::builder().sqlite_file()).await;
 }
 
 #[tokio::test]
 async fn whole_reads_compress_on_postgres() {
     with_pg("compressed", |database| async move {
-        compressed_reads(&database).await;
+        compressed_reads(Server::builder().database(&database)).await;
     })
     .await;
 }

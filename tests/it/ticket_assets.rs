@@ -8,7 +8,7 @@ use abstore_conformance::token;
 use abstore_conformance::util::{b64, sha256_hex};
 use serde_json::{Value, json};
 
-use crate::support::{self, CLOCK};
+use crate::support::{self, CLOCK, Server, ServerBuilder};
 
 /// A protocol-3 client of one server, with an optional bearer token.
 #[derive(Clone)]
@@ -84,16 +84,15 @@ fn dir(path: &str) -> Value {
     json!({"type": "dir", "path": path})
 }
 
-async fn start(database: &str, blobs: &str, extra: &[&str]) -> abstore_conformance::Server {
-    let mut args = support::ACCEPT_PROTOCOL3.to_vec();
-    args.extend(["--test-clock", CLOCK]);
-    args.extend_from_slice(extra);
-    support::start_with_args(database, blobs, &args).await
+/// A server answering protocol-3 clients (ticket assets are theirs only)
+/// on the test clock.
+fn protocol3() -> ServerBuilder {
+    Server::builder().accept_protocol3().test_clock()
 }
 
 /// Every route's answers, on whichever store `database` names.
 async fn every_route(database: &str) {
-    let server = start(database, "memory://", &[]).await;
+    let server = protocol3().database(database).start().await;
     let c = P3::new(server.url());
 
     let (status, limits) = c.get("/repos/acme%2Fwidgets/ticket-asset-limits").await;
@@ -398,12 +397,7 @@ async fn every_route_on_postgres() {
 /// request that fails only that check; nothing is stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_validation_row_answers_its_message() {
-    let server = start(
-        "sqlite::memory:",
-        "memory://",
-        &["--max-body-bytes", "400000"],
-    )
-    .await;
+    let server = protocol3().flag("--max-body-bytes", "400000").start().await;
     let c = P3::new(server.url());
     let tree = |entries: Value| put_body("design", "home", "tree", entries);
     let many: Vec<Value> = (0..1001).map(|i| dir(&format!("d{i}"))).collect();
@@ -525,7 +519,7 @@ async fn every_validation_row_answers_its_message() {
 /// whose labels would fail it), and store nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn shape_errors_are_400_before_validation() {
-    let server = start("sqlite::memory:", "memory://", &[]).await;
+    let server = protocol3().start().await;
     let c = P3::new(server.url());
     let invalid = |message: &str| json!({"kind": "validation", "error": message});
     let cases: Vec<(Vec<u8>, Value)> = vec![
@@ -650,7 +644,7 @@ async fn the_token_matrix_is_the_repository_column() {
     let secret: String = (0..4)
         .map(|_| abstore_conformance::util::random_hex())
         .collect();
-    let server = start("sqlite::memory:", "memory://", &["--secret", &secret]).await;
+    let server = protocol3().secret(&secret).start().await;
     // A day past the test clock: within the server's bound on how far an
     // `exp` may lie beyond its now (`--max-token-lifetime`, 90 days).
     let exp = abstore_conformance::util::parse_iso_ms(CLOCK).unwrap() + 86_400_000;
@@ -788,7 +782,12 @@ async fn the_ceiling_bounds_requests_and_answers() {
     let remove = format!("{T}/assets/remove");
 
     // 400000 bytes: requests at the edge.
-    let mut server = start(&database, &blobs, &["--max-body-bytes", "400000"]).await;
+    let mut server = protocol3()
+        .database(&database)
+        .blobs(&blobs)
+        .flag("--max-body-bytes", "400000")
+        .start()
+        .await;
     let c = P3::new(server.url());
     assert_eq!(
         c.get("/repos/r/ticket-asset-limits").await,
@@ -843,7 +842,12 @@ async fn the_ceiling_bounds_requests_and_answers() {
     server.stop().await.unwrap();
 
     // 300000 bytes: the wide manifest no longer fits; its request does.
-    let mut server = start(&database, &blobs, &["--max-body-bytes", "300000"]).await;
+    let mut server = protocol3()
+        .database(&database)
+        .blobs(&blobs)
+        .flag("--max-body-bytes", "300000")
+        .start()
+        .await;
     let c = P3::new(server.url());
     assert!(wide().to_string().len() < 300_000);
     let manifest_over = |n: usize| {
@@ -883,7 +887,12 @@ async fn the_ceiling_bounds_requests_and_answers() {
     server.stop().await.unwrap();
 
     // 50000 bytes: the large file no longer fits, the small one does.
-    let mut server = start(&database, &blobs, &["--max-body-bytes", "50000"]).await;
+    let mut server = protocol3()
+        .database(&database)
+        .blobs(&blobs)
+        .flag("--max-body-bytes", "50000")
+        .start()
+        .await;
     let c = P3::new(server.url());
     assert_eq!(
         c.get(&format!(
@@ -910,7 +919,12 @@ async fn the_ceiling_bounds_requests_and_answers() {
     server.stop().await.unwrap();
 
     // 1000 bytes: nothing fits in a revision, and the list no longer fits.
-    let server = start(&database, &blobs, &["--max-body-bytes", "1000"]).await;
+    let server = protocol3()
+        .database(&database)
+        .blobs(&blobs)
+        .flag("--max-body-bytes", "1000")
+        .start()
+        .await;
     let c = P3::new(server.url());
     assert_eq!(
         c.get("/repos/r/ticket-asset-limits").await.1,
@@ -941,7 +955,7 @@ async fn the_ceiling_bounds_requests_and_answers() {
 /// unknown-route answer; a protocol-3 client of the same server is served.
 #[tokio::test(flavor = "multi_thread")]
 async fn protocol_2_clients_do_not_reach_ticket_assets() {
-    let server = start("sqlite::memory:", "memory://", &[]).await;
+    let server = protocol3().start().await;
     let old = support::client();
     for (method, path) in [
         (
@@ -1002,7 +1016,7 @@ async fn protocol_2_clients_do_not_reach_ticket_assets() {
 async fn a_long_list_is_held_to_the_ceiling_by_its_exact_length() {
     let dir_ = tempfile::tempdir().unwrap();
     let database = format!("sqlite://{}", dir_.path().join("list.db").display());
-    let mut server = start(&database, "memory://", &[]).await;
+    let mut server = protocol3().database(&database).start().await;
     let c = P3::new(server.url());
     for n in 0..1200 {
         let name = format!("n{}", n % 3);
@@ -1021,14 +1035,22 @@ async fn a_long_list_is_held_to_the_ceiling_by_its_exact_length() {
     server.stop().await.unwrap();
 
     let at = len.to_string();
-    let mut server = start(&database, "memory://", &["--max-body-bytes", &at]).await;
+    let mut server = protocol3()
+        .database(&database)
+        .flag("--max-body-bytes", &at)
+        .start()
+        .await;
     let answer = http.get(list(server.url())).send().await.unwrap();
     assert_eq!(answer.status(), 200);
     assert_eq!(answer.text().await.unwrap(), whole);
     server.stop().await.unwrap();
 
     let below = (len - 1).to_string();
-    let server = start(&database, "memory://", &["--max-body-bytes", &below]).await;
+    let server = protocol3()
+        .database(&database)
+        .flag("--max-body-bytes", &below)
+        .start()
+        .await;
     let c = P3::new(server.url());
     let (status, answer) = c.get(&format!("{T}/assets/list?revisions=1")).await;
     assert_eq!(status, 413, "{answer}");
@@ -1098,7 +1120,11 @@ async fn a_huge_list_takes_memory_bounded_by_the_ceiling() {
         - 1;
     assert!(len > 25_000_000, "{len}");
 
-    let server = start(&database, "memory://", &["--max-body-bytes", "1048576"]).await;
+    let server = protocol3()
+        .database(&database)
+        .flag("--max-body-bytes", "1048576")
+        .start()
+        .await;
     let pid = server.pid().unwrap();
     let c = P3::new(server.url());
     // Warm up every path the big read takes, on a short list.

@@ -1,10 +1,16 @@
-//! Shared by the robustness, fuzz and crash tests: a raw HTTP/1.1 client
-//! (exact bytes on the wire: malformed escapes, NUL, dot segments, repeated
-//! headers, invalid UTF-8 bodies, which `reqwest` would normalise or refuse),
-//! the checks every response must pass, and PostgreSQL scratch databases.
+//! Shared by every integration test: the one way to start the server
+//! ([`server`]: `Server::builder()…start()`), the runners of the other
+//! commands, the identities clients send, a raw HTTP/1.1 client (exact
+//! bytes on the wire: malformed escapes, NUL, dot segments, repeated
+//! headers, invalid UTF-8 bodies, which `reqwest` would normalise or
+//! refuse), the checks every response must pass, and PostgreSQL scratch
+//! databases ([`cluster`] for a private PostgreSQL server).
 
 pub mod cluster;
+pub mod server;
 pub mod sockets;
+
+pub use server::{Server, ServerBuilder};
 
 use std::time::Duration;
 
@@ -21,7 +27,8 @@ pub const CLOCK: &str = "2026-07-15T12:00:00.000Z";
 /// protocol-3 clients, with their (0.9.0) catalogs.
 pub const PROTOCOL3_CLIENT: (&str, &str) = ("0.9.0", "3");
 
-/// `abstore serve` flags accepting today's identity and [`PROTOCOL3_CLIENT`].
+/// `abstore serve` flags accepting today's identity and [`PROTOCOL3_CLIENT`]
+/// ([`ServerBuilder::accept_protocol3`]).
 pub const ACCEPT_PROTOCOL3: [&str; 4] =
     ["--accept-client", "0.8.0/2", "--accept-client", "0.9.0/3"];
 
@@ -45,23 +52,6 @@ pub fn protocol3_client() -> reqwest::Client {
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
-}
-
-/// The release binary `scripts/test` built once (`ABSTORE_RELEASE_BIN`),
-/// for the tests whose subject is release behaviour (overflow wraps instead
-/// of panicking; docs/decisions.md, 21); `None`, said loudly (and a failure
-/// under `scripts/test` or CI), when the tests run without it.
-pub fn release_bin() -> Option<String> {
-    match std::env::var("ABSTORE_RELEASE_BIN") {
-        Ok(path) if std::path::Path::new(&path).is_file() => Some(path),
-        _ => {
-            abstore_testkit::skip::skipped(
-                "adversarial tests on the release binary",
-                "ABSTORE_RELEASE_BIN is unset; scripts/test builds target/release/abstore and sets it",
-            );
-            None
-        }
-    }
 }
 
 /// The protocol's identity headers, for `reqwest` clients.
@@ -92,31 +82,6 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
-}
-
-/// `abstore serve` on `database` with `memory://` blobs and Prometheus
-/// metrics on a port of their own; returns the server and the metrics URL.
-pub async fn start_with_metrics(database: &str) -> (abstore_conformance::Server, String) {
-    let metrics_listen = format!("127.0.0.1:{}", free_port());
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        "memory://",
-        "--metrics-listen",
-        &metrics_listen,
-        ACCEPT_PROTOCOL3[0],
-        ACCEPT_PROTOCOL3[1],
-        ACCEPT_PROTOCOL3[2],
-        ACCEPT_PROTOCOL3[3],
-    ];
-    let server = abstore_conformance::Server::start(bin(), &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"));
-    (server, format!("http://{metrics_listen}/metrics"))
 }
 
 /// One counter or gauge on a Prometheus `/metrics` page, summed over its
@@ -203,39 +168,6 @@ pub fn assert_same_archive_body(a: &std::path::Path, b: &std::path::Path, what: 
         b.lines().count(),
         "{what}: line counts differ"
     );
-}
-
-/// Start `abstore serve` on `database` and `blobs`, optionally authenticated.
-pub async fn start(
-    database: &str,
-    blobs: &str,
-    secret: Option<&str>,
-) -> abstore_conformance::Server {
-    match secret {
-        Some(secret) => start_with_args(database, blobs, &["--secret", secret]).await,
-        None => start_with_args(database, blobs, &[]).await,
-    }
-}
-
-/// Start `abstore serve` on `database` and `blobs` with `extra` flags.
-pub async fn start_with_args(
-    database: &str,
-    blobs: &str,
-    extra: &[&str],
-) -> abstore_conformance::Server {
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--database",
-        database,
-        "--blobs",
-        blobs,
-    ];
-    args.extend_from_slice(extra);
-    abstore_conformance::Server::start(bin(), &args)
-        .await
-        .unwrap_or_else(|e| panic!("starting abstore {args:?}: {e:#}"))
 }
 
 /// Run `abstore args…` to completion with `env` added; returns (success,

@@ -1,0 +1,174 @@
+//! `serve`'s storage flags: the database and its pool (shared with
+//! `migrate`), artifact retention and the collection bounds, which become
+//! the [`StoreOptions`](crate::store::StoreOptions) the store runs on.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cli::boolish;
+use crate::store::bounds::{self, Bounds};
+use crate::store::retention::Retention;
+
+/// The database and its connection pool (`serve` and `migrate`).
+/// `Debug` by hand: the URL may carry a password (`DatabaseUrl`'s redaction).
+#[derive(Args, Clone)]
+#[command(next_help_heading = "Database")]
+pub struct DatabaseArgs {
+    /// Database URL: `sqlite://PATH`, `sqlite::memory:` or `postgres://…`.
+    #[arg(
+        long,
+        env = "ABSTORE_DATABASE",
+        default_value = "sqlite://./abstore-data/abstore.db"
+    )]
+    pub database: String,
+
+    /// Maximum database connections (PostgreSQL pool; SQLite readers).
+    #[arg(long, env = "ABSTORE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub db_pool_size: u32,
+
+    /// PostgreSQL connections opened at start and kept open (at most
+    /// `--db-pool-size`): requests up to this many at once never wait for a
+    /// new connection. Set it to `--db-pool-size` for a fixed-size pool.
+    #[arg(long, env = "ABSTORE_DB_MIN_CONNECTIONS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub db_min_connections: u32,
+
+    /// How long a request waits for a pooled PostgreSQL connection before
+    /// it fails (`503`), in milliseconds.
+    #[arg(long, env = "ABSTORE_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub db_acquire_timeout_ms: u64,
+
+    /// The same bound while PostgreSQL is known to be unreachable (after a
+    /// failed connect), so requests answer `503` at once during an outage.
+    #[arg(long, env = "ABSTORE_DB_UNAVAILABLE_ACQUIRE_TIMEOUT_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    pub db_unavailable_acquire_timeout_ms: u64,
+}
+
+impl std::fmt::Debug for DatabaseArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseArgs")
+            .field("database", &crate::store::url::redact(&self.database))
+            .field("db_pool_size", &self.db_pool_size)
+            .field("db_min_connections", &self.db_min_connections)
+            .field("db_acquire_timeout_ms", &self.db_acquire_timeout_ms)
+            .field(
+                "db_unavailable_acquire_timeout_ms",
+                &self.db_unavailable_acquire_timeout_ms,
+            )
+            .finish()
+    }
+}
+
+/// What only a server does with its database.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Database")]
+pub struct ServerDatabaseArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+
+    /// Do not apply migrations at start (run `abstore migrate` separately).
+    #[arg(long, env = "ABSTORE_NO_MIGRATE", value_parser = boolish())]
+    pub no_migrate: bool,
+
+    /// Streamed answers longer than one 64 KiB piece that may be sending at
+    /// once (each holds a database connection while its client reads);
+    /// another waits up to `--db-acquire-timeout-ms`, then is answered
+    /// `503`. Below `--db-pool-size`, so slow readers never take every
+    /// connection. Default: half the pool, rounded up.
+    #[arg(long, env = "ABSTORE_MAX_STREAMED_READS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_streamed_reads: Option<u32>,
+}
+
+/// Artifact retention.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Artifact retention")]
+pub struct RetentionArgs {
+    /// Artifact retention: a JSON policy file replacing the embedded one
+    /// (which keeps the latest 100 revisions of the dispatcher and
+    /// build-runner configuration kinds), or `none` to prune nothing.
+    #[arg(long, env = "ABSTORE_RETENTION_POLICY", value_name = "FILE|none")]
+    pub retention_policy: Option<PathBuf>,
+
+    /// At most this many artifact revisions pruned by one put or deposit
+    /// (a larger backlog drains over later writes).
+    #[arg(long, env = "ABSTORE_RETENTION_PRUNE_LIMIT", default_value_t = crate::store::retention::DEFAULT_PRUNE_LIMIT, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub retention_prune_limit: u32,
+}
+
+impl RetentionArgs {
+    /// The policy loaded (a file that does not load stops the start, naming
+    /// the file and the rule), and the file it came from.
+    pub fn load(self) -> anyhow::Result<(Retention, Option<PathBuf>)> {
+        let RetentionArgs {
+            retention_policy,
+            retention_prune_limit,
+        } = self;
+        let retention = Retention::load(retention_policy.as_deref(), retention_prune_limit)?;
+        Ok((retention, retention_policy))
+    }
+}
+
+/// The bounds on the collections clients grow (docs/configuration.md,
+/// "Collection bounds"). A write over one writes nothing and is answered
+/// `413 validation` naming the bound and its flag. Each is at most 2^53 − 1,
+/// the largest count a JavaScript client reads exactly.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Collection bounds")]
+pub struct BoundsArgs {
+    /// Chunks one stream may hold; an append beyond them is refused (close
+    /// the stream and start another).
+    #[arg(long, env = "ABSTORE_MAX_STREAM_CHUNKS", default_value_t = bounds::DEFAULT_MAX_STREAM_CHUNKS, value_parser = bound())]
+    pub max_stream_chunks: i64,
+
+    /// Bytes of chunks one stream may hold, as stored (each batch plus
+    /// about 100 bytes of envelope): a close assembles them all in memory,
+    /// so this bounds a close's memory.
+    #[arg(long, env = "ABSTORE_MAX_STREAM_BYTES", default_value_t = bounds::DEFAULT_MAX_STREAM_BYTES, value_parser = bound())]
+    pub max_stream_bytes: i64,
+
+    /// Events one build, repository or session log may hold; appends and
+    /// deposits beyond them are refused.
+    #[arg(long, env = "ABSTORE_MAX_EVENTS_PER_LOG", default_value_t = bounds::DEFAULT_MAX_EVENTS_PER_LOG, value_parser = bound())]
+    pub max_events_per_log: i64,
+
+    /// Revisions one artifact kind of one resource may have, for kinds no
+    /// retention rule selects (retention bounds the others); puts and
+    /// deposits beyond them are refused.
+    #[arg(long, env = "ABSTORE_MAX_ARTIFACT_REVISIONS", default_value_t = bounds::DEFAULT_MAX_ARTIFACT_REVISIONS, value_parser = bound())]
+    pub max_artifact_revisions: i64,
+
+    /// Revisions one ticket asset may have, removals included; puts and
+    /// removals beyond them are refused.
+    #[arg(long, env = "ABSTORE_MAX_TICKET_ASSET_REVISIONS", default_value_t = bounds::DEFAULT_MAX_TICKET_ASSET_REVISIONS, value_parser = bound())]
+    pub max_ticket_asset_revisions: i64,
+
+    /// Live assets one ticket may have; a put adding another is refused.
+    #[arg(long, env = "ABSTORE_MAX_TICKET_ASSETS", default_value_t = bounds::DEFAULT_MAX_TICKET_ASSETS, value_parser = bound())]
+    pub max_ticket_assets: i64,
+}
+
+/// A collection bound: a whole number from 1 to 2^53 − 1.
+fn bound() -> clap::builder::RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(1..=bounds::MAX_BOUND)
+}
+
+impl From<BoundsArgs> for Bounds {
+    fn from(args: BoundsArgs) -> Bounds {
+        let BoundsArgs {
+            max_stream_chunks,
+            max_stream_bytes,
+            max_events_per_log,
+            max_artifact_revisions,
+            max_ticket_asset_revisions,
+            max_ticket_assets,
+        } = args;
+        Bounds {
+            max_stream_chunks,
+            max_stream_bytes,
+            max_events_per_log,
+            max_artifact_revisions,
+            max_ticket_asset_revisions,
+            max_ticket_assets,
+        }
+    }
+}
