@@ -168,6 +168,11 @@ impl App {
             json_budget: crate::http::JsonBudget::new(args.max_json_memory_bytes),
             stream_closes: tokio::sync::Semaphore::new(args.max_concurrent_stream_closes as usize),
             test_clock,
+            tickets: Arc::new(crate::tickets::TicketSettings {
+                lifecycle: args.ticket_lifecycle.clone(),
+                bounds: args.ticket_bounds,
+                max_answer_bytes: args.max_body_bytes,
+            }),
             shutdown,
         });
         crate::metrics::record_build_info(args.db.database.backend());
@@ -364,6 +369,12 @@ fn log_configuration(
         max_artifact_revisions = args.bounds.max_artifact_revisions,
         max_ticket_asset_revisions = args.bounds.max_ticket_asset_revisions,
         max_ticket_assets = args.bounds.max_ticket_assets,
+        ticket_states = %args.ticket_lifecycle.states().join(", "),
+        max_team_tickets = args.ticket_bounds.max_team_tickets,
+        max_ticket_labels = args.ticket_bounds.max_ticket_labels,
+        max_ticket_blockers = args.ticket_bounds.max_ticket_blockers,
+        max_ticket_comments = args.ticket_bounds.max_ticket_comments,
+        max_ticket_text_bytes = args.ticket_bounds.max_ticket_text_bytes,
         test_clock = ?args.test_clock,
         migrate = !args.no_migrate,
         "configuration"

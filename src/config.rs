@@ -51,6 +51,10 @@ pub struct ServeConfig {
     pub retention_prune_limit: u32,
     /// `--max-stream-chunks`, `--max-events-per-log`, … (the collection bounds).
     pub bounds: Bounds,
+    /// `--ticket-triage-state` … `--ticket-done-state`: the hosted tickets' states.
+    pub ticket_lifecycle: crate::tickets::Lifecycle,
+    /// `--max-team-tickets`, `--max-ticket-labels`, … (the hosted tickets' bounds).
+    pub ticket_bounds: crate::tickets::TicketBounds,
     pub secret: SecretConfig,
     pub open: bool,
     pub create_secret_file: bool,

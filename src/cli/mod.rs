@@ -8,11 +8,13 @@
 //! the few flags that choose what one run does ([`FLAG_ONLY`]).
 //!
 //! - [`serve`]: `serve` and `migrate` (the server's and the database's flags).
+//! - [`tickets`]: `serve`'s flags for the hosted tickets.
 //! - [`token`]: `token mint`, `inspect`, `revoke` and `revocations`.
 //! - [`archive`]: `export`, `verify`, `import`, `backup`, `gc`.
 
 pub mod archive;
 pub mod serve;
+pub mod tickets;
 pub mod token;
 
 use std::io::Write as _;

@@ -235,6 +235,9 @@ pub struct ServeArgs {
     pub bounds: BoundsArgs,
 
     #[command(flatten)]
+    pub tickets: super::tickets::TicketArgs,
+
+    #[command(flatten)]
     pub secret: SecretArgs,
 
     /// Serve without a secret on a non-loopback address (every route
@@ -441,6 +444,7 @@ impl ServeArgs {
             retention_policy,
             retention_prune_limit,
             bounds,
+            tickets,
             secret,
             open,
             create_secret_file,
@@ -449,6 +453,7 @@ impl ServeArgs {
             max_token_lifetime,
             revocation_refresh_seconds,
         } = self;
+        let (ticket_lifecycle, ticket_bounds) = tickets.into_config()?;
         Ok(ServeConfig {
             listen,
             db: db.into_config()?,
@@ -484,6 +489,8 @@ impl ServeArgs {
             retention_policy,
             retention_prune_limit,
             bounds: bounds.into(),
+            ticket_lifecycle,
+            ticket_bounds,
             secret: secret.into(),
             open,
             create_secret_file,

@@ -15,6 +15,9 @@
 //! `POST /_test/clock` (only with `--test-clock`) moves the clock that judges
 //! every expiry, so in authenticated mode it needs an admin or deployment
 //! token too; reading the clock (`GET`) stays open.
+//!
+//! Autobuild's hosted ticket operations (`POST /tickets/…`, known or not)
+//! take a deployment token only: every other scope is `403`.
 
 use std::sync::Arc;
 
@@ -23,7 +26,7 @@ use axum::http::HeaderMap;
 use axum::http::Method;
 use axum::http::header::AUTHORIZATION;
 
-use super::path::ResourcePath;
+use super::path::{ResourcePath, is_ticket_route};
 use super::{ApiError, ApiResult, SharedState};
 use crate::auth::{self, Failure, Scope, Target};
 use crate::protocol::ResourceKind;
@@ -87,6 +90,13 @@ pub async fn check(state: &SharedState, request: &mut Request) -> ApiResult<()> 
         let scope = authenticate(state, secret, request.headers())?;
         record_scope(&scope);
         return permit(&scope, &Target::TestClock);
+    }
+    if is_ticket_route(request.method(), request.uri().path()) {
+        let scope = authenticate(state, secret, request.headers())?;
+        record_scope(&scope);
+        permit(&scope, &Target::Tickets)?;
+        request.extensions_mut().insert(Caller(Arc::new(scope)));
+        return Ok(());
     }
     let Some(path) = ResourcePath::parse(template, request.uri()) else {
         return Ok(());

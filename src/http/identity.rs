@@ -3,7 +3,8 @@
 //! — an exact Autobuild version and protocol version — checked before
 //! authentication, body or lookup. The top-level `/streams` routes carry the
 //! identity of the family that owns the stream, so they are checked the same
-//! way.
+//! way, and so are Autobuild's hosted ticket operations (`POST /tickets/…`),
+//! whose client sends the same two headers as its store client.
 //!
 //! The server accepts a configured set of identities (`--accept-client
 //! VERSION/PROTOCOL`, default `0.8.0/2`; docs/configuration.md). The matched
@@ -18,7 +19,7 @@ use anyhow::Context as _;
 use axum::extract::Request;
 use axum::http::HeaderValue;
 
-use super::path::ResourcePath;
+use super::path::{ResourcePath, is_ticket_route};
 use super::{ApiError, ApiResult};
 use crate::config::ClientIdentity;
 
@@ -320,7 +321,8 @@ pub fn admit(clients: &Clients, request: &Request, template: Option<&str>) -> Ap
 /// 409 unless a machine route carries one of the accepted identities; the
 /// identity it carries otherwise (`None` for routes outside the check).
 pub fn check(clients: &Clients, request: &Request) -> ApiResult<Option<Arc<Client>>> {
-    if ResourcePath::family(request.uri().path()).is_none() {
+    let path = request.uri().path();
+    if ResourcePath::family(path).is_none() && !is_ticket_route(request.method(), path) {
         return Ok(None);
     }
     // Every copy of a repeated header must match: letting the first one

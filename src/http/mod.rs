@@ -3,7 +3,9 @@
 //!
 //! Request order (spec sections 1, 7, 9): identity headers (409) → auth
 //! (401/403) → resource lookup (404) → body (400/413) → catalog (422)
-//! → one store transaction.
+//! → one store transaction. Autobuild's hosted ticket operations
+//! (`tickets`) follow the same order, their operation name standing for the
+//! lookup.
 
 mod accept;
 mod auth;
@@ -25,6 +27,7 @@ mod sealed;
 mod sessions;
 mod streams;
 mod ticket_assets;
+mod tickets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,6 +117,8 @@ pub struct AppState {
     pub json_budget: extract::JsonBudget,
     /// The settable clock behind `/_test/clock`; only with `--test-clock`.
     pub test_clock: Option<Arc<TestClock>>,
+    /// The hosted tickets' lifecycle, bounds and response ceiling.
+    pub tickets: Arc<crate::tickets::TicketSettings>,
     /// The server's one shutdown token: cancelled, held reads answer at once
     /// and background tasks stop.
     pub shutdown: CancellationToken,
@@ -138,6 +143,7 @@ pub fn router(state: SharedState) -> Router {
         .merge(builds::router())
         .merge(repos::router())
         .merge(ticket_assets::router())
+        .merge(tickets::router())
         .merge(sessions::router())
         .merge(streams::routes(crate::protocol::ResourceKind::Stream))
         .merge(health::router(state.test_clock.is_some()))

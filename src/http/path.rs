@@ -14,8 +14,8 @@
 //! unknown (404) → stream id (400) → stream unknown (404).
 
 use axum::extract::{FromRequestParts, MatchedPath};
-use axum::http::Uri;
 use axum::http::request::Parts;
+use axum::http::{Method, Uri};
 
 use super::ApiError;
 use super::extract::{decode_segment, lookup_id};
@@ -163,6 +163,19 @@ impl ResourcePath {
     }
 }
 
+/// The prefix of Autobuild's hosted ticket routes (`POST /tickets/{operation}`).
+const TICKETS: &str = "/tickets/";
+
+/// Whether a request is one of Autobuild's hosted ticket operations as the
+/// identity and auth checks see it: a `POST` under `/tickets/`, whether or
+/// not it names a known operation. Autobuild's hosted service checks the
+/// identity and the token of every such request before it looks at the
+/// operation (an unknown one is then `404`); any other method, or the bare
+/// `/tickets`, is an unknown route at once.
+pub fn is_ticket_route(method: &Method, path: &str) -> bool {
+    method == Method::POST && path.starts_with(TICKETS)
+}
+
 /// `unknown stream "<id>"`.
 pub fn unknown_stream(id: &str) -> ApiError {
     ApiError::NotFound(format!("unknown stream \"{}\"", ident::shown(id)))
@@ -209,6 +222,17 @@ mod tests {
         for path in ["/health", "/buildsx", "/_test/clock", "/", "/streamsx"] {
             assert!(ResourcePath::family(path).is_none(), "{path}");
         }
+    }
+
+    #[test]
+    fn ticket_routes_are_posts_under_tickets() {
+        for path in ["/tickets/get", "/tickets/nope", "/tickets/", "/tickets/a/b"] {
+            assert!(is_ticket_route(&Method::POST, path), "{path}");
+        }
+        assert!(!is_ticket_route(&Method::GET, "/tickets/get"));
+        assert!(!is_ticket_route(&Method::POST, "/tickets"));
+        assert!(!is_ticket_route(&Method::POST, "/ticketsx/get"));
+        assert!(ResourcePath::family("/tickets/get").is_none());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Protocol vocabulary with no I/O: resource kinds, times, the query grammars,
-//! strict base64, deposit placeholders, request-body field checks and the
-//! ticket-asset limits and validation.
+//! strict base64, deposit placeholders, request-body field checks, random
+//! UUIDs and the ticket-asset limits and validation.
 //!
 //! Everything here is pure and unit-tested; handlers and stores build on it.
 
@@ -10,6 +10,7 @@ pub mod numbers;
 pub mod placeholders;
 pub mod ticket_assets;
 pub mod time;
+pub mod uuid;
 pub mod wire;
 
 /// The resource families that own events, artifacts and (for builds and
