@@ -39,3 +39,4 @@ mod storage_full;
 mod store_durability;
 mod streamed_reads;
 mod ticket_assets;
+mod tickets;
