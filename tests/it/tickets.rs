@@ -1330,3 +1330,57 @@ async fn tickets_travel_in_archives_from_sqlite_to_postgres() {
     on_pg.stop().await.unwrap();
     support::drop_pg(pg).await;
 }
+
+// ── Autobuild's own contract ────────────────────────────────────────────────
+
+/// Autobuild's own `TicketSource` contract through its own hosted client
+/// (`HostedTicketSource`) against this binary, in authenticated mode with a
+/// deployment token, on SQLite and (when configured) PostgreSQL:
+/// `conformance/autobuild/tickets/`. Needs an Autobuild checkout with the
+/// hosted ticket client that the user supplies (`ABC_AUTOBUILD`) and Bun
+/// (`ABC_BUN`, `BUN` or `bun`); without a checkout it is recorded as not run.
+#[tokio::test(flavor = "multi_thread")]
+async fn autobuild_ticket_contract() {
+    let Ok(autobuild) = std::env::var("ABC_AUTOBUILD") else {
+        abstore_testkit::skip::needs_user_supplied(
+            "Autobuild's TicketSource contract through its hosted client",
+            "set ABC_AUTOBUILD to an Autobuild checkout with hosted tickets (and ABC_BUN)",
+        );
+        return;
+    };
+    let bun = std::env::var("ABC_BUN")
+        .or_else(|_| std::env::var("BUN"))
+        .unwrap_or_else(|_| "bun".to_owned());
+    let dir = format!(
+        "{}/conformance/autobuild/tickets",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut backends = vec![None];
+    if let Ok(url) = std::env::var("ABSTORE_TEST_POSTGRES_URL") {
+        backends.push(Some(url));
+    }
+    for postgres in backends {
+        let mut command = tokio::process::Command::new(&bun);
+        command
+            .args(["test", "--timeout", "30000", "./abstore.tickets.test.ts"])
+            .current_dir(&dir)
+            .env("ABC_AUTOBUILD", &autobuild)
+            .env("ABC_ABSTORE_BIN", support::bin())
+            .env("ABC_SECRET", "random")
+            .env_remove("ABC_POSTGRES");
+        if let Some(url) = &postgres {
+            command.env("ABC_POSTGRES", url);
+        }
+        let status = command
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("cannot run Bun ({bun}): {e}; set ABC_BUN"));
+        assert!(
+            status.success(),
+            "Autobuild's TicketSource contract failed against abstore ({}): {status}",
+            postgres
+                .as_deref()
+                .map_or("sqlite::memory:", |_| "postgres")
+        );
+    }
+}
