@@ -833,6 +833,29 @@ async fn ticket_concurrent_claims_one_wins(h: &Harness) {
             .count();
         assert_eq!(won, 1, "exactly one claim of {id} wins");
     }
+    // Two tickets made each other's blocker at once, many times over (a
+    // cycle is allowed, as in the database source): no writer waits on
+    // the other's foreign-key check.
+    for round in 0..10 {
+        let a = id_of(
+            &s.create(draft(&format!("mutual a {round}")), "Triage")
+                .await,
+        );
+        let b = id_of(
+            &s.create(draft(&format!("mutual b {round}")), "Triage")
+                .await,
+        );
+        let (one, two) = tokio::join!(s.add_blocker(&a, &b), s.add_blocker(&b, &a));
+        assert_eq!((one, two), (Ok(TicketAnswer::Done), Ok(TicketAnswer::Done)));
+        let (one, two) = tokio::join!(
+            s.done(TicketOp::Comment {
+                id: a.clone(),
+                body: "c".into()
+            }),
+            s.add_blocker(&b, &a)
+        );
+        assert_eq!((one, two), ((), Ok(TicketAnswer::Done)));
+    }
     // Concurrent creates of one team: every one stored, one sequence each.
     let creates = (0..16).map(|n| {
         let s = s.clone();
@@ -842,7 +865,7 @@ async fn ticket_concurrent_claims_one_wins(h: &Harness) {
     });
     let created = futures_util::future::join_all(creates).await;
     assert_eq!(created.len(), 16);
-    assert_eq!(s.listed(Some("Triage"), &[]).await.len(), 16);
+    assert_eq!(s.listed(Some("Triage"), &[]).await.len(), 16 + 20);
     // Concurrent creates with one idempotency key: one ticket.
     let key = unknown();
     let same = (0..8).map(|_| {

@@ -9,9 +9,10 @@
 //!
 //! Concurrency: a team's creates serialise on its `ticket_teams` row (its
 //! creation counter, bumped first); writes that count a ticket's blockers
-//! or comments hold the ticket's row (PostgreSQL `FOR UPDATE`; SQLite's one
-//! writer serialises every write anyway); a claim is one conditional
-//! `UPDATE`, so of two concurrent claims exactly one changes the row.
+//! or comments hold the ticket's row (PostgreSQL `FOR NO KEY UPDATE`;
+//! SQLite's one writer serialises every write anyway); a claim is one
+//! conditional `UPDATE`, so of two concurrent claims exactly one changes
+//! the row.
 //!
 //! Reads answer in bounded memory: a listing reads the team's tickets a page
 //! at a time and stops at the response ceiling; dependency states are read

@@ -1,8 +1,9 @@
 //! The hosted tickets' SQL (migration 0009), written once for both backends
 //! but where a dialect differs: PostgreSQL locks the ticket a write changes
-//! (`FOR UPDATE`; SQLite's one writer already serialises every write), and
-//! each database aggregates a ticket's blockers and expands a JSON array of
-//! ids with its own functions. Rows are read by position ([`Columns`]).
+//! (`FOR NO KEY UPDATE`; SQLite's one writer already serialises every
+//! write), and each database aggregates a ticket's blockers and expands a
+//! JSON array of ids with its own functions. Rows are read by position
+//! ([`Columns`]).
 
 use crate::store::sql::{Arg, Columns, Dialect, Statement};
 use crate::store::{StoreError, StoreResult};
@@ -176,11 +177,16 @@ pub(super) fn dependency_row(row: &dyn Columns) -> StoreResult<(String, String, 
 }
 
 /// Whether the team has ticket `id`, holding its row until the transaction
-/// ends where the dialect locks rows.
+/// ends where the dialect locks rows. `NO KEY UPDATE`, the lock an `UPDATE`
+/// of non-key columns takes: it serialises the ticket's writers, yet leaves
+/// the `KEY SHARE` locks of foreign-key checks free, so two writers adding
+/// each other's ticket as a blocker at once cannot deadlock.
 pub(super) fn lock_ticket<'a>(dialect: Dialect, team: &'a str, id: &'a str) -> Fixed<'a, 2> {
     let text = match dialect {
         Dialect::Sqlite => "SELECT 1 FROM tickets WHERE team_key = $1 AND id = $2",
-        Dialect::Postgres => "SELECT 1 FROM tickets WHERE team_key = $1 AND id = $2 FOR UPDATE",
+        Dialect::Postgres => {
+            "SELECT 1 FROM tickets WHERE team_key = $1 AND id = $2 FOR NO KEY UPDATE"
+        }
     };
     Statement {
         text,
