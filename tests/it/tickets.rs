@@ -163,7 +163,10 @@ async fn every_operation(database: &str) {
     );
 
     // list-ready by state and labels, in creation order.
-    assert_eq!(t.listed(json!({"state": "Ready"})).await, [first.clone()]);
+    assert_eq!(
+        t.listed(json!({"state": "Ready"})).await,
+        std::slice::from_ref(&first)
+    );
     assert_eq!(t.listed(json!({})).await, [first.clone(), second.clone()]);
     assert!(
         t.listed(json!({"labels": ["autobuild", "x"]}))
