@@ -113,6 +113,7 @@ impl App {
                 settings.max_concurrent_stream_closes as usize,
             ),
             test_clock,
+            tickets: Arc::new(settings.tickets.clone()),
             shutdown,
         });
         crate::metrics::record_build_info(settings.database.backend());
@@ -302,6 +303,12 @@ fn log_configuration(settings: &Settings, clients: &str, connections: &Connectio
         max_artifact_revisions = store.bounds.max_artifact_revisions,
         max_ticket_asset_revisions = store.bounds.max_ticket_asset_revisions,
         max_ticket_assets = store.bounds.max_ticket_assets,
+        ticket_states = %settings.tickets.lifecycle.states().join(", "),
+        max_team_tickets = settings.tickets.bounds.max_team_tickets,
+        max_ticket_labels = settings.tickets.bounds.max_ticket_labels,
+        max_ticket_blockers = settings.tickets.bounds.max_ticket_blockers,
+        max_ticket_comments = settings.tickets.bounds.max_ticket_comments,
+        max_ticket_text_bytes = settings.tickets.bounds.max_ticket_text_bytes,
         test_clock = ?settings.test_clock.map(format_iso),
         migrate = store.migrate,
         "configuration"

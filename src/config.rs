@@ -53,6 +53,8 @@ pub struct Settings {
     /// The history cache; `None` when it or compression is off.
     pub history_cache: Option<HistoryCacheSettings>,
     pub connections: ConnectionSettings,
+    /// The hosted tickets' lifecycle, bounds and answer ceiling.
+    pub tickets: crate::tickets::TicketSettings,
 }
 
 /// The client identities accepted and the catalogs that serve them,

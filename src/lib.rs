@@ -19,6 +19,8 @@
 //! - [`store`]: the `Store` trait and its SQLite and PostgreSQL backends;
 //!   `DatabaseUrl`, the one parser of `--database`, opens and migrates them.
 //! - [`streams`]: UI Message Stream assembly for closing streams.
+//! - [`tickets`]: Autobuild's hosted ticket source: its operations, rules
+//!   and answers (the store runs them, `http` serves them).
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
 //! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
 //! - [`metrics`]: Prometheus metrics on their own listener.
@@ -47,3 +49,4 @@ pub mod secret;
 pub mod storage_full;
 pub mod store;
 pub mod streams;
+pub mod tickets;

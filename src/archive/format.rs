@@ -12,6 +12,10 @@
 //! ticket_asset_head*          ticket-asset revision counters, by (repo, ticket_id, asset_kind, name)
 //! ticket_asset*               ticket-asset revisions (tombstones too), by (…, revision)
 //! revoked_token*              revoked tokens' digests, by digest
+//! ticket_team*                hosted-ticket teams and their creation counters, by team_key
+//! ticket*                     hosted tickets, by (team_key, id)
+//! ticket_blocker*             their blockers, by (team_key, ticket_id, blocker_id)
+//! ticket_comment*             their comments, by (team_key, ticket_id, seq)
 //! blob*                       every referenced blob: sha256, size, base64 bytes, by sha256
 //! footer                      counts, and the SHA-256 of every line between header and footer
 //! ```
@@ -33,8 +37,9 @@ pub const FORMAT_NAME: &str = "abstore-archive";
 /// The archive format version this build writes. Version 2 added the
 /// ticket-asset records (migration 0006), version 3 the revoked tokens
 /// (migration 0007): a store moved or restored through an archive keeps
-/// refusing the tokens revoked on it.
-pub const FORMAT_VERSION: i64 = 3;
+/// refusing the tokens revoked on it; version 4 the hosted tickets
+/// (migration 0009).
+pub const FORMAT_VERSION: i64 = 4;
 /// The oldest version this build reads: an older archive is a current one
 /// without the later tables' records (its footer counts lack them).
 pub const OLDEST_VERSION: i64 = 1;
@@ -42,6 +47,8 @@ pub const OLDEST_VERSION: i64 = 1;
 const V1_TABLES: usize = 6;
 /// The tables a version-2 archive has.
 const V2_TABLES: usize = 8;
+/// The tables a version-3 archive has.
+const V3_TABLES: usize = 9;
 /// The longest line a reader accepts: a blob line is about 4/3 of the
 /// blob, and blobs are bounded by the server's `--max-artifact-bytes` and
 /// (ticket-asset files) `--max-body-bytes`.
@@ -101,7 +108,7 @@ const fn opt_int(name: &'static str) -> Column {
 }
 
 /// How many tables [`TABLES`] lists.
-pub const TABLE_COUNT: usize = 9;
+pub const TABLE_COUNT: usize = 13;
 
 /// Every table, in archive order, which is also an order that satisfies
 /// the schema's foreign keys when inserting.
@@ -231,6 +238,47 @@ pub static TABLES: [Table; TABLE_COUNT] = [
             opt_text("note"),
         ],
         key_len: 1,
+    },
+    Table {
+        record: "ticket_team",
+        table: "ticket_teams",
+        columns: &[text("team_key"), int("last_seq")],
+        key_len: 1,
+    },
+    Table {
+        record: "ticket",
+        table: "tickets",
+        columns: &[
+            text("team_key"),
+            text("id"),
+            int("seq"),
+            opt_text("creation_key"),
+            text("title_json"),
+            text("body_json"),
+            text("state"),
+            text("labels_json"),
+            int("created_at"),
+            int("updated_at"),
+        ],
+        key_len: 2,
+    },
+    Table {
+        record: "ticket_blocker",
+        table: "ticket_blockers",
+        columns: &[text("team_key"), text("ticket_id"), text("blocker_id")],
+        key_len: 3,
+    },
+    Table {
+        record: "ticket_comment",
+        table: "ticket_comments",
+        columns: &[
+            text("team_key"),
+            text("ticket_id"),
+            int("seq"),
+            text("body_json"),
+            int("created_at"),
+        ],
+        key_len: 3,
     },
 ];
 
@@ -518,6 +566,7 @@ pub fn tables_of(version: i64) -> usize {
     match version {
         1 => V1_TABLES,
         2 => V2_TABLES,
+        3 => V3_TABLES,
         _ => TABLES.len(),
     }
 }
@@ -627,7 +676,7 @@ mod tests {
     #[test]
     fn counts_round_trip() {
         let counts = Counts {
-            rows: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+            rows: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
             blobs: 7,
             blob_bytes: 8,
         };
@@ -643,15 +692,21 @@ mod tests {
         let v1 = serde_json::json!({"resource": 1, "event": 2, "artifact_head": 3, "artifact": 4,
             "stream": 5, "stream_chunk": 6, "blob": 7, "blob_bytes": 8});
         let read = Counts::from_json(&v1, 1).unwrap();
-        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0, 0]);
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(Counts::from_json(&v1, FORMAT_VERSION), None);
         // A version-2 footer has no revoked-token count.
         let mut v2 = v1.clone();
         v2["ticket_asset_head"] = 7.into();
         v2["ticket_asset"] = 8.into();
         let read = Counts::from_json(&v2, 2).unwrap();
-        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 0]);
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0]);
         assert_eq!(Counts::from_json(&v2, FORMAT_VERSION), None);
+        // A version-3 footer has no hosted-ticket counts.
+        let mut v3 = v2.clone();
+        v3["revoked_token"] = 9.into();
+        let read = Counts::from_json(&v3, 3).unwrap();
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0]);
+        assert_eq!(Counts::from_json(&v3, FORMAT_VERSION), None);
     }
 
     #[test]

@@ -211,12 +211,13 @@ fn check_header(reader: &ArchiveReader) -> anyhow::Result<(String, String, i64)>
     Ok((source, created_at, version))
 }
 
-/// Events and chunks are numbered 1, 2, 3… per resource or stream; the
-/// archive of a consistent snapshot never has a gap.
+/// Events, chunks and ticket comments are numbered 1, 2, 3… per resource,
+/// stream or ticket; the archive of a consistent snapshot never has a gap.
 fn check_sequence(record: &str, previous: &[Val], row: &[Val]) -> Result<(), String> {
     let owner_len = match record {
         "event" => 2,
         "stream_chunk" => 1,
+        "ticket_comment" => 2,
         _ => return Ok(()),
     };
     let Val::Int(seq) = row[owner_len] else {

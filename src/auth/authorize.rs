@@ -28,6 +28,9 @@ pub enum Target<'a> {
     /// decides which tokens and leases are expired, so it is an admin
     /// operation, like the collections.
     TestClock,
+    /// `POST /tickets/{operation}` (Autobuild's hosted ticket protocol):
+    /// deployment tokens only, as Autobuild's hosted service has it.
+    Tickets,
 }
 
 /// A valid token used for the wrong resource or attribution: `403 auth`.
@@ -74,14 +77,15 @@ enum Cell {
 use Cell::{Any, Exact, No};
 
 /// Rows: holders. Columns, in order: build collection, one build, repo
-/// collection, one repo, a repo's session collection, one session.
-const MATRIX: [(Holder, [Cell; 6]); 6] = [
-    (Holder::Admin, [Any, Any, Any, Any, Any, Any]),
-    (Holder::Deployment, [Any, Any, Any, Any, Any, Any]),
-    (Holder::Build, [No, Exact, No, No, No, No]),
-    (Holder::Repo, [No, No, No, Exact, Exact, No]),
-    (Holder::Session, [No, No, No, No, No, Exact]),
-    (Holder::Operator, [No, No, No, No, No, No]),
+/// collection, one repo, a repo's session collection, one session, the
+/// hosted ticket operations.
+const MATRIX: [(Holder, [Cell; 7]); 6] = [
+    (Holder::Admin, [Any, Any, Any, Any, Any, Any, No]),
+    (Holder::Deployment, [Any, Any, Any, Any, Any, Any, Any]),
+    (Holder::Build, [No, Exact, No, No, No, No, No]),
+    (Holder::Repo, [No, No, No, Exact, Exact, No, No]),
+    (Holder::Session, [No, No, No, No, No, Exact, No]),
+    (Holder::Operator, [No, No, No, No, No, No, No]),
 ];
 
 fn holder(scope: &Scope) -> (Holder, &str) {
@@ -119,6 +123,7 @@ fn column<'a>(target: &Target<'a>) -> (usize, Option<&'a str>, String) {
         Target::Session(id) => (5, Some(id), format!("session \"{id}\"")),
         // The collections' column: admin and deployment tokens only.
         Target::TestClock => (0, None, "the test clock".into()),
+        Target::Tickets => (6, None, "ticket operations".into()),
     }
 }
 
@@ -175,6 +180,7 @@ mod tests {
             Target::BuildCollection,
             Target::RepoCollection,
             Target::TestClock,
+            Target::Tickets,
         ];
         for id in ["x", "y", "*"] {
             all.extend([
@@ -191,16 +197,20 @@ mod tests {
     /// the spec's table rather than derived from `MATRIX`.
     fn expected(scope: &str, target: &Target<'_>) -> bool {
         use Target::*;
-        matches!(
-            (scope, target),
-            ("admin" | "deployment" | "deployment+via", _)
-                | ("legacy build x" | "build x", Build("x"))
-                | ("build *", Build("*"))
-                | ("repo x", Repo("x") | RepoSessions("x"))
-                | ("repo *", Repo("*") | RepoSessions("*"))
-                | ("session x", Session("x"))
-                | ("session *", Session("*"))
-        )
+        match (scope, target) {
+            // Autobuild's hosted ticket protocol: deployment tokens only.
+            (_, Tickets) => matches!(scope, "deployment" | "deployment+via"),
+            ("admin" | "deployment" | "deployment+via", _) => true,
+            _ => matches!(
+                (scope, target),
+                ("legacy build x" | "build x", Build("x"))
+                    | ("build *", Build("*"))
+                    | ("repo x", Repo("x") | RepoSessions("x"))
+                    | ("repo *", Repo("*") | RepoSessions("*"))
+                    | ("session x", Session("x"))
+                    | ("session *", Session("*"))
+            ),
+        }
     }
 
     #[test]
@@ -259,7 +269,7 @@ mod tests {
                 cells += 1;
             }
         }
-        assert_eq!(cells, scopes.len() * 15);
+        assert_eq!(cells, scopes.len() * 16);
     }
 
     #[test]
@@ -331,6 +341,16 @@ mod tests {
                 resource(ScopeKind::Session, "os_1"),
                 Target::TestClock,
                 r#"token scoped to session "os_1" may not access the test clock"#,
+            ),
+            (
+                legacy("*"),
+                Target::Tickets,
+                r#"token scoped to build "*" may not access ticket operations"#,
+            ),
+            (
+                resource(ScopeKind::Repo, "acme/w"),
+                Target::Tickets,
+                r#"token scoped to repo "acme/w" may not access ticket operations"#,
             ),
             (
                 Scope::Operator {

@@ -56,6 +56,9 @@ pub enum AuthRule {
     StreamOwner,
     /// Admin or deployment: moving the test clock.
     TestClock,
+    /// Deployment only: Autobuild's hosted ticket operations (its hosted
+    /// service accepts no other token).
+    Tickets,
     /// What an unrouted path resembles (`/builds/x/nope` as a build route).
     Resembled,
 }
@@ -72,6 +75,7 @@ impl AuthRule {
             AuthRule::Build => "the build's",
             AuthRule::Repo | AuthRule::RepoSessions => "the repository's",
             AuthRule::Session => "the session's",
+            AuthRule::Tickets => "deployment only",
             AuthRule::StreamOwner => "the stream owner's",
             AuthRule::Resembled => "as the path it resembles",
         }
@@ -87,6 +91,7 @@ fn target<'a>(rule: AuthRule, path: &'a ResourcePath) -> ApiResult<Option<Target
         AuthRule::BuildCollection => Target::BuildCollection,
         AuthRule::RepoCollection => Target::RepoCollection,
         AuthRule::TestClock => Target::TestClock,
+        AuthRule::Tickets => Target::Tickets,
         AuthRule::Build => Target::Build(path.id()?),
         AuthRule::Repo => Target::Repo(path.id()?),
         AuthRule::RepoSessions => Target::RepoSessions(path.id()?),
@@ -149,6 +154,13 @@ pub async fn check(state: &SharedState, rule: AuthRule, request: &mut Request) -
     let path = match rule {
         AuthRule::None => return Ok(()),
         AuthRule::TestClock => None,
+        AuthRule::Tickets => {
+            let scope = authenticate(state, secret, request.headers())?;
+            record_scope(&scope);
+            permit(&scope, &Target::Tickets)?;
+            request.extensions_mut().insert(Caller(Arc::new(scope)));
+            return Ok(());
+        }
         AuthRule::Resembled => {
             // Only the machine families' paths need a token to learn that
             // nothing is there.

@@ -183,7 +183,7 @@ pub async fn no_route(method: Method, uri: Uri) -> ApiError {
     unknown_route(&method, &uri)
 }
 
-fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
+pub(super) fn unknown_route(method: &Method, uri: &Uri) -> ApiError {
     ApiError::NotFound(format!("no route: {method} {}", uri.path()))
 }
 

@@ -5,7 +5,9 @@
 //!
 //! Request order (spec sections 1, 7, 9): identity headers (409) → auth
 //! (401/403) → resource lookup (404) → body (400/413) → catalog (422)
-//! → one store transaction.
+//! → one store transaction. Autobuild's hosted ticket operations
+//! (`tickets`) follow the same order, their operation name standing for the
+//! lookup.
 
 mod accept;
 mod auth;
@@ -30,6 +32,7 @@ mod sessions;
 mod state;
 mod streams;
 mod ticket_assets;
+mod tickets;
 
 use axum::Router;
 

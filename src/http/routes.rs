@@ -17,6 +17,7 @@ use super::gate::{GateLayer, Rule, no_route};
 use super::state::SharedState;
 use super::{
     builds, health, readiness, repos, resources as any_family, sessions, streams, ticket_assets,
+    tickets,
 };
 use crate::protocol::{Protocol, Protocols};
 
@@ -112,7 +113,12 @@ pub fn table(options: Options) -> Table {
         .get("/streams/{sid}", c(ALL, A::StreamOwner), streams::get_stream)
         .post("/streams/{sid}/chunks", c(ALL, A::StreamOwner), streams::append_chunk)
         .get("/streams/{sid}/chunks", c(ALL, A::StreamOwner), streams::read_chunks)
-        .post("/streams/{sid}/close", c(ALL, A::StreamOwner), streams::close_stream);
+        .post("/streams/{sid}/close", c(ALL, A::StreamOwner), streams::close_stream)
+        // Autobuild's hosted ticket protocol (docs/tickets.md): every POST
+        // under /tickets/ is a ticket operation to the gate; an unknown one
+        // is then `404`, as Autobuild's hosted service answers.
+        .post("/tickets/", c(ALL, A::Tickets), tickets::ticket_operation)
+        .post("/tickets/{*operation}", c(ALL, A::Tickets), tickets::ticket_operation);
     if !options.test_clock {
         return t;
     }

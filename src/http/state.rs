@@ -83,6 +83,8 @@ pub struct AppState {
     pub json_budget: JsonBudget,
     /// The settable clock behind `/_test/clock`; only with `--test-clock`.
     pub test_clock: Option<Arc<TestClock>>,
+    /// The hosted tickets' lifecycle, bounds and answer ceiling.
+    pub tickets: Arc<crate::tickets::TicketSettings>,
     /// The server's one shutdown token: cancelled, held reads answer at once
     /// and background tasks stop.
     pub shutdown: CancellationToken,

@@ -1,5 +1,6 @@
 //! Protocol vocabulary with no I/O: protocol versions and client identities,
-//! resource kinds, times, the query grammars, strict base64, deposit placeholders, request-body field checks and the
+//! resource kinds, times, the query grammars, strict base64, deposit
+//! placeholders, request-body field checks, random UUIDs and the
 //! ticket-asset limits and validation.
 //!
 //! Everything here is pure and unit-tested; handlers and stores build on it.
@@ -11,6 +12,7 @@ pub mod numbers;
 pub mod placeholders;
 pub mod ticket_assets;
 pub mod time;
+pub mod uuid;
 pub mod wire;
 
 pub use clients::{Client, ClientIdentity, Clients, Protocol, Protocols};

@@ -1682,3 +1682,6 @@ async fn postgres_notify_wakes_another_replica() {
     drop(subscription);
     h.finish().await;
 }
+
+// After `contract!`, which its cases use.
+mod tickets;

@@ -339,4 +339,11 @@ impl<B: Backend> Store for Engine<B> {
     fn pool_stats(&self) -> PoolStats {
         self.backend.pool_stats()
     }
+
+    async fn tickets(
+        &self,
+        call: crate::tickets::TicketCall,
+    ) -> StoreResult<crate::tickets::TicketOutcome> {
+        super::tickets::run(&self.backend, call).await
+    }
 }

@@ -13,8 +13,9 @@
 //!   transaction that exceeds a bound, never elsewhere;
 //! - ticket-asset revisions ([`assets`]) are counted on `ticket_asset_heads`
 //!   rows, bumped inside the writing transaction like artifact heads;
-//! - every collection a client grows has a bound ([`bounds`]), checked in
-//!   the writing transaction: a write over it writes nothing.
+//! - every collection a client grows has a bound ([`bounds`]; the hosted
+//!   tickets' in [`crate::tickets::bounds`]), checked in the writing
+//!   transaction: a write over it writes nothing.
 
 pub mod assets;
 pub mod bounds;
@@ -26,6 +27,7 @@ pub mod retention;
 pub mod rows;
 mod sql;
 pub mod sqlite;
+mod tickets;
 pub mod url;
 
 #[cfg(test)]
@@ -350,6 +352,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Connection pool usage (the SQLite writer connection is not counted).
     fn pool_stats(&self) -> PoolStats;
+
+    /// One of Autobuild's hosted ticket operations ([`crate::tickets`]): one
+    /// read or one write transaction. A protocol refusal is the inner
+    /// `Err`, having written nothing; the outer one is the store's failure.
+    async fn tickets(
+        &self,
+        call: crate::tickets::TicketCall,
+    ) -> StoreResult<crate::tickets::TicketOutcome>;
 }
 
 /// A snapshot of connection pool usage, for metrics.

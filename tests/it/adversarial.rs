@@ -8,8 +8,10 @@
 //!   extremes (huge, negative, fractional, exponent, radix, empty, repeated,
 //!   long), each with one of the `Accept-Encoding`s clients send or could,
 //!   with the history cache cold and then warm; the write routes' integers
-//!   at theirs. No answer is a 5xx, none drops its connection, the process
-//!   stays up, and its memory stays bounded.
+//!   at theirs; every hosted ticket operation with every member of its body
+//!   at the extremes of every JSON type, and hostile bodies and names. No
+//!   answer is a 5xx, none drops its connection, the process stays up, and
+//!   its memory stays bounded.
 //! - slow readers, silent connections, dense JSON and hostile streams: each
 //!   bound of docs/security.md at work, against the attack it is for.
 
@@ -447,6 +449,147 @@ fn write_extremes(seeded: &Seeded) -> Vec<Raw<'static>> {
     requests
 }
 
+/// Set the member of `value` at `path` (objects all the way), creating it.
+fn set_member(value: &mut Value, path: &[&str], member: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        *value = member;
+        return;
+    };
+    let mut at = value;
+    for key in parents {
+        at = &mut at[*key];
+    }
+    at[*last] = member;
+}
+
+/// Every hosted ticket operation (docs/tickets.md) with hostile input: each
+/// member of its input and of the context given values of every JSON type
+/// at their extremes (NUL, long strings, huge arrays, big numbers, the
+/// seeded ticket's id, configured states); then hostile raw bodies and
+/// operation names. `token` is a deployment token in authenticated mode.
+fn ticket_extremes(token: Option<&str>, ticket: &str) -> Vec<Raw<'static>> {
+    let values: Vec<Value> = vec![
+        Value::Null,
+        json!(true),
+        json!(0),
+        json!(-1),
+        json!(1e300),
+        json!(u64::MAX),
+        json!(""),
+        json!(" \n\t"),
+        json!("\u{0}"),
+        json!("x".repeat(600)),
+        json!("x".repeat(300_000)),
+        json!(ticket),
+        json!("Ready"),
+        json!("Done"),
+        json!("é𝄞\u{feff}\u{85}"),
+        json!([]),
+        json!([ticket, ticket]),
+        json!(["\u{0}", ""]),
+        json!(vec!["a"; 5_000]),
+        json!(vec![ticket; 3_000]),
+        json!({}),
+        json!({"title": "t"}),
+    ];
+    let context = json!({"teamKey": "ENG"});
+    let operations: Vec<(&str, Value, Vec<Vec<&str>>)> = vec![
+        ("list-ready", json!({}), vec![vec!["labels"], vec!["state"]]),
+        ("get", json!({"id": ticket}), vec![vec!["id"]]),
+        ("claim", json!({"id": ticket}), vec![vec!["id"]]),
+        (
+            "comment",
+            json!({"id": ticket, "body": "c"}),
+            vec![vec!["id"], vec!["body"]],
+        ),
+        (
+            "transition",
+            json!({"id": ticket, "state": "Ready"}),
+            vec![vec!["id"], vec!["state"]],
+        ),
+        (
+            "create",
+            json!({"draft": {"title": "t", "body": "b"}, "options": {}}),
+            vec![
+                vec!["draft", "title"],
+                vec!["draft", "body"],
+                vec!["draft", "labels"],
+                vec!["draft", "blockedBy"],
+                vec!["options", "state"],
+                vec!["options", "idempotencyKey"],
+                vec!["draft"],
+                vec!["options"],
+            ],
+        ),
+        (
+            "update",
+            json!({"id": ticket, "patch": {"title": "t"}}),
+            vec![
+                vec!["id"],
+                vec!["patch", "title"],
+                vec!["patch", "body"],
+                vec!["patch", "labels"],
+                vec!["patch"],
+            ],
+        ),
+        (
+            "add-blocker",
+            json!({"id": ticket, "blockerId": ticket}),
+            vec![vec!["id"], vec!["blockerId"]],
+        ),
+        (
+            "remove-blocker",
+            json!({"id": ticket, "blockerId": ticket}),
+            vec![vec!["id"], vec!["blockerId"]],
+        ),
+        (
+            "dependency-states",
+            json!({"ids": [ticket]}),
+            vec![vec!["ids"]],
+        ),
+    ];
+    let mut requests = Vec::new();
+    let mut add = |operation: &str, body: Vec<u8>| {
+        requests.push(Raw::new("POST", format!("/tickets/{operation}"), token).body(body));
+    };
+    for (operation, input, members) in &operations {
+        let members = members.iter().map(|m| [&["input"][..], m].concat()).chain([
+            vec!["context", "teamKey"],
+            vec!["context", "claimedState"],
+            vec!["context", "createState"],
+            vec!["input"],
+            vec!["context"],
+        ]);
+        for member in members {
+            for value in &values {
+                let mut body = json!({"context": context, "input": input});
+                set_member(&mut body, &member, value.clone());
+                add(operation, body.to_string().into_bytes());
+            }
+        }
+        for raw in [
+            &b""[..],
+            b"null",
+            b"[]",
+            b"{",
+            b"\"\\ud800\"",
+            b"{\"context\":{\"teamKey\":\"\\ud800\"},\"input\":{}}",
+            b"{\"context\":{\"teamKey\":\"E\"},\"input\":{\"id\":1e999999}}",
+            b"\xff\xfe{}",
+        ] {
+            add(operation, raw.to_vec());
+        }
+        add(
+            operation,
+            format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)).into_bytes(),
+        );
+    }
+    for name in ["", "%00", "..", "get%2F", "GET", &"x".repeat(5_000)] {
+        requests.push(Raw::new("POST", format!("/tickets/{name}"), token).body(b"{}".to_vec()));
+    }
+    requests
+}
+
 async fn extremes(database: &str, secret: Option<&str>, extra: &[&str]) {
     let Some(release) = Server::builder().release() else {
         return;
@@ -494,6 +637,26 @@ async fn extremes(database: &str, secret: Option<&str>, extra: &[&str]) {
         end <= after_warming + 32 * 1024,
         "RSS grew from {after_warming} KiB to {end} KiB over a sweep"
     );
+    // The hosted ticket operations, with a deployment token when one is
+    // needed (no other token passes them).
+    let deployment = secret.map(|s| token::mint(s, &token::deployment_scope(now_ms() + 3_600_000)));
+    let created = Raw::new("POST", "/tickets/create", deployment.as_deref())
+        .json(&json!({"context": {"teamKey": "ENG"}, "input": {"draft": {"title": "t", "body": "b"}}}))
+        .send(&base)
+        .await
+        .expect("a ticket");
+    assert_eq!(created.status, 201, "{}", created.text());
+    let ticket = created.json()["ref"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let tickets = fire(&base, ticket_extremes(deployment.as_deref(), &ticket)).await;
+    eprintln!("extremes: tickets {tickets:?}");
+    assert!(
+        count(&tickets, 200, None) > 0 && count(&tickets, 400, None) > 0,
+        "{tickets:?}"
+    );
+    still_up(&mut server, "after the ticket sweep").await;
     // The sweeps reached the handlers, and with compression on, the
     // compressed paths (the history cache's among them) answered too.
     assert!(count(&warm, 200, None) > 0, "{warm:?}");
@@ -964,6 +1127,11 @@ async fn every_bound_flag_at_its_edges_starts_or_is_refused_by_name() {
         "--max-held-reads",
         "--retention-prune-limit",
         "--revocation-refresh-seconds",
+        "--max-team-tickets",
+        "--max-ticket-labels",
+        "--max-ticket-blockers",
+        "--max-ticket-comments",
+        "--max-ticket-text-bytes",
     ];
     let values = [
         "0",

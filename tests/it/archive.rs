@@ -1047,8 +1047,9 @@ async fn ticket_assets_round_trip_and_their_blobs_stay_live() {
 }
 
 /// Archives of the older format versions still verify and import: version
-/// 1 (before ticket assets) and version 2 (before revoked tokens) have no
-/// such records and no such counts in their footers.
+/// 1 (before ticket assets), version 2 (before revoked tokens) and version
+/// 3 (before hosted tickets) have no such records and no such counts in
+/// their footers.
 #[tokio::test(flavor = "multi_thread")]
 async fn older_archive_versions_still_verify_and_import() {
     let dir = tempfile::tempdir().unwrap();
@@ -1057,14 +1058,20 @@ async fn older_archive_versions_still_verify_and_import() {
     let mut server = serve(&db, &blobs).await;
     seed_small(&ctx(&server)).await;
     server.stop().await.unwrap();
-    let current = dir.path().join("v3.ndjson");
+    let current = dir.path().join("v4.ndjson");
     export(&db, &blobs, &current);
-    assert_eq!(lines(&current)[0]["version"], 3);
+    assert_eq!(lines(&current)[0]["version"], 4);
+    let tickets = ["ticket_team", "ticket", "ticket_blocker", "ticket_comment"];
     for (version, missing) in [
-        (2, &["revoked_token"][..]),
+        (3, tickets.to_vec()),
+        (2, [&["revoked_token"][..], &tickets].concat()),
         (
             1,
-            &["ticket_asset_head", "ticket_asset", "revoked_token"][..],
+            [
+                &["ticket_asset_head", "ticket_asset", "revoked_token"][..],
+                &tickets,
+            ]
+            .concat(),
         ),
     ] {
         let mut rows = lines(&current);
@@ -1072,7 +1079,7 @@ async fn older_archive_versions_still_verify_and_import() {
         let footer = rows.last_mut().unwrap();
         let counts = footer["counts"].as_object_mut().unwrap();
         for member in missing {
-            assert_eq!(counts.remove(*member), Some(json!(0)));
+            assert_eq!(counts.remove(member), Some(json!(0)));
         }
         let old = dir.path().join(format!("v{version}.ndjson"));
         let text: String = rows.iter().map(|l| format!("{l}\n")).collect();

@@ -4,7 +4,8 @@
 //! once, where twenty binaries linked them twenty times.
 //!
 //! A test that needs a service says so by a token in its name (`postgres`,
-//! `s3`, `nginx`, `node`, `bun`, `autobuild_reference`) or by its module
+//! `s3`, `nginx`, `node`, `bun`, `autobuild_reference`, `autobuild_ticket_contract`)
+//! or by its module
 //! (`pg_outage`, `storage_full`); scripts/test leaves out what the machine
 //! cannot run and counts it as skipped (docs/conformance.md, "Services").
 
@@ -40,3 +41,4 @@ mod storage_full;
 mod store_durability;
 mod streamed_reads;
 mod ticket_assets;
+mod tickets;

@@ -51,6 +51,7 @@ fn concrete(path: &str) -> String {
     path.replace("{id}", "r1")
         .replace("{sid}", "st_1")
         .replace("{ticket}", "T-1")
+        .replace("{*operation}", "get")
 }
 
 fn as_client(method: &str, target: &str, version: &str, protocol: &str) -> Raw<'static> {
@@ -106,7 +107,14 @@ async fn every_route_answers_exactly_the_protocols_it_declares() {
             );
             continue;
         };
+        // `POST /tickets/` names no operation: the route exists so that the
+        // identity and token come first (as in Autobuild's hosted service),
+        // and its handler then answers the unknown-route 404 itself.
+        let names_nothing = route.path.ends_with('/');
         for (version, protocol) in [("0.8.0", "2"), ("0.9.0", "3")] {
+            if names_nothing {
+                break;
+            }
             let reply = as_client(&route.method, &target, version, protocol)
                 .send(&base)
                 .await

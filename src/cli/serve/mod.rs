@@ -9,6 +9,7 @@
 mod access;
 mod requests;
 mod storage;
+mod tickets;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -75,6 +76,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub compression: CompressionArgs,
+
+    #[command(flatten)]
+    pub tickets: tickets::TicketArgs,
 }
 
 /// A size or count flag between `min` and `max` (inclusive): a value out of
@@ -108,6 +112,7 @@ impl ServeArgs {
             requests,
             connections,
             compression,
+            tickets,
         } = self;
         let ServerDatabaseArgs {
             db,
@@ -166,6 +171,7 @@ impl ServeArgs {
         );
         let (retention, retention_source) = retention.load()?;
         let (compress_min_bytes, history_cache) = compression.into_settings();
+        let (ticket_lifecycle, ticket_bounds) = tickets.into_config()?;
         Ok(Settings {
             listen,
             metrics_listen,
@@ -209,6 +215,11 @@ impl ServeArgs {
             max_held_reads,
             history_cache,
             connections,
+            tickets: crate::tickets::TicketSettings {
+                lifecycle: ticket_lifecycle,
+                bounds: ticket_bounds,
+                max_answer_bytes: max_body_bytes,
+            },
         })
     }
 }

@@ -74,7 +74,7 @@ mod tests {
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
     /// from a database the sqlx-based server migrated; later migrations: the
     /// SHA-384 of the file, which is what sqlx records).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 8] = [
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 9] = [
         (
             1,
             "initial",
@@ -114,6 +114,11 @@ mod tests {
             8,
             "stream bytes",
             "63F4B44D069908B9ECCE19C9319F068CA7F029283141C8DA84B41F4C0A70BF35E40EEBE01640A527920F5918120BD895",
+        ),
+        (
+            9,
+            "tickets",
+            "9FA7BC2AA349D5883E85DA07511830A61589EFF23C888AB89DB2474DCC75DE5BA3F8D3981FF930BC65501E00AF229A57",
         ),
     ];
 
