@@ -20,7 +20,8 @@
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
 //! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
 //! - [`metrics`]: Prometheus metrics on their own listener.
-//! - [`held`]: held reads (`wait=`): wake-ups, the hold loop, shared queries, the cap, the sweep.
+//! - [`held`]: held reads (`wait=`): the hold loop, shared queries, the cap, the sweep.
+//! - [`notify`]: wake-ups keyed by resource: writers notify, held reads wait.
 //! - [`clock`]: the one injectable clock.
 //! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
@@ -37,6 +38,7 @@ pub mod healthcheck;
 pub mod held;
 pub mod http;
 pub mod metrics;
+pub mod notify;
 pub mod protocol;
 pub mod revocation;
 pub mod secret;

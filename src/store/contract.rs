@@ -24,7 +24,7 @@ use ticket_assets::{
 use super::retention::{Retention, RetentionPolicy};
 use super::{Listing, NewArtifact, NewEvent, Revocation, Store, StoreError, StoreOptions};
 use crate::clock::TestClock;
-use crate::held::Notifier;
+use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 
 const T0: i64 = 1_784_116_800_000; // 2026-07-15T12:00:00.000Z

@@ -366,7 +366,7 @@ async fn open(
     location: &url::Location,
     options: &StoreOptions,
     clock: Arc<dyn crate::clock::Clock>,
-    notifier: Arc<crate::held::Notifier>,
+    notifier: Arc<crate::notify::Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
     let (retention, bounds) = (options.retention.clone(), options.bounds);
     match location {

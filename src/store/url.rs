@@ -19,7 +19,7 @@ use sqlx::postgres::PgConnectOptions;
 
 use super::{Store, StoreOptions};
 use crate::clock::Clock;
-use crate::held::Notifier;
+use crate::notify::Notifier;
 
 /// A parsed `--database` URL. `Display` and `Debug` show it with any
 /// password replaced.

@@ -17,7 +17,7 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions};
 use self::connections::Connections;
 use self::primitives::{PgRead, PgTx};
 use crate::clock::Clock;
-use crate::held::Notifier;
+use crate::notify::Notifier;
 use crate::store::engine::{Backend, OpFuture};
 use crate::store::ops::Written;
 use crate::store::rows::StreamedReads;

@@ -29,7 +29,7 @@ use self::primitives::Conn;
 use self::readers::Readers;
 use self::writer::{Done, Failure, Job};
 use crate::clock::Clock;
-use crate::held::Notifier;
+use crate::notify::Notifier;
 use crate::store::engine::{Backend, OpFuture};
 use crate::store::ops::{Written, run_synchronously};
 use crate::store::rows::StreamedReads;
@@ -296,7 +296,7 @@ mod tests {
     use super::writer::{Done, Failure, Job};
     use super::{Location, SqliteBackend};
     use crate::clock::TestClock;
-    use crate::held::Notifier;
+    use crate::notify::Notifier;
     use crate::protocol::{ResourceKind, ResourceRef};
     use crate::store::engine::Engine;
     use crate::store::retention::Retention;
