@@ -9,14 +9,16 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use super::bounds::Bounds;
-use super::ops::{self, Reads, Writes, Written};
-use super::retention::Retention;
-use super::{
-    AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
-    MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Revocation, Rows,
-    Store, StoreResult, StreamRecord, TicketAssetMeta,
+use super::api::{
+    CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats, Store,
 };
+use super::assets::{AnswerCheck, AssetKey, NewTicketAsset, TicketAssetMeta};
+use super::bounds::Bounds;
+use super::error::StoreResult;
+use super::ops::{self, Reads, Writes, Written};
+use super::records::{ArtifactMeta, BuildDigest, Record, Revocation, StreamRecord};
+use super::retention::Retention;
+use super::rows::{Listing, Rows};
 use crate::protocol::ResourceRef;
 
 /// An operation's future over a borrowed transaction or read connection

@@ -26,23 +26,16 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value};
 
+use super::api::{CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent};
+use super::assets::{AnswerCheck, AssetKey, NewTicketAsset, TicketAssetMeta};
 use super::bounds::{Bounds, OverBound};
 use super::engine::Backend;
+use super::envelope::{chunk_json, envelope_json};
+use super::error::{StoreError, StoreResult};
+use super::records::{ArtifactMeta, BuildDigest, Record, Revocation, StreamArtifact, StreamRecord};
 use super::retention::Retention;
-use super::sql::{self, Columns, Statements};
-use super::{
-    AnswerCheck, ArtifactMeta, AssetKey, CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact,
-    NewEvent, NewTicketAsset, Record, Revocation, StoreError, StoreResult, StreamArtifact,
-    StreamRecord, TicketAssetMeta, envelope_json,
-};
+use super::sql::{self, Columns, ResourceRow, Statements};
 use crate::protocol::{ResourceKind, ResourceRef};
-
-/// The resource row as reads and locks return it.
-pub(crate) struct ResourceRow {
-    pub record: Record,
-    pub last_seq: i64,
-    pub lease_ttl_ms: Option<i64>,
-}
 
 /// What a write operation produced: its answer, whether its changes are
 /// kept (a no-op outcome such as a stale conditional append rolls back),
@@ -640,7 +633,7 @@ pub(crate) async fn chunks_page(
 pub(crate) async fn build_digests<R: Reads>(
     db: &mut R,
     repo: &str,
-) -> StoreResult<Vec<super::BuildDigest>> {
+) -> StoreResult<Vec<BuildDigest>> {
     // PostgreSQL compares the repository as the attributes' JSON text
     // writes it, escapes included (migration 0005, abstore_json_member).
     let repo = match R::DIALECT {
@@ -652,10 +645,10 @@ pub(crate) async fn build_digests<R: Reads>(
             sql::digest_row(row)
         })
         .await?;
-    let mut digests: Vec<super::BuildDigest> = Vec::new();
+    let mut digests: Vec<BuildDigest> = Vec::new();
     for (slug, event) in rows {
         if digests.last().is_none_or(|d| d.slug != slug) {
-            digests.push(super::BuildDigest::new(slug));
+            digests.push(BuildDigest::new(slug));
         }
         if let (Some((seq, event_type, ts)), Some(digest)) = (event, digests.last_mut()) {
             digest.apply(seq, &event_type, &ts);
@@ -1098,7 +1091,7 @@ pub(crate) async fn append_chunk(
     }
     let seq = stream.last_seq + 1;
     let ts = tx.now().max(stream.created_at);
-    let chunk = super::chunk_json(id, seq, ts, parts_json);
+    let chunk = chunk_json(id, seq, ts, parts_json);
     let size = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
     if size > bounds.max_stream_bytes.saturating_sub(stream.bytes) {
         let max = bounds.max_stream_bytes;

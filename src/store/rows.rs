@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::{StoreError, StoreResult};
+use super::error::{StoreError, StoreResult};
 use crate::protocol::{ResourceKind, ResourceRef};
 
 /// What a streamed read selects. Each backend runs it as one statement

@@ -25,12 +25,12 @@ use std::future::Future;
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
-use super::ops::ResourceRow;
+use super::api::NewArtifact;
+use super::assets::{AssetKey, TicketAssetMeta, TicketAssetSummary};
+use super::error::{StoreError, StoreResult};
+use super::records::{ArtifactMeta, Lease, Record, Revocation, StreamArtifact, StreamRecord};
+use super::rows::Listing;
 use super::rows::write_json;
-use super::{
-    ArtifactMeta, AssetKey, Lease, Listing, NewArtifact, Record, Revocation, StoreError,
-    StoreResult, StreamArtifact, StreamRecord, TicketAssetMeta, TicketAssetSummary,
-};
 use crate::protocol::ticket_assets::Layout;
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -150,7 +150,7 @@ pub(crate) enum Dialect {
 /// repository's ~9,000 digest events, was most of the read's cost
 /// (docs/benchmarks/frame-and-tick.md). By position is exact here:
 /// the server writes envelopes compact, resource member, `seq`, `ts`,
-/// actor, `type`, payload (store/mod.rs, `envelope_json`); no actor has a
+/// actor, `type`, payload (store/envelope.rs, `envelope_json`); no actor has a
 /// `type` key, and a string value cannot hold `"type":"` or `,"ts":"`
 /// (its quotes are escaped), so the first of each is the member itself. The
 /// four digest types and every `ts` (ISO 8601) hold no escape or quote, and
@@ -354,6 +354,13 @@ fn statement<A>(text: &'static str, args: A) -> Statement<A> {
 }
 
 // ------------------------------------------------------------------ reads
+
+/// The resource row as reads and locks return it.
+pub(crate) struct ResourceRow {
+    pub record: Record,
+    pub last_seq: i64,
+    pub lease_ttl_ms: Option<i64>,
+}
 
 /// A resource row, on any connection.
 pub(crate) async fn resource(
@@ -564,6 +571,15 @@ pub(crate) fn live_ticket_assets(key: &AssetKey) -> Fixed<'_, 4> {
          AND a.revision = h.next_revision - 1 \
          WHERE h.repo = $1 AND h.ticket_id = $2 AND a.layout IS NOT NULL";
     statement(SQL, args![&key.repo, &key.ticket_id, &key.kind, &key.name])
+}
+
+/// The JSON array parameter of the `TAILS` statements: `[{"kind","id"},…]`.
+pub(crate) fn tails_param(resources: &[ResourceRef]) -> String {
+    let items: Vec<Value> = resources
+        .iter()
+        .map(|r| serde_json::json!({ "kind": r.kind.tag(), "id": r.id }))
+        .collect();
+    Value::Array(items).to_string()
 }
 
 /// The one statement a streamed read runs.

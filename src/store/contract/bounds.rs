@@ -57,11 +57,14 @@ fn ok_event() -> crate::store::MakeEvent {
 /// A batch whose chunk, stored as sequence `seq` of `id` at the harness's
 /// time, is exactly `bytes` long.
 fn batch_of(id: &str, seq: i64, bytes: usize) -> String {
-    let around = crate::store::chunk_json(id, seq, T0, "").len();
+    let around = crate::store::envelope::chunk_json(id, seq, T0, "").len();
     let empty = r#"[{"type":"x","p":""}]"#.len();
     let pad = bytes - around - empty;
     let parts = json!([{"type": "x", "p": "a".repeat(pad)}]).to_string();
-    assert_eq!(crate::store::chunk_json(id, seq, T0, &parts).len(), bytes);
+    assert_eq!(
+        crate::store::envelope::chunk_json(id, seq, T0, &parts).len(),
+        bytes
+    );
     parts
 }
 

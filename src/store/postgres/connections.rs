@@ -16,7 +16,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, Postgres};
 use tokio::sync::watch;
 
-use crate::store::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
+use crate::store::error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 
 /// A sqlx error as the store sees it, classified where it happened: a
 /// failure of the connection or the server ([`is_outage`]), a full disk

@@ -18,10 +18,14 @@ use self::connections::Connections;
 use self::primitives::{PgRead, PgTx};
 use crate::clock::Clock;
 use crate::notify::Notifier;
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::api::PoolStats;
 use crate::store::engine::{Backend, OpFuture};
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::ops::Written;
+use crate::store::options::StoreOptions;
 use crate::store::rows::StreamedReads;
-use crate::store::{Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult};
+use crate::store::rows::{Listing, Rows};
 
 /// The channel every replica listens on; payloads name a resource, never content.
 pub const CHANNEL: &str = "abstore_events";
@@ -140,7 +144,7 @@ impl Backend for PgBackend {
             }
             if let Some(resource) = &written.wake {
                 notifier.notify(resource);
-                if let Some(payload) = crate::store::notify_payload(resource) {
+                if let Some(payload) = notify_payload(resource) {
                     let _ = published.send(payload);
                 }
             }
@@ -174,6 +178,21 @@ impl Backend for PgBackend {
             max: pool.options().get_max_connections(),
         }
     }
+}
+
+/// The NOTIFY payload naming a resource (`kind:id`; never content), or
+/// `None` when it would exceed PostgreSQL's 8000-byte limit, in which case
+/// the sweep wakes the readers instead.
+pub(crate) fn notify_payload(resource: &ResourceRef) -> Option<String> {
+    let payload = format!("{}:{}", resource.kind.tag(), resource.id);
+    (payload.len() < 7900).then_some(payload)
+}
+
+/// Parse a NOTIFY payload back into the resource it names.
+pub(crate) fn parse_notify_payload(payload: &str) -> Option<ResourceRef> {
+    let (tag, id) = payload.split_once(':')?;
+    let kind = ResourceKind::from_tag(tag)?;
+    Some(ResourceRef::new(kind, id))
 }
 
 /// Send queued notifications, as many per statement as are waiting.
@@ -216,9 +235,7 @@ async fn listen(connect: PgConnectOptions, db: Arc<Connections>, notifier: Arc<N
                 let lost = loop {
                     match listener.try_recv().await {
                         Ok(Some(note)) => {
-                            if let Some(resource) =
-                                crate::store::parse_notify_payload(note.payload())
-                            {
+                            if let Some(resource) = parse_notify_payload(note.payload()) {
                                 notifier.notify(&resource);
                             }
                         }

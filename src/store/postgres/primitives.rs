@@ -26,13 +26,15 @@ use super::counted;
 use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::api::{MakeEvent, NewArtifact, NewEvent};
 use crate::store::bounds::Bounds;
-use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
-use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
-use crate::store::{
-    ArtifactMeta, MakeEvent, NewArtifact, NewEvent, StoreError, StoreResult, StreamRecord,
+use crate::store::envelope::{
     TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
 };
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::ops::{FastAppend, Reads, Writes};
+use crate::store::records::{ArtifactMeta, StreamRecord};
+use crate::store::sql::{self, Arg, ArgList, Columns, ResourceRow, Statement, Statements};
 
 /// The resource row, held until the transaction ends.
 const LOCK_RESOURCE: &str = concat!(sql::select_resource_sql!(), " FOR UPDATE");
@@ -267,7 +269,7 @@ impl<C: Connection> Statements for C {
 impl Reads for PgRead<'_> {
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
         let rows = counted(TAILS)
-            .bind(crate::store::tails_param(resources))
+            .bind(sql::tails_param(resources))
             .fetch_all(self.conn().await?)
             .await?;
         rows.iter().map(sql::tail_row).collect()

@@ -11,10 +11,11 @@ use futures_util::TryStreamExt as _;
 
 use super::connections::Connections;
 use super::primitives::PgRead;
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::ops::Reads as _;
+use crate::store::rows::{Listing, Rows};
 use crate::store::rows::{RowSink, StreamedReads};
 use crate::store::sql;
-use crate::store::{Listing, Rows, StoreError, StoreResult};
 
 /// Start `listing` in its own task; the answer begins with its first piece.
 pub(super) async fn read(

@@ -30,13 +30,14 @@ use self::readers::Readers;
 use self::writer::{Done, Failure, Job};
 use crate::clock::Clock;
 use crate::notify::Notifier;
+use crate::store::api::PoolStats;
 use crate::store::engine::{Backend, OpFuture};
+use crate::store::error::{DatabaseFailure, StoreError, StoreResult};
 use crate::store::ops::{Written, run_synchronously};
+use crate::store::options::StoreOptions;
 use crate::store::rows::StreamedReads;
+use crate::store::rows::{Listing, Rows};
 use crate::store::url::SqliteLocation as Location;
-use crate::store::{
-    DatabaseFailure, Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult,
-};
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -298,9 +299,11 @@ mod tests {
     use crate::clock::TestClock;
     use crate::notify::Notifier;
     use crate::protocol::{ResourceKind, ResourceRef};
+    use crate::store::api::{NewEvent, Store};
     use crate::store::engine::Engine;
+    use crate::store::error::StoreError;
+    use crate::store::options::StoreOptions;
     use crate::store::retention::Retention;
-    use crate::store::{NewEvent, Store, StoreError, StoreOptions};
 
     /// A job running `f` on the writer's connection inside a batch; the
     /// receiver gets the batch's result.

@@ -15,9 +15,10 @@ use super::stream::Out;
 
 use crate::clock::Clock;
 use crate::protocol::ResourceRef;
+use crate::store::error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 use crate::store::ops::{Reads, Writes};
+use crate::store::rows::Listing;
 use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
-use crate::store::{DatabaseError, DatabaseFailure, Listing, StoreError, StoreResult};
 
 /// Resource and stream tails of a JSON array of `{kind, id}` in one
 /// statement; a closed stream reports the largest tail so its readers wake.
@@ -188,7 +189,7 @@ impl Statements for Conn<'_> {
 
 impl Reads for Conn<'_> {
     async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        let param = crate::store::tails_param(resources);
+        let param = sql::tails_param(resources);
         let statement = Statement {
             text: TAILS,
             args: [Arg::Text(&param)],
@@ -262,7 +263,8 @@ mod tests {
     /// no table or journal is scanned whole.
     #[test]
     fn protocol_3_reads_use_their_indexes() {
-        use crate::store::{Listing, sql};
+        use crate::store::rows::Listing;
+        use crate::store::sql;
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrate::run(&mut conn).unwrap();
         let digests = plan(&conn, sql::build_digests("r", sql::Dialect::Sqlite).text);
@@ -279,7 +281,8 @@ mod tests {
     /// no scan, no sort (migration 0006).
     #[test]
     fn ticket_asset_reads_walk_the_primary_key_in_order() {
-        use crate::store::{AssetKey, sql};
+        use crate::store::assets::AssetKey;
+        use crate::store::sql;
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrate::run(&mut conn).unwrap();
         let key = AssetKey {

@@ -11,8 +11,10 @@ use tokio::sync::Semaphore;
 
 use super::BUSY_TIMEOUT;
 use super::stream::Out;
+use crate::store::api::PoolStats;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::rows::Rows;
 use crate::store::rows::StreamedReads;
-use crate::store::{PoolStats, Rows, StoreError, StoreResult};
 
 pub(super) struct Readers {
     path: PathBuf,

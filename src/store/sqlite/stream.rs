@@ -7,7 +7,7 @@
 use bytes::BytesMut;
 use tokio::runtime::Handle;
 
-use crate::store::StoreResult;
+use crate::store::error::StoreResult;
 use crate::store::rows::{RowSink, Rows, StreamedReads};
 
 pub(super) struct Out {

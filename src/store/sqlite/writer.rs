@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 
 use rusqlite::Connection;
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Jobs per transaction: bounds the latency one batch adds to its first job.
 const MAX_BATCH: usize = 256;
