@@ -18,7 +18,8 @@
 //!   `DatabaseUrl`, the one parser of `--database`, opens and migrates them.
 //! - [`streams`]: UI Message Stream assembly for closing streams.
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
-//! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
+//! - [`storage_full`]: a full disk as the OS reports it (each database backend recognises
+//!   its own driver's); counting and logging the writes it refuses.
 //! - [`metrics`]: Prometheus metrics on their own listener.
 //! - [`held`]: held reads (`wait=`): the hold loop, shared queries, the cap, the sweep.
 //! - [`notify`]: wake-ups keyed by resource: writers notify, held reads wait.

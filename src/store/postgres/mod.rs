@@ -5,6 +5,7 @@
 //! halfway (docs/decisions.md, 14).
 
 mod connections;
+mod errors;
 mod primitives;
 mod stream;
 
@@ -250,7 +251,7 @@ async fn listen(connect: PgConnectOptions, db: Arc<Connections>, notifier: Arc<N
             }
             Err(err) => {
                 metrics::gauge!("abstore_listen_connected").set(0.0);
-                if connections::is_outage(&err) {
+                if errors::is_outage(&err) {
                     db.mark_down(&err);
                 }
                 if !quiet {

@@ -23,6 +23,7 @@ use sqlx::{Postgres, Row as _, Transaction};
 
 use super::connections::Connections;
 use super::counted;
+use super::errors::is_unique_violation;
 use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
@@ -340,11 +341,6 @@ impl Connection for PgTx {
     async fn connection(&mut self) -> StoreResult<&mut PgConnection> {
         self.tx().await
     }
-}
-
-/// A unique violation: a fast path's expectation about revisions was stale.
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
 }
 
 impl Writes for PgTx {

@@ -11,6 +11,7 @@
 //!   long as the store.
 //! - A lock file beside the database admits one process per file.
 
+mod errors;
 mod migrate;
 mod primitives;
 mod readers;
@@ -32,7 +33,7 @@ use crate::clock::Clock;
 use crate::notify::Notifier;
 use crate::store::api::PoolStats;
 use crate::store::engine::{Backend, OpFuture};
-use crate::store::error::{DatabaseFailure, StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::ops::{Written, run_synchronously};
 use crate::store::options::StoreOptions;
 use crate::store::rows::StreamedReads;
@@ -187,7 +188,7 @@ impl SqliteBackend {
                     }),
                 },
                 Err(err) => {
-                    let err = classify(err);
+                    let err = errors::classify(err);
                     Done {
                         keep: false,
                         failed: Some(Failure::of_store(&err)),
@@ -204,19 +205,6 @@ impl SqliteBackend {
         answered
             .await
             .map_err(|_| StoreError::Commit("the SQLite writer refused the write".into()))?
-    }
-}
-
-/// A job's error as the store answers it: a database error that means the
-/// disk is full ([`primitives`] classified it on the writer thread right
-/// after the failing call, while the thread's `errno` was still the
-/// call's) becomes [`StoreError::Full`].
-fn classify(err: StoreError) -> StoreError {
-    match err {
-        StoreError::Database(err) if err.failure() == DatabaseFailure::StorageFull => {
-            StoreError::Full(err.to_string())
-        }
-        other => other,
     }
 }
 

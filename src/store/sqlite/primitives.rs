@@ -15,7 +15,7 @@ use super::stream::Out;
 
 use crate::clock::Clock;
 use crate::protocol::ResourceRef;
-use crate::store::error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::ops::{Reads, Writes};
 use crate::store::rows::Listing;
 use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
@@ -36,20 +36,6 @@ const NO_LIMIT: i64 = -1;
 const PARAMETERS: [&str; 12] = [
     "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12",
 ];
-
-/// A rusqlite error as the store sees it. Called on the thread whose call
-/// failed, right after it, so the thread's `errno` is still that call's
-/// (`storage_full::sqlite`); the writer answers a full disk as such.
-impl From<rusqlite::Error> for StoreError {
-    fn from(err: rusqlite::Error) -> StoreError {
-        let failure = if crate::storage_full::sqlite(&err, &std::io::Error::last_os_error()) {
-            DatabaseFailure::StorageFull
-        } else {
-            DatabaseFailure::Statement
-        };
-        StoreError::Database(DatabaseError::new(failure, err))
-    }
-}
 
 impl Columns for Row<'_> {
     fn text(&self, i: usize) -> StoreResult<String> {
