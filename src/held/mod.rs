@@ -14,7 +14,7 @@
 //!   that were lost or never sent.
 //!
 //! Wakes come from three sources, all through the [`Notifier`]: appends in
-//! this process (the store backends, right after commit), the PostgreSQL
+//! this process (the store, right after commit), the PostgreSQL
 //! LISTEN connection (appends by any replica) and the sweep. No held read
 //! ever polls the database on its own.
 

@@ -1,6 +1,11 @@
 //! The [`Store`] trait: the BuildStore operations in domain types, what
-//! they take and what they answer. Every backend keeps the invariants of
-//! [`crate::store`].
+//! they take and what they answer, by family ([`Builds`], [`Repos`],
+//! [`Sessions`], [`Events`], [`Artifacts`], [`Leases`], [`Streams`],
+//! [`TicketAssets`], [`Revocations`]): `Store` is every family and the reads
+//! any resource shares. Callers hold a `dyn Store` and call any family's
+//! operations on it without naming the family. Each family's rules are
+//! written once, in the file of `ops/` that bears its name. Every backend
+//! keeps the invariants of [`crate::store`].
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -51,23 +56,74 @@ pub type MakeFirstEvent = Box<dyn Fn() -> StoreResult<NewEvent> + Send + Sync>;
 /// `Err(StoreError::Rejected)` rolls the whole deposit back.
 pub type MakeEvent = Box<dyn Fn(&[ArtifactMeta]) -> StoreResult<NewEvent> + Send + Sync>;
 
+/// The whole store: every family, and what any resource shares.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// `createBuild`; `attrs` holds `repo` and the optional `repoOrigin`,
-    /// `ticket`, `branch` in wire order. `Conflict` when the slug exists.
-    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record>;
+pub trait Store:
+    Builds
+    + Repos
+    + Sessions
+    + Events
+    + Artifacts
+    + Leases
+    + Streams
+    + TicketAssets
+    + Revocations
+    + Send
+    + Sync
+    + 'static
+{
     /// A streamed read (events, chunks, listings): its rows' wire JSON in
     /// pieces, from one statement. `NotFound` when the answer is empty and
     /// the listing's owner does not exist.
     async fn read(&self, listing: Listing) -> StoreResult<Rows>;
-    /// `ensureRepo`: creates or returns the record without touching it.
-    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record>;
+    /// A build's, repository's or session's record.
     async fn get_record(&self, resource: &ResourceRef) -> StoreResult<Option<Record>>;
+    /// The current `last_seq` of each existing resource among `resources`,
+    /// in one query (the held-read sweep).
+    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
+    /// A trivial round trip, for readiness.
+    async fn ping(&self) -> StoreResult<()>;
+    /// Connection pool usage (the SQLite writer connection is not counted).
+    fn pool_stats(&self) -> PoolStats;
+}
+
+/// Builds (`ops/builds.rs`).
+#[async_trait]
+pub trait Builds {
+    /// `createBuild`; `attrs` holds `repo` and the optional `repoOrigin`,
+    /// `ticket`, `branch` in wire order. `Conflict` when the slug exists.
+    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record>;
     /// The digest of every build whose `repo` is `repo`, by slug (protocol
     /// 3), derived from the build logs in one snapshot. An unknown
     /// repository has none: no `NotFound`.
     async fn build_digests(&self, repo: &str) -> StoreResult<Vec<BuildDigest>>;
+}
 
+/// Repositories (`ops/repos.rs`).
+#[async_trait]
+pub trait Repos {
+    /// `ensureRepo`: creates or returns the record without touching it.
+    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record>;
+}
+
+/// Sessions (`ops/sessions.rs`).
+#[async_trait]
+pub trait Sessions {
+    /// `createSession`: the record (`attrs`: `repo`, `operator`, `title`?)
+    /// and its `session.created` event as sequence 1, in one transaction.
+    /// `NotFound` when the repository does not exist.
+    async fn create_session(
+        &self,
+        repo: &str,
+        id: &str,
+        attrs: Map<String, Value>,
+        make_event: MakeFirstEvent,
+    ) -> StoreResult<Record>;
+}
+
+/// The event log of a build, repository or session (`ops/events.rs`).
+#[async_trait]
+pub trait Events {
     /// Append; with `expected_seq`, only when the tail is exactly that
     /// sequence (`Ok(None)` otherwise, writing nothing). Returns the envelope
     /// text. `OverBound` when the log holds `max_events_per_log` events.
@@ -86,7 +142,11 @@ pub trait Store: Send + Sync + 'static {
         since: i64,
         limit: i64,
     ) -> StoreResult<Vec<String>>;
+}
 
+/// Artifact revisions and deposits (`ops/artifacts.rs`).
+#[async_trait]
+pub trait Artifacts {
     /// A new revision; in the same transaction, the oldest revisions of its
     /// kind beyond the retention bound are deleted. `OverBound` when a kind
     /// no retention rule selects has `max_artifact_revisions` revisions.
@@ -111,7 +171,11 @@ pub trait Store: Send + Sync + 'static {
         kind: &str,
         rev: Option<i64>,
     ) -> StoreResult<Option<ArtifactMeta>>;
+}
 
+/// Leases (`ops/leases.rs`).
+#[async_trait]
+pub trait Leases {
     async fn claim_lease(
         &self,
         resource: &ResourceRef,
@@ -120,22 +184,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<bool>;
     async fn heartbeat(&self, resource: &ResourceRef, holder: &str) -> StoreResult<bool>;
     async fn release_lease(&self, resource: &ResourceRef, holder: &str) -> StoreResult<()>;
+}
 
-    /// The current `last_seq` of each existing resource among `resources`,
-    /// in one query (the held-read sweep).
-    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>>;
-
-    /// `createSession`: the record (`attrs`: `repo`, `operator`, `title`?)
-    /// and its `session.created` event as sequence 1, in one transaction.
-    /// `NotFound` when the repository does not exist.
-    async fn create_session(
-        &self,
-        repo: &str,
-        id: &str,
-        attrs: Map<String, Value>,
-        make_event: MakeFirstEvent,
-    ) -> StoreResult<Record>;
-
+/// Streams and their chunks (`ops/streams.rs`).
+#[async_trait]
+pub trait Streams {
     /// `createStream`: a new open stream in `scope`, pruning (in the same
     /// transaction) the chunks of every closed stream there but the most
     /// recently closed one. `NotFound` when the scope does not exist.
@@ -169,11 +222,15 @@ pub trait Store: Send + Sync + 'static {
         expected_last_seq: i64,
         artifact: NewArtifact,
     ) -> StoreResult<CloseOutcome>;
+}
 
-    /// `putTicketAsset` (protocol 3): the next revision of `asset.key` with
-    /// its manifest (blobs already written), unless a bound (live assets of
-    /// the ticket, then revisions of the asset) or `check` refuses it, which
-    /// writes nothing and consumes no revision.
+/// A ticket's assets (protocol 3, `ops/ticket_assets.rs`).
+#[async_trait]
+pub trait TicketAssets {
+    /// `putTicketAsset`: the next revision of `asset.key` with its manifest
+    /// (blobs already written), unless a bound (live assets of the ticket,
+    /// then revisions of the asset) or `check` refuses it, which writes
+    /// nothing and consumes no revision.
     async fn put_ticket_asset(
         &self,
         asset: NewTicketAsset,
@@ -195,6 +252,11 @@ pub trait Store: Send + Sync + 'static {
         key: &AssetKey,
         rev: Option<i64>,
     ) -> StoreResult<Option<TicketAssetMeta>>;
+}
+
+/// Revoked tokens (`ops/revocations.rs`).
+#[async_trait]
+pub trait Revocations {
     /// Record a revoked token (`abstore token revoke`); `false`, changing
     /// nothing, when its digest is already revoked.
     async fn revoke_token(&self, revocation: Revocation) -> StoreResult<bool>;
@@ -204,12 +266,6 @@ pub trait Store: Send + Sync + 'static {
     /// Forget the revocations of tokens expired by `now` (refused as
     /// expired anyway); how many.
     async fn prune_revocations(&self, now: i64) -> StoreResult<u64>;
-
-    /// A trivial round trip, for readiness.
-    async fn ping(&self) -> StoreResult<()>;
-
-    /// Connection pool usage (the SQLite writer connection is not counted).
-    fn pool_stats(&self) -> PoolStats;
 }
 
 /// A snapshot of connection pool usage, for metrics.

@@ -25,7 +25,8 @@
 //! - `open.rs`: opening the backend a [`DatabaseUrl`] names, with
 //!   [`StoreOptions`] (`options.rs`);
 //! - `engine.rs` and `ops/`: the one `Store` implementation, every rule
-//!   written once; `sql.rs`: the statements both backends run;
+//!   written once; `sql.rs`: the statements both backends run,
+//!   `statement.rs`: how a statement reaches a driver;
 //! - [`sqlite`], [`postgres`]: how each database runs them;
 //! - `records.rs`, [`assets`], [`rows`] (streamed reads), [`bounds`],
 //!   [`retention`], `envelope.rs`: the values the operations deal in.
@@ -45,12 +46,16 @@ pub mod retention;
 pub mod rows;
 mod sql;
 pub mod sqlite;
+mod statement;
 pub mod url;
 
 #[cfg(test)]
 mod contract;
 
-pub use api::{CloseOutcome, MakeEvent, MakeFirstEvent, NewArtifact, NewEvent, PoolStats, Store};
+pub use api::{
+    Artifacts, Builds, CloseOutcome, Events, Leases, MakeEvent, MakeFirstEvent, NewArtifact,
+    NewEvent, PoolStats, Repos, Revocations, Sessions, Store, Streams, TicketAssets,
+};
 pub use assets::{
     AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
 };

@@ -29,14 +29,16 @@ impl DatabaseUrl {
         let (retention, bounds) = (options.retention.clone(), options.bounds);
         Ok(match self.location() {
             Location::Postgres(connect) => Arc::new(Engine::new(
-                PgBackend::connect(connect, options, clock, notifier).await?,
+                PgBackend::connect(connect, options, clock, notifier.clone()).await?,
                 retention,
                 bounds,
+                notifier,
             )),
             Location::Sqlite(location) => Arc::new(Engine::new(
-                SqliteBackend::connect(location, options, clock, notifier).await?,
+                SqliteBackend::connect(location, options, clock).await?,
                 retention,
                 bounds,
+                notifier,
             )),
         })
     }
