@@ -346,17 +346,16 @@ struct Rendering<'a> {
 }
 
 impl EachRow for Rendering<'_> {
-    fn take(&mut self, row: &dyn Columns) -> StoreResult<()> {
-        sql::render(self.listing, row, self.sink.row())
+    /// Rendered; a full piece is sent before the next row.
+    fn take(&mut self, row: &dyn Columns) -> StoreResult<bool> {
+        sql::render(self.listing, row, self.sink.row())?;
+        Ok(self.sink.is_full())
     }
 
-    async fn after(&mut self) -> StoreResult<()> {
-        if self.sink.is_full()
-            && let Err(stopped) = self.sink.send_piece().await
-        {
+    async fn pause(&mut self) -> StoreResult<()> {
+        self.sink.send_piece().await.map_err(|stopped| {
             self.stopped = true;
-            return Err(stopped.into());
-        }
-        Ok(())
+            stopped.into()
+        })
     }
 }

@@ -156,12 +156,14 @@ pub(crate) trait Statements: Send {
 
 /// Where [`Statements::each`] hands a statement's rows, one at a time.
 pub(crate) trait EachRow {
-    /// One row, while the driver holds it.
-    fn take(&mut self, row: &dyn Columns) -> StoreResult<()>;
+    /// One row, while the driver holds it; `true` when [`EachRow::pause`]
+    /// must run before the next row is read.
+    fn take(&mut self, row: &dyn Columns) -> StoreResult<bool>;
 
-    /// After each row, before the next is read: may wait (a streamed
-    /// answer sends a full piece); an error stops the statement there.
-    fn after(&mut self) -> impl Future<Output = StoreResult<()>>;
+    /// Between two rows, when [`EachRow::take`] asked for it: may wait (a
+    /// streamed answer sends a full piece); an error stops the statement
+    /// there.
+    fn pause(&mut self) -> impl Future<Output = StoreResult<()>>;
 }
 
 /// A result row's columns by position, as each driver reads them; a

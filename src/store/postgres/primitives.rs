@@ -276,8 +276,9 @@ impl<C: Connection> Statements for C {
     ) -> StoreResult<()> {
         let mut stepping = query(&statement).fetch(self.connection().await?);
         while let Some(row) = stepping.try_next().await? {
-            rows.take(&row)?;
-            rows.after().await?;
+            if rows.take(&row)? {
+                rows.pause().await?;
+            }
         }
         Ok(())
     }

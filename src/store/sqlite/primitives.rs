@@ -152,8 +152,9 @@ impl Statements for Conn<'_> {
         let mut prepared = self.prepared(&statement)?;
         let mut stepping = prepared.raw_query();
         while let Some(row) = stepping.next()? {
-            rows.take(row)?;
-            rows.after().await?;
+            if rows.take(row)? {
+                rows.pause().await?;
+            }
         }
         Ok(())
     }
