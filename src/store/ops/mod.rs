@@ -6,7 +6,7 @@
 //! ([`Engine::write_op`](super::engine::Engine::write_op)) or one read,
 //! reads and writes through the shared statements (`sql.rs`), and asks
 //! the backend only for what its dialect does its own way
-//! ([`WriteTx`](super::engine::WriteTx): row locks, fused statements, fast
+//! ([`WriteTx`]: row locks, fused statements, fast
 //! paths).
 //!
 //! Every rule lives here and nowhere else: the conditional append, the

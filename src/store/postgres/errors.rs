@@ -7,8 +7,8 @@
 use crate::store::error::{DatabaseError, DatabaseFailure, StoreError};
 
 /// A sqlx error as the store sees it, classified where it happened: a
-/// failure of the connection or the server ([`is_outage`]), a full disk
-/// ([`is_disk_full`]), or the statement's own failure.
+/// failure of the connection or the server (`is_outage`), a full disk
+/// (`is_disk_full`), or the statement's own failure.
 /// `Connections::record_outcome` turns the first two into `Unavailable`
 /// and `Full`.
 impl From<sqlx::Error> for StoreError {

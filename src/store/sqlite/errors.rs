@@ -10,7 +10,7 @@ use crate::store::error::{DatabaseError, DatabaseFailure, StoreError};
 
 /// A rusqlite error as the store sees it. Called on the thread whose call
 /// failed, right after it, so the thread's `errno` is still that call's
-/// ([`is_storage_full`]); the writer answers a full disk as such.
+/// (`is_storage_full`); the writer answers a full disk as such.
 impl From<rusqlite::Error> for StoreError {
     fn from(err: rusqlite::Error) -> StoreError {
         let failure = if is_storage_full(&err, &io::Error::last_os_error()) {
