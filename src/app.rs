@@ -12,8 +12,9 @@ use crate::blobs::Blobs;
 use crate::clock::{Clock, SystemClock, TestClock};
 use crate::config::{ConnectionSettings, Settings};
 use crate::connections::ConnectionLimits;
-use crate::held::{HeldReads, Notifier};
+use crate::held::HeldReads;
 use crate::http::{Access, AppState, SharedState, router};
+use crate::notify::Notifier;
 use crate::protocol::time::format_iso;
 use crate::store::url::redact;
 

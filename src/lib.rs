@@ -22,9 +22,11 @@
 //! - [`tickets`]: Autobuild's hosted ticket source: its operations, rules
 //!   and answers (the store runs them, `http` serves them).
 //! - [`blobs`]: content-addressed artifact bytes over `object_store`.
-//! - [`storage_full`]: recognising a full disk under either store; counting and logging it.
+//! - [`storage_full`]: a full disk as the OS reports it (each database backend recognises
+//!   its own driver's); counting and logging the writes it refuses.
 //! - [`metrics`]: Prometheus metrics on their own listener.
-//! - [`held`]: held reads (`wait=`): wake-ups, the hold loop, shared queries, the cap, the sweep.
+//! - [`held`]: held reads (`wait=`): the hold loop, shared queries, the cap, the sweep.
+//! - [`notify`]: wake-ups keyed by resource: writers notify, held reads wait.
 //! - [`history`]: the history cache: whole-history reads in zstd from cached chunk frames.
 //! - [`clock`]: the one injectable clock.
 //! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
@@ -43,6 +45,7 @@ pub mod held;
 pub mod history;
 pub mod http;
 pub mod metrics;
+pub mod notify;
 pub mod protocol;
 pub mod revocation;
 pub mod secret;

@@ -6,7 +6,7 @@
 //! - A server in authenticated mode loads the set before it listens; a start
 //!   that cannot read it fails (serving without it would honour tokens the
 //!   operator revoked).
-//! - Each refresh is one statement ([`Store::revocations`]). When it fails
+//! - Each refresh is one statement ([`Revocations::revocations`](crate::store::Revocations::revocations)). When it fails
 //!   (the database is down), the set in force stays and the failure is
 //!   logged once per outage, not per attempt.
 //! - A request pays for a SHA-256 of its token (about a microsecond for a

@@ -331,7 +331,7 @@ async fn open(database: &str) -> anyhow::Result<std::sync::Arc<dyn Store>> {
     url.open(
         &options,
         std::sync::Arc::new(SystemClock),
-        std::sync::Arc::new(crate::held::Notifier::new()),
+        std::sync::Arc::new(crate::notify::Notifier::new()),
     )
     .await
     .with_context(|| format!("opening the database ({url})"))

@@ -11,7 +11,7 @@
 //! share one query (a per-reader tick, as before, let almost none share: each
 //! woken reader subscribed after the previous one's flight had started).
 //!
-//! [`Notifier::epoch`]: super::notifier::Notifier::epoch
+//! [`Notifier::epoch`]: crate::notify::Notifier::epoch
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -3,8 +3,9 @@
 //! server shuts down. The HTTP handlers use one service, [`HeldReads`];
 //! writers see only [`Notifier::notify`].
 //!
-//! - `notifier.rs`: per awaited resource, a `Notify` and the `since` of each
-//!   waiter, and the epoch every wake-up advances.
+//! - [`crate::notify`] (outside this folder, so that the store can wake
+//!   held reads without knowing them): per awaited resource, a `Notify` and
+//!   the `since` of each waiter, and the epoch every wake-up advances.
 //! - `hold.rs`: the one loop: query; if nothing is ready, subscribe, query
 //!   again, wait for a wake, the deadline or shutdown.
 //! - `flights.rs`: readers woken together share one query.
@@ -13,14 +14,13 @@
 //!   that were lost or never sent.
 //!
 //! Wakes come from three sources, all through the [`Notifier`]: appends in
-//! this process (the store backends, right after commit), the PostgreSQL
+//! this process (the store, right after commit), the PostgreSQL
 //! LISTEN connection (appends by any replica) and the sweep. No held read
 //! ever polls the database on its own.
 
 mod cap;
 mod flights;
 mod hold;
-mod notifier;
 mod sweep;
 
 use std::sync::Arc;
@@ -28,8 +28,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use notifier::Notifier;
-
+use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::{Store, StoreError, StreamRecord};
 

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::StoreResult;
+use super::error::{StoreError, StoreResult};
 use crate::protocol::ticket_assets::Layout;
 use crate::protocol::time::format_iso;
 
@@ -126,7 +126,7 @@ impl TicketAssetMeta {
     /// The entries, parsed back from the stored text.
     pub fn entries(&self) -> StoreResult<Vec<AssetEntry>> {
         serde_json::from_str(&self.entries_json).map_err(|err| {
-            super::StoreError::Corrupt(format!("a ticket asset manifest does not parse: {err}"))
+            StoreError::Corrupt(format!("a ticket asset manifest does not parse: {err}"))
         })
     }
 }
@@ -144,7 +144,7 @@ impl NewTicketAsset {
         }
         let total = self.entries.len() as i64;
         let entries_json = serde_json::to_string(&self.entries).map_err(|err| {
-            super::StoreError::Corrupt(format!("a ticket asset manifest does not serialise: {err}"))
+            StoreError::Corrupt(format!("a ticket asset manifest does not serialise: {err}"))
         })?;
         Ok(TicketAssetMeta {
             summary: TicketAssetSummary {

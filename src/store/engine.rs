@@ -1,23 +1,32 @@
-//! The one [`Store`] implementation: each operation of [`ops`] run on a
-//! [`Backend`], which says only how a read and a write transaction run
-//! (SQLite: a blocking reader, the writer thread's group commit;
-//! PostgreSQL: a pooled connection, a task of its own per write).
+//! How every operation runs, whatever the database: the one [`Store`]
+//! implementation, [`Engine`], over a [`Backend`], which says only how a
+//! read, a write transaction and a streamed read run (SQLite: a blocking
+//! reader, the writer thread's group commit; PostgreSQL: a pooled
+//! connection, a task of its own per write), and what of a write its dialect
+//! does its own way ([`WriteTx`]).
+//!
+//! The operations' rules are in `ops/`, one file per family, each the
+//! family's trait of [`Store`] implemented for the engine. What is the same
+//! for every operation is here, once: what follows a commit
+//! ([`AfterCommit`]: the pruning count, the held reads' wake-up), and the
+//! loop of a streamed read ([`stream_listing`]).
+//!
+//! [`Store`]: super::api::Store
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use serde_json::{Map, Value};
-
+use super::api::{MakeEvent, NewArtifact, NewEvent, PoolStats};
 use super::bounds::Bounds;
-use super::ops::{self, Reads, Writes, Written};
+use super::error::{StoreError, StoreResult};
+use super::records::{ArtifactMeta, StreamRecord};
 use super::retention::Retention;
-use super::{
-    AnswerCheck, ArtifactMeta, AssetKey, BuildDigest, CloseOutcome, Listing, MakeEvent,
-    MakeFirstEvent, NewArtifact, NewEvent, NewTicketAsset, PoolStats, Record, Revocation, Rows,
-    Store, StoreResult, StreamRecord, TicketAssetMeta,
-};
-use crate::protocol::ResourceRef;
+use super::rows::{Listing, RowSink, Rows};
+use super::sql::{self, ResourceRow};
+use super::statement::{Columns, EachRow, Statements};
+use crate::notify::Notifier;
+use crate::protocol::{ResourceKind, ResourceRef};
 
 /// An operation's future over a borrowed transaction or read connection
 /// (the shape sqlx's own `Connection::transaction` takes).
@@ -25,16 +34,20 @@ pub(crate) type OpFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + 
 
 /// How one database runs the operations.
 pub(crate) trait Backend: Send + Sync + 'static {
-    /// The primitives of one write transaction.
-    type Tx<'t>: Writes;
-    /// The primitives of one read, outside any write transaction.
-    type Read<'r>: Reads;
+    /// One write transaction.
+    type Tx<'t>: WriteTx;
+    /// One read, outside any write transaction.
+    type Read<'r>: Statements;
 
     /// Run `op` as one write, to its end even if the caller goes away
     /// (docs/decisions.md, 14): commit its changes when its outcome is kept
-    /// (roll them back otherwise), then count what it pruned and wake the
-    /// held reads of the resource it names.
-    fn write<T, F>(&self, op: F) -> impl Future<Output = StoreResult<T>> + Send
+    /// (roll them back otherwise), then, where it committed and before the
+    /// caller is answered, hand the outcome to `after_commit`.
+    fn write<T, F>(
+        &self,
+        op: F,
+        after_commit: AfterCommit,
+    ) -> impl Future<Output = StoreResult<T>> + Send
     where
         T: Send + 'static,
         F: for<'a, 't> FnOnce(&'a mut Self::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static;
@@ -45,305 +58,304 @@ pub(crate) trait Backend: Send + Sync + 'static {
         T: Send + 'static,
         F: for<'a, 'r> FnOnce(&'a mut Self::Read<'r>) -> OpFuture<'a, T> + Send + 'static;
 
-    /// A streamed read ([`Store::read`]).
+    /// A streamed read: [`stream_listing`] on a read connection, where it
+    /// may wait for its client.
     fn stream(&self, listing: Listing) -> impl Future<Output = StoreResult<Rows>> + Send;
 
     fn pool_stats(&self) -> PoolStats;
 }
 
-/// The store: `backend` running [`ops`], with the retention puts and
-/// deposits apply and the bounds every write that grows a collection keeps.
+/// What a fast-path append did.
+pub(crate) enum FastAppend {
+    /// Stored; the envelope text.
+    Appended(String),
+    /// A stale `expected_seq`: nothing written.
+    Stale,
+}
+
+/// One write transaction of a backend: it runs the shared statements
+/// ([`Statements`]), reads the injected clock, and does its own way what
+/// its dialect does otherwise. Only that is here; every other statement of
+/// a write is run as it is written in `sql.rs`.
+///
+/// SQLite needs no row lock (its one writer connection serialises every
+/// write) and runs two statements where PostgreSQL fuses them into one
+/// (`WITH … AS (UPDATE …)`); PostgreSQL locks the rows it reads.
+///
+/// The `try_*` methods are fast paths a backend may offer: the whole
+/// operation as one autocommit statement, tried before any transaction
+/// begins. They decline (`Ok(None)`, having written nothing) whenever they
+/// cannot decide exactly as the transaction path would (a clock behind the
+/// resource's last write, a concurrent writer, a collection at its bound:
+/// they never write past one, and leave its refusal to the transaction);
+/// the transaction path then runs. A backend without them declines always.
+pub(crate) trait WriteTx: Statements {
+    /// The injected clock's current time.
+    fn now(&self) -> i64;
+
+    /// An append in one statement, while the log holds fewer than
+    /// `max_events` events.
+    fn try_append(
+        &mut self,
+        _r: &ResourceRef,
+        _event: &NewEvent,
+        _expected_seq: Option<i64>,
+        _max_events: i64,
+    ) -> impl Future<Output = StoreResult<Option<FastAppend>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// A deposit as one read and one statement, within `bounds`' events
+    /// per log and revisions per kind (no retention rule selects the kinds).
+    fn try_deposit(
+        &mut self,
+        _r: &ResourceRef,
+        _artifacts: &[NewArtifact],
+        _make_event: &MakeEvent,
+        _bounds: &Bounds,
+    ) -> impl Future<Output = StoreResult<Option<(String, Vec<ArtifactMeta>)>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// A chunk append in one statement, within `bounds`' chunks and bytes
+    /// per stream.
+    fn try_append_chunk(
+        &mut self,
+        _id: &str,
+        _parts_json: &str,
+        _bounds: &Bounds,
+    ) -> impl Future<Output = StoreResult<Option<String>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Read the resource row, holding it until the transaction ends.
+    fn lock_resource(
+        &mut self,
+        r: &ResourceRef,
+    ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send;
+
+    /// Read the stream row, holding it until the transaction ends.
+    fn lock_stream(
+        &mut self,
+        id: &str,
+    ) -> impl Future<Output = StoreResult<Option<StreamRecord>>> + Send;
+
+    /// Serialise, until the transaction ends, the writers that may add a
+    /// live asset to a ticket (the bound on live assets counts them).
+    fn lock_ticket(
+        &mut self,
+        repo: &str,
+        ticket_id: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Store `envelope` as sequence `seq` and make it the tail (`updated_at
+    /// = now`): [`sql::append_event`] and [`sql::APPEND_EVENT_TAIL`].
+    fn append_event(
+        &mut self,
+        r: &ResourceRef,
+        seq: i64,
+        now: i64,
+        envelope: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// Assign the next revision of `artifact`'s kind and store its
+    /// metadata (`metadata`, serialised); returns the revision:
+    /// [`sql::insert_artifact`] and [`sql::store_revision`].
+    fn insert_artifact(
+        &mut self,
+        r: &ResourceRef,
+        artifact: &NewArtifact,
+        metadata: &str,
+        now: i64,
+    ) -> impl Future<Output = StoreResult<i64>> + Send;
+
+    /// Store `chunk` as sequence `seq` and make it the stream's tail, adding
+    /// its bytes to the stream's total: [`sql::append_chunk`] and
+    /// [`sql::APPEND_CHUNK_TAIL`].
+    fn append_chunk(
+        &mut self,
+        id: &str,
+        seq: i64,
+        chunk: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+}
+
+/// What a write operation produced: its answer, whether its changes are
+/// kept (a no-op outcome such as a stale conditional append rolls back),
+/// the resource whose held readers must wake after the commit, and the
+/// artifact revisions retention pruned (counted once the commit succeeds).
+pub(crate) struct Written<T> {
+    pub value: T,
+    pub keep: bool,
+    pub wake: Option<ResourceRef>,
+    pub pruned: Pruned,
+}
+
+impl<T> Written<T> {
+    /// Kept, waking nobody.
+    pub(crate) fn kept(value: T) -> Self {
+        Written {
+            value,
+            keep: true,
+            wake: None,
+            pruned: Pruned::default(),
+        }
+    }
+
+    /// Kept, waking the held reads of `resource`.
+    pub(crate) fn waking(value: T, resource: ResourceRef) -> Self {
+        Written {
+            wake: Some(resource),
+            ..Written::kept(value)
+        }
+    }
+
+    /// Nothing changed (or nothing may be kept): roll back, answer `value`.
+    pub(crate) fn unchanged(value: T) -> Self {
+        Written {
+            keep: false,
+            ..Written::kept(value)
+        }
+    }
+
+    pub(crate) fn pruning(self, pruned: Pruned) -> Self {
+        Written { pruned, ..self }
+    }
+}
+
+/// Revisions pruned by one write, by resource family.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pruned {
+    pub family: Option<ResourceKind>,
+    pub revisions: u64,
+}
+
+/// What follows every write, on either backend, where its transaction
+/// ended (the SQLite writer thread, the PostgreSQL write's own task) and
+/// before its caller is answered, so that it happens even if the caller has
+/// gone: a kept write's pruned revisions are counted, and the held reads
+/// of the resource it names wake.
+#[derive(Clone)]
+pub(crate) struct AfterCommit {
+    notifier: Arc<Notifier>,
+}
+
+impl AfterCommit {
+    /// Call once the write's outcome is committed (or rolled back, when not
+    /// kept); its answer.
+    pub(crate) fn answer<T>(&self, written: Written<T>) -> T {
+        if written.keep {
+            let Pruned { family, revisions } = written.pruned;
+            if let Some(family) = family
+                && revisions > 0
+            {
+                metrics::counter!("abstore_artifact_revisions_pruned_total", "family" => family.tag())
+                    .increment(revisions);
+            }
+        }
+        if let Some(resource) = &written.wake {
+            self.notifier.notify(resource);
+        }
+        written.value
+    }
+}
+
+/// The store: `backend` running the operations (`ops/`), with the
+/// retention puts and deposits apply and the bounds every write that grows
+/// a collection keeps.
 pub(crate) struct Engine<B> {
     pub(crate) backend: B,
-    retention: Retention,
-    bounds: Bounds,
+    pub(crate) retention: Retention,
+    pub(crate) bounds: Bounds,
+    after_commit: AfterCommit,
 }
 
 impl<B: Backend> Engine<B> {
-    pub(crate) fn new(backend: B, retention: Retention, bounds: Bounds) -> Self {
+    /// `backend`'s store, whose writes wake held reads through `notifier`.
+    pub(crate) fn new(
+        backend: B,
+        retention: Retention,
+        bounds: Bounds,
+        notifier: Arc<Notifier>,
+    ) -> Self {
         Engine {
             backend,
             retention,
             bounds,
+            after_commit: AfterCommit { notifier },
         }
+    }
+
+    /// Run `op` as one write transaction; what follows its commit is
+    /// [`AfterCommit`]'s.
+    pub(crate) async fn write_op<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a, 't> FnOnce(&'a mut B::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static,
+    {
+        self.backend.write(op, self.after_commit.clone()).await
+    }
+
+    /// Run `op` as one read.
+    pub(crate) async fn read_op<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a, 'r> FnOnce(&'a mut B::Read<'r>) -> OpFuture<'a, T> + Send + 'static,
+    {
+        self.backend.read(op).await
     }
 }
 
-#[async_trait]
-impl<B: Backend> Store for Engine<B> {
-    async fn create_build(&self, slug: &str, attrs: Map<String, Value>) -> StoreResult<Record> {
-        let slug = slug.to_owned();
-        self.backend
-            .write(move |tx| Box::pin(async move { ops::create_build(tx, &slug, attrs).await }))
-            .await
+/// A streamed read's one loop, on either backend's read connection:
+/// `listing`'s one statement (one snapshot), each row rendered as its wire
+/// JSON into `sink`, a piece sent whenever one is full; an empty answer of
+/// an owner that does not exist is `NotFound`. The backend ends `sink`
+/// with the outcome. A statement stopped early because the client went
+/// away (or too many long answers are sending) leaves its connection
+/// abandoned ([`Statements::abandon`]).
+pub(crate) async fn stream_listing<D: Statements>(
+    db: &mut D,
+    listing: &Listing,
+    sink: &mut RowSink<()>,
+) -> StoreResult<()> {
+    let mut rows = Rendering {
+        listing,
+        sink: &mut *sink,
+        stopped: false,
+    };
+    let stepped = db.each(sql::listing(listing, D::DIALECT), &mut rows).await;
+    if rows.stopped {
+        db.abandon();
+    }
+    stepped?;
+    if !sink.has_rows()
+        && let Some(owner) = listing.owner()
+        && !sql::exists(db, &owner).await?
+    {
+        return Err(StoreError::NotFound(owner));
+    }
+    Ok(())
+}
+
+/// Rows of a listing into the pieces of its answer.
+struct Rendering<'a> {
+    listing: &'a Listing,
+    sink: &'a mut RowSink<()>,
+    /// A piece could not be sent: the answer is cut or refused.
+    stopped: bool,
+}
+
+impl EachRow for Rendering<'_> {
+    /// Rendered; a full piece is sent before the next row.
+    fn take(&mut self, row: &dyn Columns) -> StoreResult<bool> {
+        sql::render(self.listing, row, self.sink.row())?;
+        Ok(self.sink.is_full())
     }
 
-    async fn read(&self, listing: Listing) -> StoreResult<Rows> {
-        self.backend.stream(listing).await
-    }
-
-    async fn ensure_repo(&self, repo: &str) -> StoreResult<Record> {
-        ops::ensure_repo(&self.backend, repo).await
-    }
-
-    async fn get_record(&self, r: &ResourceRef) -> StoreResult<Option<Record>> {
-        let r = r.clone();
-        self.backend
-            .read(move |db| Box::pin(async move { ops::get_record(db, &r).await }))
-            .await
-    }
-
-    async fn build_digests(&self, repo: &str) -> StoreResult<Vec<BuildDigest>> {
-        let repo = repo.to_owned();
-        self.backend
-            .read(move |db| Box::pin(async move { ops::build_digests(db, &repo).await }))
-            .await
-    }
-
-    async fn append(
-        &self,
-        r: &ResourceRef,
-        event: NewEvent,
-        expected_seq: Option<i64>,
-    ) -> StoreResult<Option<String>> {
-        let (r, bounds) = (r.clone(), self.bounds);
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move { ops::append(tx, &r, &event, expected_seq, &bounds).await })
-            })
-            .await
-    }
-
-    async fn events_page(
-        &self,
-        r: &ResourceRef,
-        since: i64,
-        limit: i64,
-    ) -> StoreResult<Vec<String>> {
-        let r = r.clone();
-        self.backend
-            .read(move |db| Box::pin(async move { ops::events_page(db, &r, since, limit).await }))
-            .await
-    }
-
-    async fn put_artifact(
-        &self,
-        r: &ResourceRef,
-        artifact: NewArtifact,
-    ) -> StoreResult<ArtifactMeta> {
-        let (r, retention, bounds) = (r.clone(), self.retention.clone(), self.bounds);
-        self.backend
-            .write(move |tx| {
-                Box::pin(
-                    async move { ops::put_artifact(tx, &r, artifact, &retention, &bounds).await },
-                )
-            })
-            .await
-    }
-
-    async fn deposit(
-        &self,
-        r: &ResourceRef,
-        artifacts: Vec<NewArtifact>,
-        make_event: MakeEvent,
-    ) -> StoreResult<(String, Vec<ArtifactMeta>)> {
-        let (r, retention, bounds) = (r.clone(), self.retention.clone(), self.bounds);
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move {
-                    ops::deposit(tx, &r, artifacts, &make_event, &retention, &bounds).await
-                })
-            })
-            .await
-    }
-
-    async fn get_artifact(
-        &self,
-        r: &ResourceRef,
-        kind: &str,
-        rev: Option<i64>,
-    ) -> StoreResult<Option<ArtifactMeta>> {
-        let (r, kind) = (r.clone(), kind.to_owned());
-        self.backend
-            .read(move |db| Box::pin(async move { ops::get_artifact(db, &r, &kind, rev).await }))
-            .await
-    }
-
-    async fn claim_lease(&self, r: &ResourceRef, holder: &str, ttl_ms: i64) -> StoreResult<bool> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move { ops::claim_lease(tx, &r, &holder, ttl_ms).await })
-            })
-            .await
-    }
-
-    async fn heartbeat(&self, r: &ResourceRef, holder: &str) -> StoreResult<bool> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.backend
-            .write(move |tx| Box::pin(async move { ops::heartbeat(tx, &r, &holder).await }))
-            .await
-    }
-
-    async fn release_lease(&self, r: &ResourceRef, holder: &str) -> StoreResult<()> {
-        let (r, holder) = (r.clone(), holder.to_owned());
-        self.backend
-            .write(move |tx| Box::pin(async move { ops::release_lease(tx, &r, &holder).await }))
-            .await
-    }
-
-    async fn tails(&self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        let resources = resources.to_vec();
-        self.backend
-            .read(move |db| Box::pin(async move { ops::tails(db, &resources).await }))
-            .await
-    }
-
-    async fn create_session(
-        &self,
-        repo: &str,
-        id: &str,
-        attrs: Map<String, Value>,
-        make_event: MakeFirstEvent,
-    ) -> StoreResult<Record> {
-        let (repo, id) = (repo.to_owned(), id.to_owned());
-        self.backend
-            .write(move |tx| {
-                Box::pin(
-                    async move { ops::create_session(tx, &repo, &id, attrs, &make_event).await },
-                )
-            })
-            .await
-    }
-
-    async fn create_stream(
-        &self,
-        scope: &ResourceRef,
-        id: &str,
-        label: &str,
-    ) -> StoreResult<StreamRecord> {
-        let (scope, id, label) = (scope.clone(), id.to_owned(), label.to_owned());
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move { ops::create_stream(tx, &scope, &id, &label).await })
-            })
-            .await
-    }
-
-    async fn get_stream(&self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        let id = id.to_owned();
-        self.backend
-            .read(move |db| Box::pin(async move { db.stream(&id).await }))
-            .await
-    }
-
-    async fn append_chunk(&self, id: &str, parts_json: &str) -> StoreResult<String> {
-        let (id, parts_json, bounds) = (id.to_owned(), parts_json.to_owned(), self.bounds);
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move { ops::append_chunk(tx, &id, &parts_json, &bounds).await })
-            })
-            .await
-    }
-
-    async fn chunks_page(
-        &self,
-        id: &str,
-        since: i64,
-        limit: Option<i64>,
-    ) -> StoreResult<(StreamRecord, Vec<String>)> {
-        let id = id.to_owned();
-        self.backend
-            .read(move |db| Box::pin(async move { ops::chunks_page(db, &id, since, limit).await }))
-            .await
-    }
-
-    async fn close_stream(
-        &self,
-        id: &str,
-        outcome: &str,
-        expected_last_seq: i64,
-        artifact: NewArtifact,
-    ) -> StoreResult<CloseOutcome> {
-        let (id, outcome) = (id.to_owned(), outcome.to_owned());
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move {
-                    ops::close_stream(tx, &id, &outcome, expected_last_seq, artifact).await
-                })
-            })
-            .await
-    }
-
-    async fn put_ticket_asset(
-        &self,
-        asset: NewTicketAsset,
-        check: AnswerCheck,
-    ) -> StoreResult<TicketAssetMeta> {
-        let bounds = self.bounds;
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move { ops::put_ticket_asset(tx, asset, &check, &bounds).await })
-            })
-            .await
-    }
-
-    async fn remove_ticket_asset(
-        &self,
-        key: &AssetKey,
-        check: AnswerCheck,
-    ) -> StoreResult<Option<TicketAssetMeta>> {
-        let (key, bounds) = (key.clone(), self.bounds);
-        self.backend
-            .write(move |tx| {
-                Box::pin(async move { ops::remove_ticket_asset(tx, &key, &check, &bounds).await })
-            })
-            .await
-    }
-
-    async fn get_ticket_asset(
-        &self,
-        key: &AssetKey,
-        rev: Option<i64>,
-    ) -> StoreResult<Option<TicketAssetMeta>> {
-        let key = key.clone();
-        self.backend
-            .read(move |db| Box::pin(async move { db.ticket_asset(&key, rev).await }))
-            .await
-    }
-
-    async fn revoke_token(&self, revocation: Revocation) -> StoreResult<bool> {
-        self.backend
-            .write(move |tx| Box::pin(async move { ops::revoke_token(tx, &revocation).await }))
-            .await
-    }
-
-    async fn revocations(&self) -> StoreResult<Vec<Revocation>> {
-        self.backend
-            .read(|db| Box::pin(async move { db.revocations().await }))
-            .await
-    }
-
-    async fn prune_revocations(&self, now: i64) -> StoreResult<u64> {
-        self.backend
-            .write(move |tx| Box::pin(async move { ops::prune_revocations(tx, now).await }))
-            .await
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        self.backend
-            .read(|db| Box::pin(async move { db.ping().await }))
-            .await
-    }
-
-    fn pool_stats(&self) -> PoolStats {
-        self.backend.pool_stats()
-    }
-
-    async fn tickets(
-        &self,
-        call: crate::tickets::TicketCall,
-    ) -> StoreResult<crate::tickets::TicketOutcome> {
-        super::tickets::run(&self.backend, call).await
+    async fn pause(&mut self) -> StoreResult<()> {
+        self.sink.send_piece().await.map_err(|stopped| {
+            self.stopped = true;
+            stopped.into()
+        })
     }
 }

@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::{StoreError, StoreResult};
+use super::error::{StoreError, StoreResult};
 use crate::protocol::{ResourceKind, ResourceRef};
 
 /// What a streamed read selects. Each backend runs it as one statement
@@ -161,6 +161,7 @@ impl StreamedReads {
         (
             RowSink {
                 piece: BytesMut::with_capacity(PIECE_BYTES + PIECE_BYTES / 4),
+                full_at: PIECE_BYTES,
                 count: 0,
                 sent: false,
                 tx,
@@ -182,6 +183,9 @@ impl Default for StreamedReads {
 /// The producer's side: rows in, pieces out.
 pub(crate) struct RowSink<E> {
     piece: BytesMut,
+    /// A piece is sent once it holds this many bytes ([`PIECE_BYTES`]; never
+    /// for a sink that gathers the whole answer).
+    full_at: usize,
     /// Rows written (after the first, each needs a comma before it).
     count: u64,
     /// A piece went out.
@@ -225,8 +229,18 @@ impl<E> RowSink<E> {
         &mut self.piece
     }
 
-    /// Everything written, for a producer that never sent a piece (the
-    /// in-memory database answers whole: its rows are in memory anyway).
+    /// A sink that is never full: it gathers the whole answer, for
+    /// [`RowSink::into_complete`] (the in-memory database answers whole:
+    /// its rows are in memory anyway).
+    pub(crate) fn gathering() -> Self {
+        let (sink, _no_consumer) = StreamedReads::default().sink();
+        RowSink {
+            full_at: usize::MAX,
+            ..sink
+        }
+    }
+
+    /// Everything written, for a producer that never sent a piece.
     pub(crate) fn into_complete(self, end: E) -> Rows<E> {
         Rows {
             first: (!self.piece.is_empty()).then(|| self.piece.freeze()),
@@ -243,7 +257,7 @@ impl<E> RowSink<E> {
 
     /// Whether the current piece should be sent before the next row.
     pub(crate) fn is_full(&self) -> bool {
-        self.piece.len() >= PIECE_BYTES
+        self.piece.len() >= self.full_at
     }
 
     /// Send the current piece, waiting at most the stall bound (and what is

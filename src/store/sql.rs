@@ -9,28 +9,29 @@
 //! SQLite binds what appears, while PostgreSQL's form fused from two shared
 //! texts uses every argument (see [`append_event`]).
 //!
-//! Backends run them through [`Statements`], and `Reads`/`Writes` default
-//! each primitive to its statement here. What stays in each backend is what
-//! only its dialect has: PostgreSQL's row locks (`FOR UPDATE`), its
-//! statements fused with `WITH … AS (UPDATE …)` from two texts here, and its
-//! one-statement fast paths; each side's `tails` query (JSON table functions
-//! differ). Protocol 3's two derived reads (build digests, state events),
-//! which look into the stored JSON, are written here once per [`Dialect`].
+//! The operations (`ops/`) run them through [`Statements`], a backend's
+//! connection or transaction. What stays in each backend is what only its
+//! dialect has ([`WriteTx`](super::engine::WriteTx)): PostgreSQL's row
+//! locks (`FOR UPDATE`), its statements fused with `WITH … AS (UPDATE …)`
+//! from two texts here (SQLite runs the two), and its one-statement fast
+//! paths. The few statements whose text differs by dialect are written
+//! here once per [`Dialect`]: the `tails` query (JSON table functions
+//! differ) and protocol 3's two derived reads (build digests, state
+//! events), which look into the stored JSON.
 //!
 //! Rows are read by position, through [`Columns`], which both drivers' rows
 //! implement: the column lists below fix the positions.
 
-use std::future::Future;
-
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
-use super::ops::ResourceRow;
+use super::api::NewArtifact;
+use super::assets::{AssetKey, TicketAssetMeta, TicketAssetSummary};
+use super::error::{StoreError, StoreResult};
+use super::records::{ArtifactMeta, Lease, Record, Revocation, StreamArtifact, StreamRecord};
+use super::rows::Listing;
 use super::rows::write_json;
-use super::{
-    ArtifactMeta, AssetKey, Lease, Listing, NewArtifact, Record, Revocation, StoreError,
-    StoreResult, StreamArtifact, StreamRecord, TicketAssetMeta, TicketAssetSummary,
-};
+use super::statement::{Arg, Columns, Dialect, Statement, Statements};
 use crate::protocol::ticket_assets::Layout;
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -125,20 +126,15 @@ pub(crate) use {
     next_revision_sql, resource_columns, select_resource_sql, select_stream_sql, stream_columns,
 };
 
-/// Which SQL a statement written per dialect takes: protocol 3's derived
-/// reads look into the envelope and record JSON, which the two databases
-/// spell differently (`json_extract` / `abstore_json_member`, migration 0005:
-/// PostgreSQL's own JSON functions refuse a document holding `\u0000`, and
-/// it reads the member's text as written, still escaped). The expressions are
-/// exactly those migration 0005 indexes, so the planners can use them;
-/// SQLite, whose planner keeps the primary key without statistics, is told
-/// to (`INDEXED BY`: a statement that could not use the index fails to
-/// prepare rather than scan).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Sqlite,
-    Postgres,
-}
+// Statements written once per `Dialect`: protocol 3's derived
+// reads look into the envelope and record JSON, which the two databases
+// spell differently (`json_extract` / `abstore_json_member`, migration 0005:
+// PostgreSQL's own JSON functions refuse a document holding `\u0000`, and
+// it reads the member's text as written, still escaped). The expressions are
+// exactly those migration 0005 indexes, so the planners can use them;
+// SQLite, whose planner keeps the primary key without statistics, is told
+// to (`INDEXED BY`: a statement that could not use the index fails to
+// prepare rather than scan).
 
 /// The build digests of a repository (protocol 3): one row per event of the
 /// four digest types of each of its builds, by slug then sequence, and a
@@ -150,7 +146,7 @@ pub(crate) enum Dialect {
 /// repository's ~9,000 digest events, was most of the read's cost
 /// (docs/benchmarks/frame-and-tick.md). By position is exact here:
 /// the server writes envelopes compact, resource member, `seq`, `ts`,
-/// actor, `type`, payload (store/mod.rs, `envelope_json`); no actor has a
+/// actor, `type`, payload (store/envelope.rs, `envelope_json`); no actor has a
 /// `type` key, and a string value cannot hold `"type":"` or `,"ts":"`
 /// (its quotes are escaped), so the first of each is the member itself. The
 /// four digest types and every `ts` (ISO 8601) hold no escape or quote, and
@@ -217,48 +213,6 @@ macro_rules! state_events_sql {
 
 // ------------------------------------------------------------- statements
 
-/// A statement argument, as both drivers bind it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Arg<'a> {
-    Text(&'a str),
-    OptionalText(Option<&'a str>),
-    Int(i64),
-    OptionalInt(Option<i64>),
-    /// A page's `LIMIT`; `None`: every row (SQLite takes -1, PostgreSQL
-    /// `NULL`).
-    Limit(Option<i64>),
-}
-
-impl<'a> From<&'a str> for Arg<'a> {
-    fn from(text: &'a str) -> Self {
-        Arg::Text(text)
-    }
-}
-
-impl<'a> From<&'a String> for Arg<'a> {
-    fn from(text: &'a String) -> Self {
-        Arg::Text(text)
-    }
-}
-
-impl<'a> From<Option<&'a str>> for Arg<'a> {
-    fn from(text: Option<&'a str>) -> Self {
-        Arg::OptionalText(text)
-    }
-}
-
-impl From<i64> for Arg<'_> {
-    fn from(int: i64) -> Self {
-        Arg::Int(int)
-    }
-}
-
-impl From<Option<i64>> for Arg<'_> {
-    fn from(int: Option<i64>) -> Self {
-        Arg::OptionalInt(int)
-    }
-}
-
 /// A statement's arguments, each converted into an [`Arg`].
 macro_rules! args {
     ($($arg:expr),* $(,)?) => {
@@ -266,94 +220,20 @@ macro_rules! args {
     };
 }
 
-/// A statement's text and its arguments, for `$1`, `$2`, … in order.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Statement<A> {
-    pub text: &'static str,
-    pub args: A,
-}
-
-impl<A: ArgList> Statement<A> {
-    /// The same arguments for another text: a backend's fused or split
-    /// form of a shared statement.
-    pub fn with_text(self, text: &'static str) -> Self {
-        Statement { text, ..self }
-    }
-
-    pub fn args(&self) -> &[Arg<'_>] {
-        self.args.as_args()
-    }
-}
-
-/// A statement's arguments: a fixed number, or (a listing's) any.
-pub(crate) trait ArgList {
-    fn as_args(&self) -> &[Arg<'_>];
-}
-
-impl<const N: usize> ArgList for [Arg<'_>; N] {
-    fn as_args(&self) -> &[Arg<'_>] {
-        self
-    }
-}
-
-impl ArgList for Vec<Arg<'_>> {
-    fn as_args(&self) -> &[Arg<'_>] {
-        self
-    }
-}
-
 type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;
-
-/// What runs the shared statements: a backend's connection or transaction.
-pub(crate) trait Statements: Send {
-    /// The SQL dialect the statements run in.
-    const DIALECT: Dialect;
-
-    /// Run `statement`; the number of rows it changed.
-    fn execute<A: ArgList + Send>(
-        &mut self,
-        statement: Statement<A>,
-    ) -> impl Future<Output = StoreResult<u64>> + Send;
-
-    /// The first row of `statement`'s answer, decoded.
-    fn first<A, T, D>(
-        &mut self,
-        statement: Statement<A>,
-        decode: D,
-    ) -> impl Future<Output = StoreResult<Option<T>>> + Send
-    where
-        A: ArgList + Send,
-        T: Send,
-        D: FnOnce(&dyn Columns) -> StoreResult<T> + Send;
-
-    /// Every row of `statement`'s answer, decoded.
-    fn all<A, T, D>(
-        &mut self,
-        statement: Statement<A>,
-        decode: D,
-    ) -> impl Future<Output = StoreResult<Vec<T>>> + Send
-    where
-        A: ArgList + Send,
-        T: Send,
-        D: FnMut(&dyn Columns) -> StoreResult<T> + Send;
-
-    /// Run `statement`, whatever it changed.
-    fn run<A: ArgList + Send>(
-        &mut self,
-        statement: Statement<A>,
-    ) -> impl Future<Output = StoreResult<()>> + Send {
-        async move {
-            self.execute(statement).await?;
-            Ok(())
-        }
-    }
-}
 
 fn statement<A>(text: &'static str, args: A) -> Statement<A> {
     Statement { text, args }
 }
 
 // ------------------------------------------------------------------ reads
+
+/// The resource row as reads and locks return it.
+pub(crate) struct ResourceRow {
+    pub record: Record,
+    pub last_seq: i64,
+    pub lease_ttl_ms: Option<i64>,
+}
 
 /// A resource row, on any connection.
 pub(crate) async fn resource(
@@ -370,6 +250,14 @@ pub(crate) async fn stream(
     id: &str,
 ) -> StoreResult<Option<StreamRecord>> {
     db.first(select_stream(id), |row| stream_row(row)).await
+}
+
+/// Whether a resource exists, on any connection.
+pub(crate) async fn exists(
+    db: &mut (impl Statements + ?Sized),
+    r: &ResourceRef,
+) -> StoreResult<bool> {
+    Ok(db.first(exists_resource(r), |_| Ok(())).await?.is_some())
 }
 
 pub(crate) fn select_resource(r: &ResourceRef) -> Fixed<'_, 2> {
@@ -422,7 +310,33 @@ pub(crate) fn chunks_page(id: &str, since: i64, limit: Option<i64>) -> Fixed<'_,
     statement(SQL, [id, since, Arg::Limit(limit)])
 }
 
-/// The digest rows of `repo`'s builds ([`digest_row`] reads them).
+/// The digest rows of `repo`'s builds ([`build_digests`], [`digest_row`]),
+/// on any connection.
+pub(crate) async fn digest_rows<D: Statements>(
+    db: &mut D,
+    repo: &str,
+) -> StoreResult<Vec<(String, Option<DigestEvent>)>> {
+    let repo = digests_repo(repo, D::DIALECT);
+    db.all(build_digests(&repo, D::DIALECT), |row| digest_row(row))
+        .await
+}
+
+/// The repository parameter of [`build_digests`]: PostgreSQL compares it
+/// as the attributes' JSON text writes it, escapes included (migration
+/// 0005, `abstore_json_member`), so it is given serde_json's escaping, the
+/// one every stored record's JSON was written with.
+fn digests_repo(repo: &str, dialect: Dialect) -> std::borrow::Cow<'_, str> {
+    match dialect {
+        Dialect::Sqlite => repo.into(),
+        Dialect::Postgres => {
+            let quoted = Value::String(repo.to_owned()).to_string();
+            quoted[1..quoted.len() - 1].to_owned().into()
+        }
+    }
+}
+
+/// The digest rows of `repo`'s builds ([`digest_row`] reads them); `repo`
+/// as [`digests_repo`] gives it.
 pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
     // SQLite keeps json_extract: by position (instr and substr, which walk
     // the text by characters) measured slower there, 49-52 against 37-42 ms
@@ -564,6 +478,50 @@ pub(crate) fn live_ticket_assets(key: &AssetKey) -> Fixed<'_, 4> {
          AND a.revision = h.next_revision - 1 \
          WHERE h.repo = $1 AND h.ticket_id = $2 AND a.layout IS NOT NULL";
     statement(SQL, args![&key.repo, &key.ticket_id, &key.kind, &key.name])
+}
+
+/// The tails of `resources`, on any connection ([`select_tails`]).
+pub(crate) async fn tails<D: Statements>(
+    db: &mut D,
+    resources: &[ResourceRef],
+) -> StoreResult<Vec<(ResourceRef, i64)>> {
+    let param = tails_param(resources);
+    db.all(select_tails(&param, D::DIALECT), |row| tail_row(row))
+        .await
+}
+
+/// The JSON array parameter of [`select_tails`]: `[{"kind","id"},…]`.
+fn tails_param(resources: &[ResourceRef]) -> String {
+    let items: Vec<Value> = resources
+        .iter()
+        .map(|r| serde_json::json!({ "kind": r.kind.tag(), "id": r.id }))
+        .collect();
+    Value::Array(items).to_string()
+}
+
+/// The tails of the resources `param` ([`tails_param`]) names, in one
+/// statement: each existing resource's `last_seq`, and each stream's, a
+/// closed stream reporting the largest tail so its readers wake
+/// ([`tail_row`] reads them). The JSON table functions differ by dialect.
+fn select_tails(param: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    const SQLITE: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r JOIN json_each($1) j \
+         ON r.kind = json_extract(j.value, '$.kind') AND r.id = json_extract(j.value, '$.id') \
+         UNION ALL \
+         SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
+         FROM streams s JOIN json_each($1) j \
+         ON json_extract(j.value, '$.kind') = 'stream' AND s.id = json_extract(j.value, '$.id')";
+    const POSTGRES: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
+         JOIN json_to_recordset($1::json) AS a(kind text, id text) \
+         ON r.kind = a.kind COLLATE \"C\" AND r.id = a.id COLLATE \"C\" \
+         UNION ALL \
+         SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
+         FROM streams s JOIN json_to_recordset($1::json) AS a(kind text, id text) \
+         ON a.kind = 'stream' AND s.id = a.id COLLATE \"C\"";
+    let text = match dialect {
+        Dialect::Sqlite => SQLITE,
+        Dialect::Postgres => POSTGRES,
+    };
+    statement(text, args![param])
 }
 
 /// The one statement a streamed read runs.
@@ -957,17 +915,6 @@ pub(crate) fn render(
 }
 
 // --------------------------------------------------------------- decoding
-
-/// A result row's columns by position, as each driver reads them; a
-/// driver's error converts into [`StoreError`] in its backend.
-pub(crate) trait Columns {
-    fn text(&self, i: usize) -> StoreResult<String>;
-    fn optional_text(&self, i: usize) -> StoreResult<Option<String>>;
-    /// A text column borrowed from the row.
-    fn str(&self, i: usize) -> StoreResult<&str>;
-    fn int(&self, i: usize) -> StoreResult<i64>;
-    fn optional_int(&self, i: usize) -> StoreResult<Option<i64>>;
-}
 
 fn json_object(text: &str, what: &str) -> StoreResult<Map<String, Value>> {
     match serde_json::from_str::<Value>(text) {

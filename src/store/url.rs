@@ -9,17 +9,14 @@
 //! - `sqlite::memory:` (or `mode=memory`): a database inside this process.
 //! - `postgres://…` or `postgresql://…`: a PostgreSQL server, as libpq
 //!   reads the URL.
+//!
+//! Parsing only: opening what it names is `open.rs`'s.
 
 use std::path::PathBuf;
 use std::str::FromStr as _;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use sqlx::postgres::PgConnectOptions;
-
-use super::{Store, StoreOptions};
-use crate::clock::Clock;
-use crate::held::Notifier;
 
 /// A parsed `--database` URL. `Display` and `Debug` show it with any
 /// password replaced.
@@ -82,33 +79,6 @@ impl DatabaseUrl {
             Location::Sqlite(_) => "sqlite",
             Location::Postgres(_) => "postgres",
         }
-    }
-
-    /// Open the store, applying migrations when `options.migrate`.
-    pub async fn open(
-        &self,
-        options: &StoreOptions,
-        clock: Arc<dyn Clock>,
-        notifier: Arc<Notifier>,
-    ) -> anyhow::Result<Arc<dyn Store>> {
-        super::open(&self.location, options, clock, notifier).await
-    }
-
-    /// Create the schema or bring it up to date, then close: `abstore
-    /// migrate`, and the archive tools before they write (`import --apply`),
-    /// through the store's own opener.
-    pub async fn migrate(&self) -> anyhow::Result<()> {
-        let options = StoreOptions {
-            pool_size: 1,
-            migrate: true,
-            retention: super::retention::Retention::disabled(),
-            ..StoreOptions::default()
-        };
-        let clock = Arc::new(crate::clock::SystemClock);
-        self.open(&options, clock, Arc::new(Notifier::new()))
-            .await
-            .with_context(|| format!("migrating {self}"))?;
-        Ok(())
     }
 }
 

@@ -8,14 +8,19 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::ticket_assets::{accept, get, key, listed, put, tree};
-use super::{
-    Harness, T0, artifact, attrs, build, event, events, futures_join, listed as listed_rows,
-    revisions, seq_of,
+use super::harness::{
+    Harness, T0, artifact, artifact_listing, attrs, build, close, envelopes, event, futures_join,
+    listed as listed_rows, revisions, seq_of,
 };
+use super::ticket_assets::{accept, get, key, listed, put, tree};
 use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::api::{MakeEvent, NewEvent, Store};
+use crate::store::assets::AssetKey;
 use crate::store::bounds::{Bound, Bounds};
-use crate::store::{ArtifactMeta, NewEvent, Store, StoreError, StoreOptions, StoreResult};
+use crate::store::envelope::chunk_json;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::options::StoreOptions;
+use crate::store::records::ArtifactMeta;
 
 /// The bounded contract: the contract's retention (`kept` keeps 3, `cfg-*`
 /// 2) and small bounds.
@@ -29,7 +34,7 @@ pub(super) fn options() -> StoreOptions {
             max_ticket_asset_revisions: 3,
             max_ticket_assets: 2,
         },
-        ..super::options()
+        ..super::harness::options()
     }
 }
 
@@ -50,18 +55,18 @@ fn refused_by<T: std::fmt::Debug>(result: StoreResult<T>) -> Bound {
     }
 }
 
-fn ok_event() -> crate::store::MakeEvent {
+fn ok_event() -> MakeEvent {
     Box::new(|_: &[ArtifactMeta]| -> StoreResult<NewEvent> { Ok(event(0)) })
 }
 
 /// A batch whose chunk, stored as sequence `seq` of `id` at the harness's
 /// time, is exactly `bytes` long.
 fn batch_of(id: &str, seq: i64, bytes: usize) -> String {
-    let around = crate::store::chunk_json(id, seq, T0, "").len();
+    let around = chunk_json(id, seq, T0, "").len();
     let empty = r#"[{"type":"x","p":""}]"#.len();
     let pad = bytes - around - empty;
     let parts = json!([{"type": "x", "p": "a".repeat(pad)}]).to_string();
-    assert_eq!(crate::store::chunk_json(id, seq, T0, &parts).len(), bytes);
+    assert_eq!(chunk_json(id, seq, T0, &parts).len(), bytes);
     parts
 }
 
@@ -83,7 +88,7 @@ pub(super) async fn stream_chunk_bound(h: &Harness) {
     assert_eq!(stream.last_seq, 3, "no sequence consumed");
     assert_eq!(chunk_count(s, "st_c").await, 3);
     // A stream at its bound still closes; then it is closed first (409).
-    super::close(s, "st_c").await;
+    close(s, "st_c").await;
     assert!(matches!(
         s.append_chunk("st_c", r#"[{"type":"x"}]"#).await,
         Err(StoreError::Closed(id)) if id == "st_c"
@@ -164,7 +169,7 @@ pub(super) async fn event_bound(h: &Harness) {
         .await;
     assert_eq!(refused_by(deposit), Bound::EventsPerLog);
     assert!(s.get_artifact(&b, "plan", None).await.unwrap().is_none());
-    assert_eq!(events(s, &b, 0).await.unwrap().len(), 4);
+    assert_eq!(envelopes(s, &b, 0).await.unwrap().len(), 4);
     let record = s.get_record(&b).await.unwrap().unwrap();
     assert_eq!(record.updated_at, T0, "nothing touched");
     // Puts append no event: they are not held to it.
@@ -200,7 +205,7 @@ pub(super) async fn event_bound(h: &Harness) {
         refused_by(s.append(&session, event(5), Some(4)).await),
         Bound::EventsPerLog
     );
-    assert_eq!(events(s, &session, 0).await.unwrap().len(), 4);
+    assert_eq!(envelopes(s, &session, 0).await.unwrap().len(), 4);
 }
 
 /// Many appends and deposits at once at the edge: exactly the bound's
@@ -222,7 +227,7 @@ pub(super) async fn event_bound_under_concurrent_writers(h: &Harness) {
     }
     seqs.sort_unstable();
     assert_eq!(seqs, vec![1, 2, 3, 4]);
-    assert_eq!(events(&s, &b, 0).await.unwrap().len(), 4);
+    assert_eq!(envelopes(&s, &b, 0).await.unwrap().len(), 4);
 
     // Deposits of distinct kinds: only the events bind.
     s.create_build("ed", attrs()).await.unwrap();
@@ -246,8 +251,8 @@ pub(super) async fn event_bound_under_concurrent_writers(h: &Harness) {
         }
     }
     assert_eq!(won, 4);
-    assert_eq!(events(&s, &d, 0).await.unwrap().len(), 4);
-    let kinds = listed_rows(&s, super::artifacts(&d, None)).await.unwrap();
+    assert_eq!(envelopes(&s, &d, 0).await.unwrap().len(), 4);
+    let kinds = listed_rows(&s, artifact_listing(&d, None)).await.unwrap();
     assert_eq!(kinds.len(), 4, "the refused deposits left no metadata");
 }
 
@@ -282,7 +287,7 @@ pub(super) async fn artifact_revision_bound(h: &Harness) {
         )
         .await;
     assert_eq!(refused_by(deposit), Bound::ArtifactRevisions);
-    assert!(events(s, &b, 0).await.unwrap().is_empty());
+    assert!(envelopes(s, &b, 0).await.unwrap().is_empty());
     assert_eq!(
         s.put_artifact(&b, artifact("notes", b"n"))
             .await
@@ -343,7 +348,7 @@ pub(super) async fn artifact_revision_bound_under_concurrent_deposits(h: &Harnes
     won.sort_unstable();
     assert_eq!(won, vec![0, 1, 2]);
     assert_eq!(revisions(&s, &b, "plan").await, vec![0, 1, 2]);
-    assert_eq!(events(&s, &b, 0).await.unwrap().len(), 3);
+    assert_eq!(envelopes(&s, &b, 0).await.unwrap().len(), 3);
 }
 
 pub(super) async fn ticket_asset_revision_bound(h: &Harness) {
@@ -404,7 +409,7 @@ pub(super) async fn ticket_asset_live_bound(h: &Harness) {
     assert_eq!(put(s, tree(&a, 2)).await.summary.revision, 1);
     // Other tickets and repositories count their own.
     put(s, tree(&key("AUT-3", "design", "a"), 1)).await;
-    let elsewhere = crate::store::AssetKey {
+    let elsewhere = AssetKey {
         repo: "acme/other".into(),
         ..c.clone()
     };

@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Harness, T0, futures_join};
+use super::harness::{Harness, T0, futures_join};
 use crate::protocol::ticket_assets::Layout;
-use crate::store::{
-    AnswerCheck, AssetEntry, AssetKey, Listing, NewTicketAsset, Store, StoreError, TicketAssetMeta,
-};
+use crate::store::api::Store;
+use crate::store::assets::{AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta};
+use crate::store::error::StoreError;
+use crate::store::rows::Listing;
 
 pub(super) fn key(ticket: &str, kind: &str, name: &str) -> AssetKey {
     AssetKey {

@@ -9,15 +9,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Harness, T0};
+use super::harness::{Harness, T0};
 use crate::store::Store;
 use crate::tickets::{
     Context, Draft, Patch, Refusal, TicketAnswer, TicketBounds, TicketCall, TicketOp,
     TicketOutcome, TicketSettings, wire,
 };
-
-// `contract!`'s modules find the harness and the options here.
-use super::options;
 
 /// The contract's fixture body, with its blank lines and final newline.
 const BODY: &str = "# Port contract fixture\n\nCreated by the ticket contract.\n";
@@ -207,7 +204,7 @@ fn message(outcome: TicketOutcome) -> String {
 
 // ---------------------------------------------- Autobuild's contract cases
 
-async fn ticket_create_get_round_trip(h: &Harness) {
+pub(super) async fn ticket_create_get_round_trip(h: &Harness) {
     let s = Source::new(h, "ENG");
     let created = s.create(draft("round trip"), "Ready").await;
     assert_eq!(created["ref"]["source"], "database");
@@ -221,7 +218,7 @@ async fn ticket_create_get_round_trip(h: &Harness) {
     assert_eq!(s.get(&id_of(&created)).await, created);
 }
 
-async fn ticket_new_labels_on_create_and_update(h: &Harness) {
+pub(super) async fn ticket_new_labels_on_create_and_update(h: &Harness) {
     let s = Source::new(h, "ENG");
     let created = s
         .create(labelled("fresh create label", &["ab-fresh-1"]), "Ready")
@@ -240,7 +237,7 @@ async fn ticket_new_labels_on_create_and_update(h: &Harness) {
     assert_eq!(s.get(&plain).await["labels"], json!(["ab-fresh-2"]));
 }
 
-async fn ticket_concurrent_writes_share_a_new_label(h: &Harness) {
+pub(super) async fn ticket_concurrent_writes_share_a_new_label(h: &Harness) {
     let s = Arc::new(Source::new(h, "ENG"));
     let first = id_of(&s.create(draft("concurrent label first"), "Ready").await);
     let second = id_of(&s.create(draft("concurrent label second"), "Ready").await);
@@ -253,7 +250,7 @@ async fn ticket_concurrent_writes_share_a_new_label(h: &Harness) {
     assert_eq!(s.get(&second).await["labels"], json!(["ab-shared"]));
 }
 
-async fn ticket_get_unknown_is_null(h: &Harness) {
+pub(super) async fn ticket_get_unknown_is_null(h: &Harness) {
     let s = Source::new(h, "ENG");
     assert_eq!(s.get(&unknown()).await, Value::Null);
     // Ids that could never be stored are unknown too, without a query.
@@ -261,7 +258,7 @@ async fn ticket_get_unknown_is_null(h: &Harness) {
     assert_eq!(s.get(&"x".repeat(600)).await, Value::Null);
 }
 
-async fn ticket_claim_once_then_again_after_ready(h: &Harness) {
+pub(super) async fn ticket_claim_once_then_again_after_ready(h: &Harness) {
     let s = Source::new(h, "ENG");
     let id = id_of(&s.create(draft("claim"), "Ready").await);
     assert!(s.claim(&id).await);
@@ -271,7 +268,7 @@ async fn ticket_claim_once_then_again_after_ready(h: &Harness) {
     assert!(s.claim(&id).await);
 }
 
-async fn ticket_transition_shows_in_get_and_listing(h: &Harness) {
+pub(super) async fn ticket_transition_shows_in_get_and_listing(h: &Harness) {
     let s = Source::new(h, "ENG");
     let id = id_of(&s.create(draft("transition"), "Ready").await);
     assert!(s.listed(Some("Ready"), &[]).await.contains(&id));
@@ -280,7 +277,7 @@ async fn ticket_transition_shows_in_get_and_listing(h: &Harness) {
     assert!(!s.listed(Some("Ready"), &[]).await.contains(&id));
 }
 
-async fn ticket_dependency_states_in_order(h: &Harness) {
+pub(super) async fn ticket_dependency_states_in_order(h: &Harness) {
     let s = Source::new(h, "ENG");
     let unresolved = id_of(&s.create(draft("unresolved dependency"), "Ready").await);
     let completed = id_of(&s.create(draft("completed dependency"), "Done").await);
@@ -301,7 +298,7 @@ async fn ticket_dependency_states_in_order(h: &Harness) {
     );
 }
 
-async fn ticket_partial_updates(h: &Harness) {
+pub(super) async fn ticket_partial_updates(h: &Harness) {
     let s = Source::new(h, "ENG");
     let blocker = id_of(&s.create(draft("update blocker"), "Ready").await);
     let created = s
@@ -359,7 +356,7 @@ async fn ticket_partial_updates(h: &Harness) {
     );
 }
 
-async fn ticket_update_refuses_empty_and_state_patches(h: &Harness) {
+pub(super) async fn ticket_update_refuses_empty_and_state_patches(h: &Harness) {
     let s = Source::new(h, "ENG");
     let id = id_of(
         &s.create(labelled("strict update", &["autobuild"]), "Ready")
@@ -379,7 +376,7 @@ async fn ticket_update_refuses_empty_and_state_patches(h: &Harness) {
     assert_eq!(s.get(&id).await, before);
 }
 
-async fn ticket_update_failures_name_and_change_nothing(h: &Harness) {
+pub(super) async fn ticket_update_failures_name_and_change_nothing(h: &Harness) {
     let s = Source::new(h, "ENG");
     let id = id_of(&s.create(draft("required update fields"), "Ready").await);
     let before = s.get(&id).await;
@@ -422,7 +419,7 @@ async fn ticket_update_failures_name_and_change_nothing(h: &Harness) {
     assert_eq!(s.get(&id).await, before);
 }
 
-async fn ticket_blockers_round_trip_and_retries(h: &Harness) {
+pub(super) async fn ticket_blockers_round_trip_and_retries(h: &Harness) {
     let s = Source::new(h, "ENG");
     let blocker = id_of(&s.create(draft("post-create blocker"), "Ready").await);
     let dependent = id_of(&s.create(draft("post-create dependent"), "Ready").await);
@@ -444,7 +441,7 @@ async fn ticket_blockers_round_trip_and_retries(h: &Harness) {
     );
 }
 
-async fn ticket_add_blocker_refuses_self_and_unknown(h: &Harness) {
+pub(super) async fn ticket_add_blocker_refuses_self_and_unknown(h: &Harness) {
     let s = Source::new(h, "ENG");
     let dependent = id_of(&s.create(draft("invalid blocker"), "Ready").await);
     let refusal = s.add_blocker(&dependent, &dependent).await.unwrap_err();
@@ -465,7 +462,7 @@ async fn ticket_add_blocker_refuses_self_and_unknown(h: &Harness) {
     assert!(s.get(&dependent).await.get("blockedBy").is_none());
 }
 
-async fn ticket_blocker_writes_name_an_unknown_target(h: &Harness) {
+pub(super) async fn ticket_blocker_writes_name_an_unknown_target(h: &Harness) {
     let s = Source::new(h, "ENG");
     let blocker = id_of(&s.create(draft("known blocker"), "Ready").await);
     let missing = unknown();
@@ -484,7 +481,7 @@ async fn ticket_blocker_writes_name_an_unknown_target(h: &Harness) {
     ));
 }
 
-async fn ticket_idempotent_create_adopts_the_original(h: &Harness) {
+pub(super) async fn ticket_idempotent_create_adopts_the_original(h: &Harness) {
     let s = Source::new(h, "ENG");
     let key = unknown();
     let first = json_of(
@@ -521,7 +518,7 @@ async fn ticket_idempotent_create_adopts_the_original(h: &Harness) {
 
 // ------------------------------------- the database source's own semantics
 
-async fn ticket_teams_are_apart(h: &Harness) {
+pub(super) async fn ticket_teams_are_apart(h: &Harness) {
     let eng = Source::new(h, "ENG");
     let ops = Source::new(h, "OPS");
     let id = id_of(&eng.create(draft("eng only"), "Ready").await);
@@ -556,7 +553,7 @@ async fn ticket_teams_are_apart(h: &Harness) {
     ));
 }
 
-async fn ticket_lifecycle_and_context_states(h: &Harness) {
+pub(super) async fn ticket_lifecycle_and_context_states(h: &Harness) {
     let s = Source::new(h, "ENG");
     // A create without a state files into the triage state.
     let created = json_of(
@@ -649,7 +646,7 @@ async fn ticket_lifecycle_and_context_states(h: &Harness) {
     );
 }
 
-async fn ticket_create_refusals_write_nothing(h: &Harness) {
+pub(super) async fn ticket_create_refusals_write_nothing(h: &Harness) {
     let s = Source::new(h, "ENG");
     for (title, body, expected) in [
         (" ", BODY, "database ticket create: title must be nonblank"),
@@ -696,7 +693,7 @@ async fn ticket_create_refusals_write_nothing(h: &Harness) {
     assert_eq!(b["blockedBy"], json!([a]));
 }
 
-async fn ticket_listing_filters_and_order(h: &Harness) {
+pub(super) async fn ticket_listing_filters_and_order(h: &Harness) {
     let s = Source::new(h, "ENG");
     h.clock.set(T0 + 100);
     let a = id_of(
@@ -753,7 +750,7 @@ async fn ticket_listing_filters_and_order(h: &Harness) {
     assert_eq!(s.listed(None, &[]).await, all);
 }
 
-async fn ticket_text_is_kept_byte_for_byte(h: &Harness) {
+pub(super) async fn ticket_text_is_kept_byte_for_byte(h: &Harness) {
     let s = Source::new(h, "ENG");
     for text in [
         "  leading and trailing  \n\n\n",
@@ -812,7 +809,7 @@ async fn ticket_text_is_kept_byte_for_byte(h: &Harness) {
     );
 }
 
-async fn ticket_concurrent_claims_one_wins(h: &Harness) {
+pub(super) async fn ticket_concurrent_claims_one_wins(h: &Harness) {
     let s = Arc::new(Source::new(h, "ENG"));
     let ids: Vec<String> = {
         let mut ids = Vec::new();
@@ -920,7 +917,7 @@ fn blocked_short(blockers: &[&str]) -> Draft {
     }
 }
 
-async fn ticket_bounds_at_their_edges(h: &Harness) {
+pub(super) async fn ticket_bounds_at_their_edges(h: &Harness) {
     let s = Source::with(h, "ENG", small());
     let new = |draft: Draft| {
         let s = &s;
@@ -1028,7 +1025,7 @@ async fn ticket_bounds_at_their_edges(h: &Harness) {
     assert!(bound_of(other.create_in(short("ops"), "Ready", Some("k4")).await).contains("OPS"));
 }
 
-async fn ticket_answers_within_the_response_ceiling(h: &Harness) {
+pub(super) async fn ticket_answers_within_the_response_ceiling(h: &Harness) {
     let s = Source::new(h, "ENG");
     let id = id_of(&json_of(s.create_in(draft("ceiling"), "Ready", None).await));
     let size = serde_json::to_string(&s.get(&id).await).unwrap().len();
@@ -1115,28 +1112,3 @@ async fn ticket_answers_within_the_response_ceiling(h: &Harness) {
         assert_eq!(state["exists"], json!(asked == &id));
     }
 }
-
-contract!(@ tickets_sqlite_memory, tickets_sqlite_file, tickets_postgres, super::options();
-    ticket_create_get_round_trip,
-    ticket_new_labels_on_create_and_update,
-    ticket_concurrent_writes_share_a_new_label,
-    ticket_get_unknown_is_null,
-    ticket_claim_once_then_again_after_ready,
-    ticket_transition_shows_in_get_and_listing,
-    ticket_dependency_states_in_order,
-    ticket_partial_updates,
-    ticket_update_refuses_empty_and_state_patches,
-    ticket_update_failures_name_and_change_nothing,
-    ticket_blockers_round_trip_and_retries,
-    ticket_add_blocker_refuses_self_and_unknown,
-    ticket_blocker_writes_name_an_unknown_target,
-    ticket_idempotent_create_adopts_the_original,
-    ticket_teams_are_apart,
-    ticket_lifecycle_and_context_states,
-    ticket_create_refusals_write_nothing,
-    ticket_listing_filters_and_order,
-    ticket_text_is_kept_byte_for_byte,
-    ticket_concurrent_claims_one_wins,
-    ticket_bounds_at_their_edges,
-    ticket_answers_within_the_response_ceiling
-);

@@ -16,25 +16,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, Postgres};
 use tokio::sync::watch;
 
-use crate::store::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
-
-/// A sqlx error as the store sees it, classified where it happened: a
-/// failure of the connection or the server ([`is_outage`]), a full disk
-/// (`storage_full::postgres`), or the statement's own failure.
-/// [`Connections::record_outcome`] turns the first two into `Unavailable`
-/// and `Full`.
-impl From<sqlx::Error> for StoreError {
-    fn from(err: sqlx::Error) -> StoreError {
-        let failure = if is_outage(&err) {
-            DatabaseFailure::Outage
-        } else if crate::storage_full::postgres(&err) {
-            DatabaseFailure::StorageFull
-        } else {
-            DatabaseFailure::Statement
-        };
-        StoreError::Database(DatabaseError::new(failure, err))
-    }
-}
+use crate::store::error::{DatabaseFailure, StoreError, StoreResult};
 
 /// The connection pool, and whether PostgreSQL is believed up.
 pub(super) struct Connections {
@@ -135,39 +117,5 @@ impl Connections {
             metrics::gauge!("abstore_db_available").set(1.0);
             tracing::info!("database available again");
         }
-    }
-}
-
-/// A failure of the connection or the server rather than of the statement:
-/// no connection to be had, the socket gone, or the server shutting down
-/// (SQLSTATE class 57P) or dropping the connection (class 08).
-pub(super) fn is_outage(err: &sqlx::Error) -> bool {
-    match err {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::BeginFailed => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_outage;
-
-    #[test]
-    fn connection_failures_are_outages_and_statement_failures_are_not() {
-        assert!(is_outage(&sqlx::Error::PoolTimedOut));
-        assert!(is_outage(&sqlx::Error::Io(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused
-        ))));
-        assert!(!is_outage(&sqlx::Error::RowNotFound));
-        assert!(!is_outage(&sqlx::Error::ColumnNotFound("x".into())));
     }
 }

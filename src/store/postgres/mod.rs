@@ -1,12 +1,12 @@
 //! The production backend: PostgreSQL as the single source of truth for any
-//! number of replicas. The operations are the shared ones
-//! ([`ops`](crate::store::ops)) over [`primitives`]; each write runs in its
-//! own task so that a request dropped mid-way never cancels a transaction
-//! halfway (docs/decisions.md, 14).
+//! number of replicas. The engine runs the operations over [`primitives`];
+//! each write runs in its own task so that a request dropped mid-way never
+//! cancels a transaction halfway (docs/decisions.md, 14), and so does each
+//! streamed read, which may wait for its client.
 
 mod connections;
+mod errors;
 mod primitives;
-mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,11 +17,13 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgPool, PgPoolOptions};
 use self::connections::Connections;
 use self::primitives::{PgRead, PgTx};
 use crate::clock::Clock;
-use crate::held::Notifier;
-use crate::store::engine::{Backend, OpFuture};
-use crate::store::ops::Written;
-use crate::store::rows::StreamedReads;
-use crate::store::{Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult};
+use crate::notify::Notifier;
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::api::PoolStats;
+use crate::store::engine::{AfterCommit, Backend, OpFuture, Written, stream_listing};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::options::StoreOptions;
+use crate::store::rows::{Listing, Rows, StreamedReads};
 
 /// The channel every replica listens on; payloads name a resource, never content.
 pub const CHANNEL: &str = "abstore_events";
@@ -52,13 +54,15 @@ fn counted(sql: &'static str) -> sqlx::query::Query<'static, Postgres, PgArgumen
 pub struct PgBackend {
     connections: Arc<Connections>,
     clock: Arc<dyn Clock>,
-    notifier: Arc<Notifier>,
     published: tokio::sync::mpsc::UnboundedSender<String>,
     /// The bounds of streamed reads.
     reads: StreamedReads,
 }
 
 impl PgBackend {
+    /// Connect (and migrate, when `options.migrate`); the LISTEN connection
+    /// wakes this process's held reads through `notifier` for writes by any
+    /// replica.
     pub async fn connect(
         connect: &PgConnectOptions,
         options: &StoreOptions,
@@ -99,11 +103,10 @@ impl PgBackend {
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));
         let connections = Arc::new(Connections::new(pool, options.unavailable_acquire_timeout));
-        tokio::spawn(listen(connect, connections.clone(), notifier.clone()));
+        tokio::spawn(listen(connect, connections.clone(), notifier));
         Ok(PgBackend {
             connections,
             clock,
-            notifier,
             published,
             reads: options.streamed_reads(),
         })
@@ -115,36 +118,31 @@ impl Backend for PgBackend {
     type Read<'r> = PgRead<'r>;
 
     /// In its own task, as one fast-path statement or in one transaction,
-    /// begun on its first primitive: it commits (when its outcome is kept)
-    /// or rolls back whatever happens to the caller. After a commit, this
-    /// process's held reads wake and the other replicas are told (NOTIFY,
-    /// batched by one task: it takes a database-wide lock at commit, so it
-    /// stays out of the append transactions; a notification lost to a crash
-    /// is covered by the sweep).
-    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    /// begun on its first step: it commits (when its outcome is kept) or
+    /// rolls back whatever happens to the caller. After a commit, besides
+    /// `after_commit`, the other replicas are told (NOTIFY, batched by one
+    /// task: it takes a database-wide lock at commit, so it stays out of the
+    /// append transactions; a notification lost to a crash is covered by
+    /// the sweep).
+    async fn write<T, F>(&self, op: F, after_commit: AfterCommit) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'a, 't> FnOnce(&'a mut Self::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static,
     {
         let db = self.connections.clone();
         let clock = self.clock.clone();
-        let notifier = self.notifier.clone();
         let published = self.published.clone();
         let outcome = tokio::spawn(async move {
             let mut tx = PgTx::new(db.acquire().await?, clock);
             // An error drops `tx`, which rolls back a transaction begun.
             let written = op(&mut tx).await?;
             tx.finish(written.keep).await?;
-            if written.keep {
-                written.pruned.record();
+            let payload = written.wake.as_ref().and_then(notify_payload);
+            let value = after_commit.answer(written);
+            if let Some(payload) = payload {
+                let _ = published.send(payload);
             }
-            if let Some(resource) = &written.wake {
-                notifier.notify(resource);
-                if let Some(payload) = crate::store::notify_payload(resource) {
-                    let _ = published.send(payload);
-                }
-            }
-            Ok(written.value)
+            Ok(value)
         })
         .await
         .map_err(|err| StoreError::Corrupt(format!("store task failed: {err}")))?;
@@ -162,8 +160,21 @@ impl Backend for PgBackend {
         self.connections.record_outcome(outcome)
     }
 
+    /// In a task of its own, whose answer begins with its first piece;
+    /// rows are rendered as sqlx hands them over from the socket. A read
+    /// its client left mid-answer closes its connection rather than
+    /// returning it: the rest of the statement's rows would otherwise be
+    /// read and thrown away by the connection's next user.
     async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
-        stream::read(self.connections.clone(), listing, &self.reads).await
+        let (mut sink, pending) = self.reads.sink();
+        let connections = self.connections.clone();
+        tokio::spawn(async move {
+            let mut read = PgRead::new(&connections);
+            let outcome = stream_listing(&mut read, &listing, &mut sink).await;
+            drop(read);
+            sink.finish(connections.record_outcome(outcome)).await;
+        });
+        pending.start().await
     }
 
     fn pool_stats(&self) -> PoolStats {
@@ -174,6 +185,21 @@ impl Backend for PgBackend {
             max: pool.options().get_max_connections(),
         }
     }
+}
+
+/// The NOTIFY payload naming a resource (`kind:id`; never content), or
+/// `None` when it would exceed PostgreSQL's 8000-byte limit, in which case
+/// the sweep wakes the readers instead.
+pub(crate) fn notify_payload(resource: &ResourceRef) -> Option<String> {
+    let payload = format!("{}:{}", resource.kind.tag(), resource.id);
+    (payload.len() < 7900).then_some(payload)
+}
+
+/// Parse a NOTIFY payload back into the resource it names.
+pub(crate) fn parse_notify_payload(payload: &str) -> Option<ResourceRef> {
+    let (tag, id) = payload.split_once(':')?;
+    let kind = ResourceKind::from_tag(tag)?;
+    Some(ResourceRef::new(kind, id))
 }
 
 /// Send queued notifications, as many per statement as are waiting.
@@ -216,9 +242,7 @@ async fn listen(connect: PgConnectOptions, db: Arc<Connections>, notifier: Arc<N
                 let lost = loop {
                     match listener.try_recv().await {
                         Ok(Some(note)) => {
-                            if let Some(resource) =
-                                crate::store::parse_notify_payload(note.payload())
-                            {
+                            if let Some(resource) = parse_notify_payload(note.payload()) {
                                 notifier.notify(&resource);
                             }
                         }
@@ -233,7 +257,7 @@ async fn listen(connect: PgConnectOptions, db: Arc<Connections>, notifier: Arc<N
             }
             Err(err) => {
                 metrics::gauge!("abstore_listen_connected").set(0.0);
-                if connections::is_outage(&err) {
+                if errors::is_outage(&err) {
                     db.mark_down(&err);
                 }
                 if !quiet {

@@ -1,7 +1,8 @@
-//! The PostgreSQL primitives of [`Reads`] (over the pool) and [`Writes`]
-//! (over one transaction): the shared statements ([`sql`]), and what only
-//! PostgreSQL has: row locks, statements fused with `WITH … AS (UPDATE …)`,
-//! and the fast paths. Writers to one resource serialise on its row
+//! PostgreSQL connections as the operations use them: a read's
+//! ([`PgRead`], over the pool) and a write's ([`PgTx`], one transaction),
+//! both running the shared statements ([`Statements`]), and a write's
+//! dialect steps ([`WriteTx`]): what only PostgreSQL has, row locks,
+//! statements fused with `WITH … AS (UPDATE …)`, and the fast paths. Writers to one resource serialise on its row
 //! (`SELECT … FOR UPDATE`, or the counter `UPDATE` of a fast path);
 //! different resources proceed in parallel.
 //!
@@ -16,6 +17,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::TryStreamExt as _;
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgRow};
@@ -23,16 +25,20 @@ use sqlx::{Postgres, Row as _, Transaction};
 
 use super::connections::Connections;
 use super::counted;
+use super::errors::is_unique_violation;
 use crate::clock::Clock;
 use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::api::{MakeEvent, NewArtifact, NewEvent};
 use crate::store::bounds::Bounds;
-use crate::store::ops::{FastAppend, Reads, ResourceRow, Writes};
-use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
-use crate::store::{
-    ArtifactMeta, MakeEvent, NewArtifact, NewEvent, StoreError, StoreResult, StreamRecord,
+use crate::store::engine::{FastAppend, WriteTx};
+use crate::store::envelope::{
     TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
 };
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{ArtifactMeta, StreamRecord};
+use crate::store::sql::{self, ResourceRow};
+use crate::store::statement::{Arg, ArgList, Columns, Dialect, EachRow, Statement, Statements};
 
 /// The resource row, held until the transaction ends.
 const LOCK_RESOURCE: &str = concat!(sql::select_resource_sql!(), " FOR UPDATE");
@@ -45,16 +51,6 @@ const LOCK_STREAM: &str = concat!(sql::select_stream_sql!(), " FOR UPDATE");
 /// spell one text). A collision only serialises two tickets' puts.
 const LOCK_TICKET: &str = "SELECT pg_advisory_xact_lock(1952540531, \
      hashtext(length($1::text)::text || ':' || $1::text || $2::text))";
-/// Resource and stream tails of a JSON array of `{kind, id}` in one
-/// statement; a closed stream reports the largest tail so its readers wake.
-const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r \
-     JOIN json_to_recordset($1::json) AS a(kind text, id text) \
-     ON r.kind = a.kind COLLATE \"C\" AND r.id = a.id COLLATE \"C\" \
-     UNION ALL \
-     SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
-     FROM streams s JOIN json_to_recordset($1::json) AS a(kind text, id text) \
-     ON a.kind = 'stream' AND s.id = a.id COLLATE \"C\"";
-
 // Statements fused from the shared ones: one round trip, not two.
 
 /// The event and the counter ([`sql::append_event`], [`sql::APPEND_EVENT_TAIL`]).
@@ -222,6 +218,9 @@ impl<'p> PgRead<'p> {
 /// A connection shared statements run on: a read's, or a transaction.
 trait Connection: Send {
     fn connection(&mut self) -> impl Future<Output = StoreResult<&mut PgConnection>> + Send;
+
+    /// A statement was left with rows unread ([`Statements::abandon`]).
+    fn abandon(&mut self);
 }
 
 impl Connection for PgRead<'_> {
@@ -229,10 +228,15 @@ impl Connection for PgRead<'_> {
     async fn connection(&mut self) -> StoreResult<&mut PgConnection> {
         self.conn().await
     }
+
+    /// Closed instead of returned to the pool.
+    fn abandon(&mut self) {
+        self.discard();
+    }
 }
 
 impl<C: Connection> Statements for C {
-    const DIALECT: sql::Dialect = sql::Dialect::Postgres;
+    const DIALECT: Dialect = Dialect::Postgres;
 
     async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
         let done = query(&statement).execute(self.connection().await?).await?;
@@ -262,15 +266,25 @@ impl<C: Connection> Statements for C {
             .await?;
         rows.iter().map(|row| decode(row)).collect()
     }
-}
 
-impl Reads for PgRead<'_> {
-    async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        let rows = counted(TAILS)
-            .bind(crate::store::tails_param(resources))
-            .fetch_all(self.conn().await?)
-            .await?;
-        rows.iter().map(sql::tail_row).collect()
+    /// Rows as sqlx hands them over from the socket: a whole history never
+    /// sits in memory.
+    async fn each<A: ArgList + Send>(
+        &mut self,
+        statement: Statement<A>,
+        rows: &mut impl EachRow,
+    ) -> StoreResult<()> {
+        let mut stepping = query(&statement).fetch(self.connection().await?);
+        while let Some(row) = stepping.try_next().await? {
+            if rows.take(&row)? {
+                rows.pause().await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        Connection::abandon(self);
     }
 }
 
@@ -338,14 +352,12 @@ impl Connection for PgTx {
     async fn connection(&mut self) -> StoreResult<&mut PgConnection> {
         self.tx().await
     }
+
+    /// A write steps no statement row by row.
+    fn abandon(&mut self) {}
 }
 
-/// A unique violation: a fast path's expectation about revisions was stale.
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
-}
-
-impl Writes for PgTx {
+impl WriteTx for PgTx {
     fn now(&self) -> i64 {
         self.clock.now_ms()
     }

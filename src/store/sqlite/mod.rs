@@ -11,10 +11,10 @@
 //!   long as the store.
 //! - A lock file beside the database admits one process per file.
 
+mod errors;
 mod migrate;
 mod primitives;
 mod readers;
-mod stream;
 mod writer;
 
 use std::path::PathBuf;
@@ -25,18 +25,16 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rusqlite::Connection;
 
-use self::primitives::Conn;
+use self::primitives::{Conn, run_synchronously};
 use self::readers::Readers;
 use self::writer::{Done, Failure, Job};
 use crate::clock::Clock;
-use crate::held::Notifier;
-use crate::store::engine::{Backend, OpFuture};
-use crate::store::ops::{Written, run_synchronously};
-use crate::store::rows::StreamedReads;
+use crate::store::api::PoolStats;
+use crate::store::engine::{AfterCommit, Backend, OpFuture, Written, stream_listing};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::options::StoreOptions;
+use crate::store::rows::{Listing, RowSink, Rows, StreamedReads};
 use crate::store::url::SqliteLocation as Location;
-use crate::store::{
-    DatabaseFailure, Listing, PoolStats, Rows, StoreError, StoreOptions, StoreResult,
-};
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,7 +86,6 @@ pub struct SqliteBackend {
     readers: Option<Arc<Readers>>,
     pool_size: u32,
     clock: Arc<dyn Clock>,
-    notifier: Arc<Notifier>,
     /// The bounds of streamed reads.
     reads: StreamedReads,
     _lock: Option<std::fs::File>,
@@ -99,7 +96,6 @@ impl SqliteBackend {
         location: &Location,
         options: &StoreOptions,
         clock: Arc<dyn Clock>,
-        notifier: Arc<Notifier>,
     ) -> anyhow::Result<Self> {
         let (mut conn, lock, readers) = match location {
             Location::Memory => (Connection::open_in_memory()?, None, None),
@@ -138,21 +134,20 @@ impl SqliteBackend {
             readers,
             pool_size: options.pool_size.max(1),
             clock,
-            notifier,
             reads: options.streamed_reads(),
             _lock: lock,
         })
     }
 
-    /// Queue `op` on the writer thread and await its answer, given after the
-    /// batch commits (when its held readers are also woken).
-    async fn run_on_writer<T: Send + 'static>(
+    /// Queue `op` on the writer thread and await its answer: what
+    /// `answer` makes of its outcome once the batch committed.
+    async fn run_on_writer<T: Send + 'static, W: Send + 'static>(
         &self,
-        op: impl FnOnce(&mut Conn<'_>) -> StoreResult<Written<T>> + Send + 'static,
+        op: impl FnOnce(&mut Conn<'_>) -> StoreResult<Written<W>> + Send + 'static,
+        answer: impl FnOnce(Written<W>) -> T + Send + 'static,
     ) -> StoreResult<T> {
-        let (answer, answered) = tokio::sync::oneshot::channel();
+        let (reply, replied) = tokio::sync::oneshot::channel();
         let clock = self.clock.clone();
-        let notifier = self.notifier.clone();
         let job: Job = Box::new(move |conn: Option<&mut Connection>| {
             let Some(conn) = conn else {
                 // Refused unrun: `finish` is told why.
@@ -164,7 +159,7 @@ impl SqliteBackend {
                             || StoreError::Commit("the SQLite writer refused the write".into()),
                             StoreError::from,
                         );
-                        let _ = answer.send(Err(why));
+                        let _ = reply.send(Err(why));
                     }),
                 };
             };
@@ -172,26 +167,17 @@ impl SqliteBackend {
                 Ok(written) => Done {
                     keep: written.keep,
                     failed: None,
-                    finish: Box::new(move |committed| match committed {
-                        Ok(()) => {
-                            written.pruned.record();
-                            if let Some(resource) = &written.wake {
-                                notifier.notify(resource);
-                            }
-                            let _ = answer.send(Ok(written.value));
-                        }
-                        Err(failure) => {
-                            let _ = answer.send(Err(failure.into()));
-                        }
+                    finish: Box::new(move |committed| {
+                        let _ = reply.send(committed.map(|()| answer(written)).map_err(Into::into));
                     }),
                 },
                 Err(err) => {
-                    let err = classify(err);
+                    let err = errors::classify(err);
                     Done {
                         keep: false,
                         failed: Some(Failure::of_store(&err)),
                         finish: Box::new(move |_| {
-                            let _ = answer.send(Err(err));
+                            let _ = reply.send(Err(err));
                         }),
                     }
                 }
@@ -200,22 +186,9 @@ impl SqliteBackend {
         self.jobs
             .send(job)
             .map_err(|_| StoreError::Commit("the SQLite writer has stopped".into()))?;
-        answered
+        replied
             .await
             .map_err(|_| StoreError::Commit("the SQLite writer refused the write".into()))?
-    }
-}
-
-/// A job's error as the store answers it: a database error that means the
-/// disk is full ([`primitives`] classified it on the writer thread right
-/// after the failing call, while the thread's `errno` was still the
-/// call's) becomes [`StoreError::Full`].
-fn classify(err: StoreError) -> StoreError {
-    match err {
-        StoreError::Database(err) if err.failure() == DatabaseFailure::StorageFull => {
-            StoreError::Full(err.to_string())
-        }
-        other => other,
     }
 }
 
@@ -223,13 +196,17 @@ impl Backend for SqliteBackend {
     type Tx<'t> = Conn<'t>;
     type Read<'r> = Conn<'r>;
 
-    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    /// A job on the writer thread, answered once its batch committed.
+    async fn write<T, F>(&self, op: F, after_commit: AfterCommit) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'a, 't> FnOnce(&'a mut Self::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static,
     {
-        self.run_on_writer(move |conn| run_synchronously(op(conn)))
-            .await
+        self.run_on_writer(
+            move |conn| run_synchronously(op(conn)),
+            move |written| after_commit.answer(written),
+        )
+        .await
     }
 
     /// On a pooled read-only connection (or, in memory, on the writer's
@@ -247,28 +224,38 @@ impl Backend for SqliteBackend {
                     .await
             }
             None => {
-                self.run_on_writer(move |conn| Ok(Written::unchanged(run_synchronously(op(conn))?)))
-                    .await
+                self.run_on_writer(
+                    move |conn| Ok(Written::unchanged(run_synchronously(op(conn))?)),
+                    |read| read.value,
+                )
+                .await
             }
         }
     }
 
+    /// A file's: on a reader's blocking task, pieces sent as they fill. In
+    /// memory: gathered whole on the writer thread (the rows are in memory
+    /// anyway, and the one connection must not wait for a client).
     async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
         match &self.readers {
             Some(readers) => {
                 let clock = self.clock.clone();
                 readers
-                    .stream(&self.reads, move |conn, out| {
-                        Conn::new(conn, &*clock).stream(&listing, out)
+                    .stream(&self.reads, move |conn, sink, handle| {
+                        let mut conn = Conn::new(conn, &*clock);
+                        handle.block_on(stream_listing(&mut conn, &listing, sink))
                     })
                     .await
             }
             None => {
-                self.run_on_writer(move |c| {
-                    let mut out = stream::Out::gathering();
-                    c.stream(&listing, &mut out)?;
-                    Ok(Written::unchanged(out.into_rows()))
-                })
+                self.run_on_writer(
+                    move |conn| {
+                        let mut sink = RowSink::gathering();
+                        run_synchronously(stream_listing(conn, &listing, &mut sink))?;
+                        Ok(Written::unchanged(sink.into_complete(())))
+                    },
+                    |read| read.value,
+                )
                 .await
             }
         }
@@ -296,11 +283,13 @@ mod tests {
     use super::writer::{Done, Failure, Job};
     use super::{Location, SqliteBackend};
     use crate::clock::TestClock;
-    use crate::held::Notifier;
+    use crate::notify::Notifier;
     use crate::protocol::{ResourceKind, ResourceRef};
+    use crate::store::api::{Builds as _, Events as _, NewEvent};
     use crate::store::engine::Engine;
+    use crate::store::error::StoreError;
+    use crate::store::options::StoreOptions;
     use crate::store::retention::Retention;
-    use crate::store::{NewEvent, Store, StoreError, StoreOptions};
 
     /// A job running `f` on the writer's connection inside a batch; the
     /// receiver gets the batch's result.
@@ -362,12 +351,12 @@ mod tests {
                 &Location::File(dir.path().join("full.db")),
                 &StoreOptions::default(),
                 Arc::new(TestClock::new(1_784_116_800_000)),
-                Arc::new(Notifier::new()),
             )
             .await
             .unwrap(),
             Retention::default(),
             crate::store::Bounds::default(),
+            Arc::new(Notifier::new()),
         );
         let build = ResourceRef::new(ResourceKind::Build, "b");
         let mut attrs = Map::new();

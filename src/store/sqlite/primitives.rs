@@ -1,32 +1,28 @@
-//! The SQLite primitives of [`Reads`] and [`Writes`] over one rusqlite
-//! connection: the shared statements ([`sql`]) as they are (the traits'
-//! defaults), and SQLite's own `tails` query. Every statement is prepared
-//! once per connection (`prepare_cached`). The futures never pend:
-//! [`run_synchronously`](crate::store::ops::run_synchronously) runs them.
+//! One rusqlite connection as the operations use it: it runs the shared
+//! statements ([`Statements`], each prepared once per connection with
+//! `prepare_cached`) and SQLite's way of a write's dialect steps
+//! ([`WriteTx`]). The futures never pend (rusqlite is synchronous):
+//! [`run_synchronously`] runs them, on the writer thread or a reader's.
 //!
 //! No row lock is needed: the one writer connection, inside the batch's
 //! `BEGIN IMMEDIATE`, already serialises every write. What PostgreSQL fuses
 //! into one statement (`WITH … AS (UPDATE …)`), SQLite runs as two.
 
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
+
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{CachedStatement, Connection, Row, ToSql};
 
-use super::stream::Out;
-
 use crate::clock::Clock;
 use crate::protocol::ResourceRef;
-use crate::store::ops::{Reads, Writes};
-use crate::store::sql::{self, Arg, ArgList, Columns, Statement, Statements};
-use crate::store::{DatabaseError, DatabaseFailure, Listing, StoreError, StoreResult};
+use crate::store::api::NewArtifact;
+use crate::store::engine::WriteTx;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::StreamRecord;
+use crate::store::sql::{self, ResourceRow};
+use crate::store::statement::{Arg, ArgList, Columns, Dialect, EachRow, Statement, Statements};
 
-/// Resource and stream tails of a JSON array of `{kind, id}` in one
-/// statement; a closed stream reports the largest tail so its readers wake.
-const TAILS: &str = "SELECT r.kind, r.id, r.last_seq FROM resources r JOIN json_each($1) j \
-     ON r.kind = json_extract(j.value, '$.kind') AND r.id = json_extract(j.value, '$.id') \
-     UNION ALL \
-     SELECT 'stream', s.id, CASE WHEN s.status = 'closed' THEN 9223372036854775807 ELSE s.last_seq END \
-     FROM streams s JOIN json_each($1) j \
-     ON json_extract(j.value, '$.kind') = 'stream' AND s.id = json_extract(j.value, '$.id')";
 /// A page's `LIMIT` for "no limit": SQLite takes a negative one (and
 /// refuses `NULL`).
 const NO_LIMIT: i64 = -1;
@@ -35,20 +31,6 @@ const NO_LIMIT: i64 = -1;
 const PARAMETERS: [&str; 12] = [
     "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12",
 ];
-
-/// A rusqlite error as the store sees it. Called on the thread whose call
-/// failed, right after it, so the thread's `errno` is still that call's
-/// (`storage_full::sqlite`); the writer answers a full disk as such.
-impl From<rusqlite::Error> for StoreError {
-    fn from(err: rusqlite::Error) -> StoreError {
-        let failure = if crate::storage_full::sqlite(&err, &std::io::Error::last_os_error()) {
-            DatabaseFailure::StorageFull
-        } else {
-            DatabaseFailure::Statement
-        };
-        StoreError::Database(DatabaseError::new(failure, err))
-    }
-}
 
 impl Columns for Row<'_> {
     fn text(&self, i: usize) -> StoreResult<String> {
@@ -122,37 +104,11 @@ impl<'c> Conn<'c> {
         }
         Ok(prepared)
     }
-
-    fn exists_row(&self, r: &ResourceRef) -> StoreResult<bool> {
-        let mut prepared = self.prepared(&sql::exists_resource(r))?;
-        Ok(prepared.raw_query().next()?.is_some())
-    }
-
-    /// Run `listing`'s statement, writing each row's wire JSON to `out` as
-    /// the statement steps (one statement: one snapshot), sending each piece
-    /// as it fills; an empty answer of an unknown owner is `NotFound`.
-    pub(super) fn stream(&self, listing: &Listing, out: &mut Out) -> StoreResult<()> {
-        {
-            let mut prepared = self.prepared(&sql::listing(listing, sql::Dialect::Sqlite))?;
-            let mut rows = prepared.raw_query();
-            while let Some(row) = rows.next()? {
-                sql::render(listing, row, out.row())?;
-                out.flush_if_full()?;
-            }
-        }
-        if !out.has_rows()
-            && let Some(owner) = listing.owner()
-            && !self.exists_row(&owner)?
-        {
-            return Err(StoreError::NotFound(owner));
-        }
-        Ok(())
-    }
 }
 
 /// Synchronous: the futures are ready when first polled.
 impl Statements for Conn<'_> {
-    const DIALECT: sql::Dialect = sql::Dialect::Sqlite;
+    const DIALECT: Dialect = Dialect::Sqlite;
 
     async fn execute<A: ArgList + Send>(&mut self, statement: Statement<A>) -> StoreResult<u64> {
         let changed = self.prepared(&statement)?.raw_execute()?;
@@ -184,25 +140,97 @@ impl Statements for Conn<'_> {
         }
         Ok(all)
     }
-}
 
-impl Reads for Conn<'_> {
-    async fn tails(&mut self, resources: &[ResourceRef]) -> StoreResult<Vec<(ResourceRef, i64)>> {
-        let param = crate::store::tails_param(resources);
-        let statement = Statement {
-            text: TAILS,
-            args: [Arg::Text(&param)],
-        };
-        self.all(statement, |row| sql::tail_row(row)).await
+    /// Steps the statement while `rows` waits: run on a thread of its own
+    /// (a reader's blocking task, under `Handle::block_on`), or where
+    /// `rows` never waits (the in-memory database's whole answer).
+    async fn each<A: ArgList + Send>(
+        &mut self,
+        statement: Statement<A>,
+        rows: &mut impl EachRow,
+    ) -> StoreResult<()> {
+        let mut prepared = self.prepared(&statement)?;
+        let mut stepping = prepared.raw_query();
+        while let Some(row) = stepping.next()? {
+            if rows.take(row)? {
+                rows.pause().await?;
+            }
+        }
+        Ok(())
     }
 }
 
-/// Every primitive is the shared statement: no row lock is needed
-/// ([`Writes::lock_resource`]'s default reads the row), as the one writer
-/// connection already serialises every write.
-impl Writes for Conn<'_> {
+/// No row lock is needed (the one writer connection already serialises
+/// every write), and what PostgreSQL fuses SQLite runs as two statements.
+impl WriteTx for Conn<'_> {
     fn now(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
+        sql::resource(self, r).await
+    }
+
+    async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
+        sql::stream(self, id).await
+    }
+
+    async fn lock_ticket(&mut self, _repo: &str, _ticket_id: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn append_event(
+        &mut self,
+        r: &ResourceRef,
+        seq: i64,
+        now: i64,
+        envelope: &str,
+    ) -> StoreResult<()> {
+        let insert = sql::append_event(r, seq, now, envelope);
+        self.execute(insert).await?;
+        self.execute(insert.with_text(sql::APPEND_EVENT_TAIL))
+            .await?;
+        Ok(())
+    }
+
+    async fn insert_artifact(
+        &mut self,
+        r: &ResourceRef,
+        artifact: &NewArtifact,
+        metadata: &str,
+        now: i64,
+    ) -> StoreResult<i64> {
+        let next = sql::insert_artifact(r, artifact, metadata, now);
+        let revision = self.first(next, |row| row.int(0)).await?;
+        let revision =
+            revision.ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
+        self.run(sql::store_revision(next, revision)).await?;
+        Ok(revision)
+    }
+
+    async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
+        let insert = sql::append_chunk(id, seq, chunk);
+        self.execute(insert).await?;
+        self.execute(insert.with_text(sql::APPEND_CHUNK_TAIL))
+            .await?;
+        Ok(())
+    }
+}
+
+/// Run an operation whose futures never pend (this connection's) to
+/// completion on the current thread, polling it once.
+pub(crate) fn run_synchronously<T>(
+    operation: impl Future<Output = StoreResult<T>>,
+) -> StoreResult<T> {
+    let mut operation = std::pin::pin!(operation);
+    match operation
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => Err(StoreError::Corrupt(
+            "a synchronous store operation tried to wait".into(),
+        )),
     }
 }
 
@@ -210,10 +238,9 @@ impl Writes for Conn<'_> {
 mod tests {
     use rusqlite::Connection;
 
-    use super::Conn;
+    use super::{Conn, run_synchronously};
     use crate::clock::TestClock;
-    use crate::store::ops::run_synchronously;
-    use crate::store::sql::{Arg, Statement, Statements as _};
+    use crate::store::statement::{Arg, Dialect, Statement, Statements as _};
 
     /// SQLite numbers `$N` parameters by first appearance: bound by
     /// position, `$3` here would take the first argument.
@@ -262,14 +289,15 @@ mod tests {
     /// no table or journal is scanned whole.
     #[test]
     fn protocol_3_reads_use_their_indexes() {
-        use crate::store::{Listing, sql};
+        use crate::store::rows::Listing;
+        use crate::store::sql;
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrate::run(&mut conn).unwrap();
-        let digests = plan(&conn, sql::build_digests("r", sql::Dialect::Sqlite).text);
+        let digests = plan(&conn, sql::build_digests("r", Dialect::Sqlite).text);
         assert!(digests.contains("INDEX builds_by_repo"), "{digests}");
         assert!(digests.contains("INDEX events_by_type"), "{digests}");
         let listing = Listing::StateEvents { repo: "r".into() };
-        let state = plan(&conn, sql::listing(&listing, sql::Dialect::Sqlite).text);
+        let state = plan(&conn, sql::listing(&listing, Dialect::Sqlite).text);
         assert_eq!(state.matches("INDEX events_by_type").count(), 4, "{state}");
         assert!(!state.contains("SCAN"), "{state}");
     }
@@ -279,7 +307,8 @@ mod tests {
     /// no scan, no sort (migration 0006).
     #[test]
     fn ticket_asset_reads_walk_the_primary_key_in_order() {
-        use crate::store::{AssetKey, sql};
+        use crate::store::assets::AssetKey;
+        use crate::store::sql;
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrate::run(&mut conn).unwrap();
         let key = AssetKey {

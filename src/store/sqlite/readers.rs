@@ -7,12 +7,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{Connection, OpenFlags};
+use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 
 use super::BUSY_TIMEOUT;
-use super::stream::Out;
-use crate::store::rows::StreamedReads;
-use crate::store::{PoolStats, Rows, StoreError, StoreResult};
+use crate::store::api::PoolStats;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::rows::Rows;
+use crate::store::rows::{RowSink, StreamedReads};
 
 pub(super) struct Readers {
     path: PathBuf,
@@ -98,31 +100,31 @@ impl Readers {
     }
 
     /// A streamed read: `op` steps its statement on a pooled connection in
-    /// a blocking task, sending pieces as they fill; the answer starts when
-    /// the first piece (or the whole answer, or its failure) is ready. The
-    /// task ends its statement and returns the connection as soon as the
-    /// answer ends or the client goes away.
+    /// a blocking task, writing rows into the sink and sending pieces as
+    /// they fill (through `Handle::block_on`, with the handle it is given);
+    /// the answer starts when the first piece (or the whole answer, or its
+    /// failure) is ready. The task ends its statement and returns the
+    /// connection as soon as the answer ends or the client goes away.
     pub(super) async fn stream(
         self: &Arc<Self>,
         reads: &StreamedReads,
-        op: impl FnOnce(&mut Connection, &mut Out) -> StoreResult<()> + Send + 'static,
+        op: impl FnOnce(&mut Connection, &mut RowSink<()>, &Handle) -> StoreResult<()> + Send + 'static,
     ) -> StoreResult<Rows> {
         let permit = self.permit().await?;
-        let (sink, pending) = reads.sink();
-        let handle = tokio::runtime::Handle::current();
+        let (mut sink, pending) = reads.sink();
+        let handle = Handle::current();
         let readers = self.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let mut out = Out::streaming(sink, handle);
             let outcome = match readers.take() {
                 Ok(mut conn) => {
-                    let outcome = op(&mut conn, &mut out);
+                    let outcome = op(&mut conn, &mut sink, &handle);
                     readers.give_back(conn);
                     outcome
                 }
                 Err(err) => Err(err),
             };
-            out.finish(outcome);
+            handle.block_on(sink.finish(outcome));
         });
         pending.start().await
     }

@@ -11,15 +11,15 @@
 //! A failure never stops the thread: the transaction is rolled back, every
 //! job it touched (and every job refused unrun) is answered with the
 //! [`Failure`], and the next batch starts afresh. A full disk
-//! (`crate::storage_full`) is therefore refused write by write and heals
-//! by itself: once space is freed, the next `BEGIN … COMMIT` writes the WAL
+//! ([`super::errors`]) is therefore refused write by write and heals by
+//! itself: once space is freed, the next `BEGIN … COMMIT` writes the WAL
 //! again.
 
 use std::sync::mpsc::{Receiver, TryRecvError};
 
 use rusqlite::Connection;
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Jobs per transaction: bounds the latency one batch adds to its first job.
 const MAX_BATCH: usize = 256;
@@ -46,7 +46,7 @@ pub(super) type Finish = Box<dyn FnOnce(Result<(), Failure>) + Send>;
 #[derive(Clone, Debug)]
 pub(super) struct Failure {
     message: String,
-    /// The disk under the database is full (`storage_full::sqlite`).
+    /// The disk under the database is full ([`super::errors::is_storage_full`]).
     full: bool,
 }
 
@@ -57,7 +57,7 @@ impl Failure {
         let errno = std::io::Error::last_os_error();
         Failure {
             message: err.to_string(),
-            full: crate::storage_full::sqlite(err, &errno),
+            full: super::errors::is_storage_full(err, &errno),
         }
     }
 

@@ -22,10 +22,9 @@ mod sql;
 
 use std::collections::HashMap;
 
-use super::engine::Backend;
-use super::ops::{Pruned, Writes, Written};
-use super::sql::Statements;
-use super::{StoreError, StoreResult};
+use super::engine::{Backend, Engine, Pruned, WriteTx, Written};
+use super::error::{StoreError, StoreResult};
+use super::statement::Statements;
 use crate::protocol::ident::{self, shown};
 use crate::protocol::uuid::random_uuid;
 use crate::tickets::answer::{
@@ -47,7 +46,7 @@ type Outcome = StoreResult<TicketOutcome>;
 type WrittenOutcome = StoreResult<Written<TicketOutcome>>;
 
 /// Run one ticket operation on `backend`.
-pub(crate) async fn run<B: Backend>(backend: &B, call: TicketCall) -> Outcome {
+pub(crate) async fn run<B: Backend>(engine: &Engine<B>, call: TicketCall) -> Outcome {
     let TicketCall {
         settings,
         context,
@@ -73,15 +72,15 @@ pub(crate) async fn run<B: Backend>(backend: &B, call: TicketCall) -> Outcome {
     };
     macro_rules! read {
         ($db:ident => $body:expr) => {
-            backend
-                .read(move |$db| Box::pin(async move { $body.await }))
+            engine
+                .read_op(move |$db| Box::pin(async move { $body.await }))
                 .await
         };
     }
     macro_rules! write {
         ($tx:ident => $body:expr) => {
-            backend
-                .write(move |$tx| Box::pin(async move { $body.await }))
+            engine
+                .write_op(move |$tx| Box::pin(async move { $body.await }))
                 .await
         };
     }
@@ -296,7 +295,7 @@ fn refused(refusal: Refusal) -> WrittenOutcome {
 
 /// Whether the team has ticket `id`, holding its row until the transaction
 /// ends (PostgreSQL).
-async fn lock<W: Writes>(tx: &mut W, team: &str, id: &str) -> StoreResult<bool> {
+async fn lock<W: WriteTx>(tx: &mut W, team: &str, id: &str) -> StoreResult<bool> {
     if !ident::fits(id) {
         return Ok(false);
     }
@@ -308,7 +307,7 @@ async fn lock<W: Writes>(tx: &mut W, team: &str, id: &str) -> StoreResult<bool> 
 
 /// `claim`: into the team's claimed state, from any state but that one and
 /// done; `false` otherwise, and for an id the team lacks.
-async fn claim<W: Writes>(
+async fn claim<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
@@ -327,7 +326,7 @@ async fn claim<W: Writes>(
 }
 
 /// `comment`: the next comment of the ticket, within the comment bound.
-async fn comment<W: Writes>(
+async fn comment<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
@@ -358,7 +357,7 @@ async fn comment<W: Writes>(
 }
 
 /// `transition`: into `state` (configured: checked before).
-async fn transition<W: Writes>(tx: &mut W, team: &Team, id: &str, state: &str) -> WrittenOutcome {
+async fn transition<W: WriteTx>(tx: &mut W, team: &Team, id: &str, state: &str) -> WrittenOutcome {
     if !ident::fits(id) {
         return refused(Refusal::unknown_ticket("transition", id));
     }
@@ -376,7 +375,7 @@ async fn transition<W: Writes>(tx: &mut W, team: &Team, id: &str, state: &str) -
 /// `create`: a new ticket in `state`, unless the idempotency key names one
 /// already, which is answered instead (its title, body and state win); its
 /// blockers must exist.
-async fn create<W: Writes>(
+async fn create<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
@@ -454,7 +453,7 @@ async fn create<W: Writes>(
 
 /// `update`: replace the fields the patch names (checked before), never
 /// the state or the blockers.
-async fn update<W: Writes>(tx: &mut W, team: &Team, id: &str, patch: &Patch) -> WrittenOutcome {
+async fn update<W: WriteTx>(tx: &mut W, team: &Team, id: &str, patch: &Patch) -> WrittenOutcome {
     if !lock(tx, &team.key, id).await? {
         return refused(Refusal::unknown_ticket("update", id));
     }
@@ -476,7 +475,7 @@ async fn update<W: Writes>(tx: &mut W, team: &Team, id: &str, patch: &Patch) -> 
 
 /// `add-blocker`: the ticket must exist, must not be its own blocker, and
 /// the blocker must exist; adding one it has is a no-op.
-async fn add_blocker<W: Writes>(
+async fn add_blocker<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
@@ -514,7 +513,7 @@ async fn add_blocker<W: Writes>(
 
 /// `remove-blocker`: the ticket must exist; removing a blocker it does not
 /// have is a no-op.
-async fn remove_blocker<W: Writes>(
+async fn remove_blocker<W: WriteTx>(
     tx: &mut W,
     team: &Team,
     id: &str,

@@ -5,8 +5,8 @@
 //! JSON array of ids with its own functions. Rows are read by position
 //! ([`Columns`]).
 
-use crate::store::sql::{Arg, Columns, Dialect, Statement};
-use crate::store::{StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::statement::{Arg, Columns, Dialect, Statement};
 use crate::tickets::answer::StoredTicket;
 
 type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;

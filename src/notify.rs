@@ -1,8 +1,9 @@
-//! Wake-ups for held reads, keyed by resource: the one part of held reads
-//! that writers see. Writers call [`Notifier::notify`] and nothing else: the
-//! store backends after each commit, and the PostgreSQL LISTEN connection for
-//! appends by any replica. The waiter side (subscribing, the epoch, the
-//! sweep's view) is for the rest of `held/`.
+//! Wake-ups keyed by resource: how a held read wakes. Writers call
+//! [`Notifier::notify`] and nothing else: the store after each commit, and
+//! the PostgreSQL LISTEN connection for writes by any replica. The waiter
+//! side (subscribing, the epoch, the sweep's view) is for [`crate::held`].
+//! It knows only resource references, so the store, below held reads, can
+//! wake them without knowing them.
 //!
 //! A held read subscribes *before* its second query, so no append is missed
 //! between query and wait, and no held read ever polls the database on its
@@ -49,7 +50,7 @@ impl Notifier {
 
     /// The current wake-up epoch; a held read reads it right after
     /// subscribing.
-    pub(super) fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
 
@@ -80,7 +81,7 @@ impl Notifier {
     }
 
     /// Every awaited resource with the smallest `since` among its waiters.
-    pub(super) fn awaited(&self) -> Vec<(ResourceRef, i64)> {
+    pub(crate) fn awaited(&self) -> Vec<(ResourceRef, i64)> {
         self.lock()
             .iter()
             .filter_map(|(resource, entry)| {
@@ -94,7 +95,7 @@ impl Notifier {
     }
 
     /// Wake the resources whose tail (`last_seq`) has passed a waiter's `since`.
-    pub(super) fn wake_past(&self, tails: &[(ResourceRef, i64)]) -> usize {
+    pub(crate) fn wake_past(&self, tails: &[(ResourceRef, i64)]) -> usize {
         let mut woken = 0;
         for (resource, tail) in tails {
             let notify = self

@@ -1,0 +1,95 @@
+//! The event log of a build, repository or session: appends (conditional
+//! or not) and a held read's page.
+
+use async_trait::async_trait;
+
+use super::{locked, write_time};
+use crate::protocol::ResourceRef;
+use crate::store::api::{Events, NewEvent};
+use crate::store::bounds::{Bounds, OverBound};
+use crate::store::engine::{Backend, Engine, FastAppend, WriteTx, Written};
+use crate::store::envelope::envelope_json;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::sql::{self, ResourceRow};
+use crate::store::statement::Statements;
+
+#[async_trait]
+impl<B: Backend> Events for Engine<B> {
+    /// The backend's one-statement append first, if it has one; else the
+    /// row, locked. A stale comparison answers before the bound on events:
+    /// it would write nothing either way.
+    async fn append(
+        &self,
+        r: &ResourceRef,
+        event: NewEvent,
+        expected_seq: Option<i64>,
+    ) -> StoreResult<Option<String>> {
+        let (r, bounds) = (r.clone(), self.bounds);
+        self.write_op(move |tx| {
+            Box::pin(async move {
+                let max_events = bounds.max_events_per_log;
+                match tx.try_append(&r, &event, expected_seq, max_events).await? {
+                    Some(FastAppend::Appended(envelope)) => {
+                        return Ok(Written::waking(Some(envelope), r));
+                    }
+                    Some(FastAppend::Stale) => return Ok(Written::unchanged(None)),
+                    None => {}
+                }
+                let row = locked(tx, &r).await?;
+                if expected_seq.is_some_and(|expected| expected != row.last_seq) {
+                    return Ok(Written::unchanged(None));
+                }
+                check_events(&r, &row, &bounds)?;
+                let now = write_time(tx, &row);
+                let envelope = append_after(tx, &r, row.last_seq, now, &event).await?;
+                Ok(Written::waking(Some(envelope), r))
+            })
+        })
+        .await
+    }
+
+    /// The first `limit` envelopes after `since` (the whole answer when
+    /// fewer come back). No rows means either nothing there or no resource:
+    /// only an empty answer pays for the existence check.
+    async fn events_page(
+        &self,
+        r: &ResourceRef,
+        since: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<String>> {
+        let r = r.clone();
+        self.read_op(move |db| {
+            Box::pin(async move {
+                let page = sql::events_page(&r, since, Some(limit));
+                let rows = db.all(page, |row| row.text(0)).await?;
+                if rows.is_empty() && !sql::exists(db, &r).await? {
+                    return Err(StoreError::NotFound(r));
+                }
+                Ok(rows)
+            })
+        })
+        .await
+    }
+}
+
+/// Append `event` after the tail `last_seq` at `now`; the envelope text.
+pub(super) async fn append_after(
+    tx: &mut impl WriteTx,
+    r: &ResourceRef,
+    last_seq: i64,
+    now: i64,
+    event: &NewEvent,
+) -> StoreResult<String> {
+    let seq = last_seq + 1;
+    let envelope = envelope_json(r, seq, now, event);
+    tx.append_event(r, seq, now, &envelope).await?;
+    Ok(envelope)
+}
+
+/// The log can take one more event.
+pub(super) fn check_events(r: &ResourceRef, row: &ResourceRow, bounds: &Bounds) -> StoreResult<()> {
+    if row.last_seq >= bounds.max_events_per_log {
+        return Err(OverBound::events(r, bounds.max_events_per_log).into());
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! Sessions: `createSession`.
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use super::events::append_after;
+use super::{locked, next_child_order};
+use crate::protocol::{ResourceKind, ResourceRef};
+use crate::store::api::{MakeFirstEvent, Sessions};
+use crate::store::engine::{Backend, Engine, WriteTx, Written};
+use crate::store::error::StoreResult;
+use crate::store::records::Record;
+use crate::store::sql;
+use crate::store::statement::Statements;
+
+#[async_trait]
+impl<B: Backend> Sessions for Engine<B> {
+    /// The record and its `session.created` event as sequence 1, together
+    /// or not at all, under the repository's row; its place among the
+    /// repository's sessions is the repository's next child order.
+    async fn create_session(
+        &self,
+        repo: &str,
+        id: &str,
+        attrs: Map<String, Value>,
+        make_event: MakeFirstEvent,
+    ) -> StoreResult<Record> {
+        let repo_ref = ResourceRef::new(ResourceKind::Repo, repo);
+        let session = ResourceRef::new(ResourceKind::Session, id);
+        self.write_op(move |tx| {
+            Box::pin(async move {
+                locked(tx, &repo_ref).await?;
+                let now = tx.now();
+                let order = next_child_order(tx, &repo_ref).await?;
+                let text = Value::Object(attrs.clone()).to_string();
+                let insert = sql::insert_session(&session.id, &text, now, &repo_ref.id, order);
+                tx.run(insert).await?;
+                let event = make_event()?;
+                append_after(tx, &session, 0, now, &event).await?;
+                Ok(Written::kept(Record {
+                    resource: session,
+                    attrs,
+                    created_at: now,
+                    updated_at: now,
+                    lease: None,
+                    heartbeat_at: None,
+                }))
+            })
+        })
+        .await
+    }
+}

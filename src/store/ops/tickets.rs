@@ -1,0 +1,16 @@
+//! Autobuild's hosted tickets: each operation one read or one write
+//! transaction, as `store/tickets/` writes them.
+
+use async_trait::async_trait;
+
+use crate::store::api::Tickets;
+use crate::store::engine::{Backend, Engine};
+use crate::store::error::StoreResult;
+use crate::tickets::{TicketCall, TicketOutcome};
+
+#[async_trait]
+impl<B: Backend> Tickets for Engine<B> {
+    async fn tickets(&self, call: TicketCall) -> StoreResult<TicketOutcome> {
+        crate::store::tickets::run(self, call).await
+    }
+}
