@@ -2,27 +2,13 @@
 //! for byte (never trimmed or normalised), judged blank the way Autobuild's
 //! JavaScript judges it, and stored as the JSON string literal that is served.
 
+use crate::protocol::numbers::is_js_whitespace;
+
 /// Whether `text` is empty once JavaScript's `String.prototype.trim` has run:
 /// every character is ECMAScript white space or a line terminator. This is
 /// not Rust's `char::is_whitespace`: JavaScript counts U+FEFF and not U+0085.
 pub fn is_blank(text: &str) -> bool {
-    text.chars().all(is_js_space)
-}
-
-/// ECMAScript `WhiteSpace` (TAB, VT, FF, ZWNBSP and the `Zs` category) and
-/// `LineTerminator` (LF, CR, LS, PS).
-fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
+    text.chars().all(is_js_whitespace)
 }
 
 /// `text` as a JSON string literal, quotes included: the form titles, bodies
