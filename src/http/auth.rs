@@ -86,12 +86,15 @@ impl AuthRule {
 /// a top-level stream route, whose scope is the stream's own (looked up by
 /// [`authorize`]).
 fn target<'a>(rule: AuthRule, path: &'a ResourcePath) -> ApiResult<Option<Target<'a>>> {
+    if let Some(target) = fixed_target(rule) {
+        return Ok(Some(target));
+    }
     Ok(Some(match rule {
-        AuthRule::None => return Err(ApiError::Internal("no token to check".into())),
-        AuthRule::BuildCollection => Target::BuildCollection,
-        AuthRule::RepoCollection => Target::RepoCollection,
-        AuthRule::TestClock => Target::TestClock,
-        AuthRule::Tickets => Target::Tickets,
+        AuthRule::None
+        | AuthRule::BuildCollection
+        | AuthRule::RepoCollection
+        | AuthRule::TestClock
+        | AuthRule::Tickets => return Err(ApiError::Internal("no token to check".into())),
         AuthRule::Build => Target::Build(path.id()?),
         AuthRule::Repo => Target::Repo(path.id()?),
         AuthRule::RepoSessions => Target::RepoSessions(path.id()?),
@@ -99,6 +102,17 @@ fn target<'a>(rule: AuthRule, path: &'a ResourcePath) -> ApiResult<Option<Target
         AuthRule::StreamOwner => return Ok(None),
         AuthRule::Resembled => return Ok(path.resembled_target()),
     }))
+}
+
+/// The target of a rule that names no resource: the same whatever the path.
+fn fixed_target(rule: AuthRule) -> Option<Target<'static>> {
+    Some(match rule {
+        AuthRule::BuildCollection => Target::BuildCollection,
+        AuthRule::RepoCollection => Target::RepoCollection,
+        AuthRule::TestClock => Target::TestClock,
+        AuthRule::Tickets => Target::Tickets,
+        _ => return None,
+    })
 }
 
 /// Authorize `scope` for what `path` addresses under `rule`. A top-level
@@ -153,14 +167,8 @@ pub async fn check(state: &SharedState, rule: AuthRule, request: &mut Request) -
     };
     let path = match rule {
         AuthRule::None => return Ok(()),
-        AuthRule::TestClock => None,
-        AuthRule::Tickets => {
-            let scope = authenticate(state, secret, request.headers())?;
-            record_scope(&scope);
-            permit(&scope, &Target::Tickets)?;
-            request.extensions_mut().insert(Caller(Arc::new(scope)));
-            return Ok(());
-        }
+        // Rules whose target no path names.
+        AuthRule::TestClock | AuthRule::Tickets => None,
         AuthRule::Resembled => {
             // Only the machine families' paths need a token to learn that
             // nothing is there.
@@ -185,7 +193,11 @@ pub async fn check(state: &SharedState, rule: AuthRule, request: &mut Request) -
     let scope = authenticate(state, secret, request.headers())?;
     record_scope(&scope);
     match path {
-        None => permit(&scope, &Target::TestClock)?,
+        None => {
+            let target = fixed_target(rule)
+                .ok_or_else(|| ApiError::Internal(format!("{rule:?} names no target")))?;
+            permit(&scope, &target)?;
+        }
         Some(path) => authorize(state, &scope, rule, &path?).await?,
     }
     request.extensions_mut().insert(Caller(Arc::new(scope)));
