@@ -16,6 +16,7 @@
 //! ticket*                     hosted tickets, by (team_key, id)
 //! ticket_blocker*             their blockers, by (team_key, ticket_id, blocker_id)
 //! ticket_comment*             their comments, by (team_key, ticket_id, seq)
+//! ticket_history*             their change histories, by (team_key, ticket_id, seq)
 //! blob*                       every referenced blob: sha256, size, base64 bytes, by sha256
 //! footer                      counts, and the SHA-256 of every line between header and footer
 //! ```
@@ -38,8 +39,8 @@ pub const FORMAT_NAME: &str = "abstore-archive";
 /// ticket-asset records (migration 0006), version 3 the revoked tokens
 /// (migration 0007): a store moved or restored through an archive keeps
 /// refusing the tokens revoked on it; version 4 the hosted tickets
-/// (migration 0009).
-pub const FORMAT_VERSION: i64 = 4;
+/// (migration 0009), version 5 their change histories (migration 0010).
+pub const FORMAT_VERSION: i64 = 5;
 /// The oldest version this build reads: an older archive is a current one
 /// without the later tables' records (its footer counts lack them).
 pub const OLDEST_VERSION: i64 = 1;
@@ -49,6 +50,8 @@ const V1_TABLES: usize = 6;
 const V2_TABLES: usize = 8;
 /// The tables a version-3 archive has.
 const V3_TABLES: usize = 9;
+/// The tables a version-4 archive has.
+const V4_TABLES: usize = 13;
 /// The longest line a reader accepts: a blob line is about 4/3 of the
 /// blob, and blobs are bounded by the server's `--max-artifact-bytes` and
 /// (ticket-asset files) `--max-body-bytes`.
@@ -108,7 +111,7 @@ const fn opt_int(name: &'static str) -> Column {
 }
 
 /// How many tables [`TABLES`] lists.
-pub const TABLE_COUNT: usize = 13;
+pub const TABLE_COUNT: usize = 14;
 
 /// Every table, in archive order, which is also an order that satisfies
 /// the schema's foreign keys when inserting.
@@ -277,6 +280,20 @@ pub static TABLES: [Table; TABLE_COUNT] = [
             int("seq"),
             text("body_json"),
             int("created_at"),
+        ],
+        key_len: 3,
+    },
+    Table {
+        record: "ticket_history",
+        table: "ticket_history",
+        columns: &[
+            text("team_key"),
+            text("ticket_id"),
+            int("seq"),
+            int("at"),
+            text("actor"),
+            opt_text("token_digest"),
+            text("change_json"),
         ],
         key_len: 3,
     },
@@ -567,6 +584,7 @@ pub fn tables_of(version: i64) -> usize {
         1 => V1_TABLES,
         2 => V2_TABLES,
         3 => V3_TABLES,
+        4 => V4_TABLES,
         _ => TABLES.len(),
     }
 }
@@ -676,7 +694,7 @@ mod tests {
     #[test]
     fn counts_round_trip() {
         let counts = Counts {
-            rows: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+            rows: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
             blobs: 7,
             blob_bytes: 8,
         };
@@ -692,21 +710,32 @@ mod tests {
         let v1 = serde_json::json!({"resource": 1, "event": 2, "artifact_head": 3, "artifact": 4,
             "stream": 5, "stream_chunk": 6, "blob": 7, "blob_bytes": 8});
         let read = Counts::from_json(&v1, 1).unwrap();
-        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(Counts::from_json(&v1, FORMAT_VERSION), None);
         // A version-2 footer has no revoked-token count.
         let mut v2 = v1.clone();
         v2["ticket_asset_head"] = 7.into();
         v2["ticket_asset"] = 8.into();
         let read = Counts::from_json(&v2, 2).unwrap();
-        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0]);
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0]);
         assert_eq!(Counts::from_json(&v2, FORMAT_VERSION), None);
         // A version-3 footer has no hosted-ticket counts.
         let mut v3 = v2.clone();
         v3["revoked_token"] = 9.into();
         let read = Counts::from_json(&v3, 3).unwrap();
-        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0]);
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0, 0]);
         assert_eq!(Counts::from_json(&v3, FORMAT_VERSION), None);
+        // A version-4 footer has no ticket-history count.
+        let mut v4 = v3.clone();
+        for (n, record) in ["ticket_team", "ticket", "ticket_blocker", "ticket_comment"]
+            .into_iter()
+            .enumerate()
+        {
+            v4[record] = (10 + n).into();
+        }
+        let read = Counts::from_json(&v4, 4).unwrap();
+        assert_eq!(read.rows, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0]);
+        assert_eq!(Counts::from_json(&v4, FORMAT_VERSION), None);
     }
 
     #[test]

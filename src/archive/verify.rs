@@ -211,13 +211,14 @@ fn check_header(reader: &ArchiveReader) -> anyhow::Result<(String, String, i64)>
     Ok((source, created_at, version))
 }
 
-/// Events, chunks and ticket comments are numbered 1, 2, 3… per resource,
-/// stream or ticket; the archive of a consistent snapshot never has a gap.
+/// Events, chunks, ticket comments and ticket histories are numbered 1, 2,
+/// 3… per resource, stream or ticket; the archive of a consistent snapshot never has a gap.
 fn check_sequence(record: &str, previous: &[Val], row: &[Val]) -> Result<(), String> {
     let owner_len = match record {
         "event" => 2,
         "stream_chunk" => 1,
         "ticket_comment" => 2,
+        "ticket_history" => 2,
         _ => return Ok(()),
     };
     let Val::Int(seq) = row[owner_len] else {

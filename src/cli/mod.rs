@@ -10,17 +10,22 @@
 //! - [`serve`]: `serve` and `migrate` (the server's and the database's flags).
 //! - [`token`]: `token mint`, `inspect`, `revoke` and `revocations`.
 //! - [`archive`]: `export`, `verify`, `import`, `backup`, `gc`.
+//! - [`tickets`]: `tickets history`.
 
 pub mod archive;
 pub mod serve;
+pub mod tickets;
 pub mod token;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
+
+use crate::clock::SystemClock;
+use crate::store::{DatabaseUrl, Store, StoreOptions};
 
 pub use self::serve::{DatabaseArgs, SecretArgs, ServeArgs};
 pub use self::token::{MintArgs, TokenCommand};
@@ -64,6 +69,9 @@ pub enum Command {
     /// Mint, inspect or revoke bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Read the hosted tickets' records (docs/tickets.md).
+    #[command(subcommand)]
+    Tickets(tickets::TicketsCommand),
     /// Exit 0 only if the server at `--listen` answers `/readyz` with 200
     /// (for container health checks).
     Healthcheck {
@@ -122,6 +130,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Migrate(db) => serve::migrate(db).await,
         Command::Token(command) => token::run(command).await,
+        Command::Tickets(command) => tickets::run(command).await,
         Command::Healthcheck {
             listen,
             timeout_seconds,
@@ -143,6 +152,40 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gc(args) => archive::gc(args).await,
         Command::Completions { shell } => completions(shell),
     }
+}
+
+/// The store `--database` names, for an operator's command beside a
+/// running server: migrated when `migrate` (a command that writes), and a
+/// SQLite file opened without its one-process lock (`token revoke` writes
+/// one row under SQLite's own locking; `tickets history` only reads).
+pub(crate) async fn open_store(
+    database: &str,
+    migrate: bool,
+) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    let url = DatabaseUrl::parse(database)?;
+    if matches!(
+        url.location(),
+        crate::store::url::Location::Sqlite(crate::store::url::SqliteLocation::Memory)
+    ) {
+        bail!(
+            "an in-memory SQLite database lives only inside one process; name a file (sqlite://PATH)"
+        );
+    }
+    let options = StoreOptions {
+        pool_size: 1,
+        min_connections: 1,
+        migrate,
+        exclusive: false,
+        retention: crate::store::retention::Retention::disabled(),
+        ..StoreOptions::default()
+    };
+    url.open(
+        &options,
+        std::sync::Arc::new(SystemClock),
+        std::sync::Arc::new(crate::notify::Notifier::new()),
+    )
+    .await
+    .with_context(|| format!("opening the database ({url})"))
 }
 
 /// `abstore catalog check DIR`.
@@ -179,7 +222,8 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
 /// dry run into a write (`--apply`), allow an overwrite (`--force`),
 /// widen or re-attribute a token (`token mint`'s scope and attribution
 /// flags; `--now` exists for test clocks), or revoke or forget a token
-/// (`token revoke --digest`, `--note`; `token revocations --prune`).
+/// (`token revoke --digest`, `--note`; `token revocations --prune`); or
+/// name what one read prints (`tickets history --team`, `--json`).
 pub const FLAG_ONLY: &[&str] = &[
     "apply",
     "force",
@@ -195,6 +239,8 @@ pub const FLAG_ONLY: &[&str] = &[
     "digest",
     "note",
     "prune",
+    "team",
+    "json",
 ];
 
 /// When `err` rejects a value that came from an `ABSTORE_*` variable rather

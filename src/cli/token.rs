@@ -12,7 +12,7 @@ use super::SecretArgs;
 use crate::auth::{self, MaxLifetime, Scope, ScopeKind, Via};
 use crate::clock::{Clock as _, SystemClock};
 use crate::protocol::time::{format_iso, parse_iso};
-use crate::store::{DatabaseUrl, Revocation, Store, StoreOptions};
+use crate::store::Revocation;
 
 /// `abstore token …`
 #[derive(Debug, Subcommand)]
@@ -258,7 +258,7 @@ pub async fn revoke(args: &RevokeArgs) -> anyhow::Result<String> {
         }
         note => note.clone(),
     };
-    let store = open(&args.database).await?;
+    let store = super::open_store(&args.database, true).await?;
     let revocation = Revocation {
         digest: digest.clone(),
         expires_at,
@@ -281,7 +281,7 @@ pub async fn revoke(args: &RevokeArgs) -> anyhow::Result<String> {
 
 /// `abstore token revocations`: one line per revoked token.
 pub async fn revocations(args: &RevocationsArgs) -> anyhow::Result<String> {
-    let store = open(&args.database).await?;
+    let store = super::open_store(&args.database, true).await?;
     let mut out = String::new();
     if args.prune {
         let pruned = store.prune_revocations(SystemClock.now_ms()).await?;
@@ -304,37 +304,6 @@ pub async fn revocations(args: &RevocationsArgs) -> anyhow::Result<String> {
     }
     out.push_str(&format!("{} revoked tokens\n", all.len()));
     Ok(out)
-}
-
-/// The store `--database` names, migrated. A SQLite file is opened without
-/// its one-process lock: the revocation is one row written under SQLite's
-/// own locking, beside a server that may be running on the file (and reads
-/// it within its refresh interval).
-async fn open(database: &str) -> anyhow::Result<std::sync::Arc<dyn Store>> {
-    let url = DatabaseUrl::parse(database)?;
-    if matches!(
-        url.location(),
-        crate::store::url::Location::Sqlite(crate::store::url::SqliteLocation::Memory)
-    ) {
-        bail!(
-            "an in-memory SQLite database lives only inside one process; name a file (sqlite://PATH)"
-        );
-    }
-    let options = StoreOptions {
-        pool_size: 1,
-        min_connections: 1,
-        migrate: true,
-        exclusive: false,
-        retention: crate::store::retention::Retention::disabled(),
-        ..StoreOptions::default()
-    };
-    url.open(
-        &options,
-        std::sync::Arc::new(SystemClock),
-        std::sync::Arc::new(crate::notify::Notifier::new()),
-    )
-    .await
-    .with_context(|| format!("opening the database ({url})"))
 }
 
 #[cfg(test)]

@@ -10,20 +10,24 @@
 //! body must be JSON (`400`) of the operation's strict schema (`400`), then
 //! the store runs it.
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
 
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::response::json_response;
 use super::state::SharedState;
-use crate::tickets::{Operation, Refusal, TicketAnswer, TicketCall, wire};
+use crate::tickets::{Actor, Operation, Refusal, TicketAnswer, TicketCall, wire};
 
 /// One hosted ticket operation: the operation the path names (exactly as
 /// sent: the hosted service compares the raw segment), its body, its answer.
 pub(super) async fn ticket_operation(
     State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     uri: Uri,
     body: Body,
 ) -> ApiResult<Response> {
@@ -38,10 +42,24 @@ pub(super) async fn ticket_operation(
         settings: state.tickets.clone(),
         context,
         op,
+        actor: actor(caller, &headers),
     };
     match state.store.tickets(call).await? {
         Ok(answer) => Ok(answered(answer)),
         Err(refusal) => Err(refused(refusal)),
+    }
+}
+
+/// Who asks, for the ticket's history: the verified token's scope and
+/// digest (the gate verified the bearer token and left its scope), or
+/// `open` on a server without a secret.
+fn actor(caller: Option<Extension<Caller>>, headers: &HeaderMap) -> Actor {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    match (caller, crate::auth::bearer(token)) {
+        (Some(Extension(Caller(scope))), Ok(token)) => Actor::of_token(&scope, token),
+        _ => Actor::open(),
     }
 }
 

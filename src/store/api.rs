@@ -265,6 +265,16 @@ pub trait Tickets {
         &self,
         call: crate::tickets::TicketCall,
     ) -> StoreResult<crate::tickets::TicketOutcome>;
+    /// Up to `limit` entries of the history of team `team`'s ticket `id`
+    /// after entry `after`, oldest first (`abstore tickets history`); `None`
+    /// when the team has no such ticket.
+    async fn ticket_history(
+        &self,
+        team: &str,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Option<Vec<crate::tickets::history::Entry>>>;
 }
 
 /// Revoked tokens (`ops/revocations.rs`).

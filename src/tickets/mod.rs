@@ -17,9 +17,11 @@
 //! - [`answer`]: the JSON answers, from stored JSON text.
 //! - [`outcome`]: answers and refusals.
 //! - [`text`]: blankness as Autobuild judges it, and stored text.
+//! - [`history`]: who changed a ticket, when, and what.
 
 pub mod answer;
 pub mod bounds;
+pub mod history;
 pub mod lifecycle;
 pub mod operation;
 pub mod outcome;
@@ -30,6 +32,7 @@ pub mod wire;
 use std::sync::Arc;
 
 pub use bounds::TicketBounds;
+pub use history::{Actor, Change};
 pub use lifecycle::{Context, Lifecycle, Team};
 pub use operation::{Draft, Operation, Patch, TicketOp};
 pub use outcome::{Refusal, TicketAnswer, TicketOutcome};
@@ -54,10 +57,12 @@ impl Default for TicketSettings {
 }
 
 /// One operation for the store to run: the server's settings, the
-/// request's context (checked by the store first) and the operation.
+/// request's context (checked by the store first), the operation, and who
+/// asks (written into the ticket's history by a write that changes it).
 #[derive(Clone, Debug)]
 pub struct TicketCall {
     pub settings: Arc<TicketSettings>,
     pub context: Context,
     pub op: TicketOp,
+    pub actor: Actor,
 }

@@ -1047,9 +1047,9 @@ async fn ticket_assets_round_trip_and_their_blobs_stay_live() {
 }
 
 /// Archives of the older format versions still verify and import: version
-/// 1 (before ticket assets), version 2 (before revoked tokens) and version
-/// 3 (before hosted tickets) have no such records and no such counts in
-/// their footers.
+/// 1 (before ticket assets), version 2 (before revoked tokens), version 3
+/// (before hosted tickets) and version 4 (before ticket histories) have no
+/// such records and no such counts in their footers.
 #[tokio::test(flavor = "multi_thread")]
 async fn older_archive_versions_still_verify_and_import() {
     let dir = tempfile::tempdir().unwrap();
@@ -1058,11 +1058,18 @@ async fn older_archive_versions_still_verify_and_import() {
     let mut server = serve(&db, &blobs).await;
     seed_small(&ctx(&server)).await;
     server.stop().await.unwrap();
-    let current = dir.path().join("v4.ndjson");
+    let current = dir.path().join("v5.ndjson");
     export(&db, &blobs, &current);
-    assert_eq!(lines(&current)[0]["version"], 4);
-    let tickets = ["ticket_team", "ticket", "ticket_blocker", "ticket_comment"];
+    assert_eq!(lines(&current)[0]["version"], 5);
+    let tickets = [
+        "ticket_team",
+        "ticket",
+        "ticket_blocker",
+        "ticket_comment",
+        "ticket_history",
+    ];
     for (version, missing) in [
+        (4, vec!["ticket_history"]),
         (3, tickets.to_vec()),
         (2, [&["revoked_token"][..], &tickets].concat()),
         (

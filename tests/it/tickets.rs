@@ -1179,6 +1179,11 @@ async fn two_replicas_claim_one_ticket_postgres() {
             let won = claims.iter().filter(|c| c["claimed"] == true).count();
             assert_eq!(won, 1, "{id}: {claims:?}");
             assert_eq!(b.get(&id).await["state"], "Doing");
+            let ops: Vec<Value> = history(&database, "ENG", &id)
+                .iter()
+                .map(|entry| entry["change"]["op"].clone())
+                .collect();
+            assert_eq!(ops, [json!("create"), json!("claim")], "{id}");
         }
         // Creates through both replicas with one key: one ticket.
         let draft =
@@ -1191,6 +1196,182 @@ async fn two_replicas_claim_one_ticket_postgres() {
         assert_eq!(created[0], created[1]);
     })
     .await;
+}
+
+// ── History ─────────────────────────────────────────────────────────────────
+
+/// `abstore tickets history --json` of the team's ticket `id`.
+fn history(database: &str, team: &str, id: &str) -> Vec<Value> {
+    let out = support::run_ok(&[
+        "tickets",
+        "history",
+        id,
+        "--team",
+        team,
+        "--database",
+        database,
+        "--json",
+    ]);
+    out.lines()
+        .map(|line| serde_json::from_str(line).expect("a history line is JSON"))
+        .collect()
+}
+
+/// Each kept change is written with the token that made it (its scope,
+/// delegate and digest) and the server's time; an operator reads it with
+/// `abstore tickets history`, beside the running server and after a
+/// restart; refusals write none.
+#[tokio::test(flavor = "multi_thread")]
+async fn history_names_the_token_behind_each_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("h.db").display());
+    let secret = strong_secret();
+    let mut server = serve(&database, &["--secret", &secret]).await;
+    let session = mint(
+        &secret,
+        json!({"operator": true, "session": "*", "via": {"kind": "session", "id": "os_7"}}),
+    );
+    let mcp = mint(
+        &secret,
+        json!({"operator": true, "session": "*", "via": {"kind": "mcp", "client": "claude"}}),
+    );
+    let plain = mint(&secret, token::deployment_scope(0));
+    let (by_session, by_mcp, by_plain) = (
+        Team::new(&server, Some(&session), "ENG"),
+        Team::new(&server, Some(&mcp), "ENG"),
+        Team::new(&server, Some(&plain), "ENG"),
+    );
+    let id = by_session.create("tracked", "Ready").await;
+    assert_eq!(
+        by_mcp.ok("claim", json!({"id": id})).await,
+        json!({"claimed": true})
+    );
+    assert_eq!(
+        by_plain.ok("claim", json!({"id": id})).await,
+        json!({"claimed": false})
+    );
+    by_plain
+        .refused(
+            "add-blocker",
+            json!({"id": id, "blockerId": id}),
+            400,
+            "validation",
+        )
+        .await;
+    by_plain
+        .ok("transition", json!({"id": id, "state": "Done"}))
+        .await;
+    server.stop().await.unwrap();
+    let mut server = serve(&database, &["--secret", &secret]).await;
+    let by_plain = Team::new(&server, Some(&plain), "ENG");
+    by_plain
+        .ok("update", json!({"id": id, "patch": {"labels": ["x"]}}))
+        .await;
+
+    let digest = |token: &str| {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(token.as_bytes()))
+    };
+    let entries = history(&database, "ENG", &id);
+    let seen: Vec<(Value, Value, Value, Value)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["seq"].clone(),
+                e["actor"].clone(),
+                e["tokenDigest"].clone(),
+                e["change"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                json!(1),
+                json!("deployment via session:os_7"),
+                json!(digest(&session)),
+                json!({"op": "create", "state": "Ready", "title": "tracked", "labels": [],
+                       "blockedBy": []})
+            ),
+            (
+                json!(2),
+                json!("deployment via mcp:claude"),
+                json!(digest(&mcp)),
+                json!({"op": "claim", "from": "Ready", "to": "Doing"})
+            ),
+            (
+                json!(3),
+                json!("deployment"),
+                json!(digest(&plain)),
+                json!({"op": "transition", "from": "Doing", "to": "Done"})
+            ),
+            (
+                json!(4),
+                json!("deployment"),
+                json!(digest(&plain)),
+                json!({"op": "update", "labels": ["x"], "fields": ["labels"]})
+            ),
+        ]
+    );
+    for entry in &entries {
+        let at = entry["at"].as_str().expect("an ISO time");
+        assert!(at.ends_with('Z') && at.len() == 24, "{at}");
+    }
+    // The lines an operator reads, while the server runs.
+    let text = support::run_ok(&[
+        "tickets",
+        "history",
+        &id,
+        "--team",
+        "ENG",
+        "--database",
+        &database,
+    ]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(
+        lines[1].starts_with("#2 ")
+            && lines[1].contains(&format!(
+                " deployment via mcp:claude (token {}): claimed: \"Ready\" -> \"Doing\"",
+                &digest(&mcp)[..16]
+            )),
+        "{text}"
+    );
+    assert_eq!(lines[4], "4 changes");
+    // Another team's id, or none: said, and a failure.
+    for (team, ticket) in [("OPS", id.as_str()), ("ENG", "ticket-none")] {
+        let (ok, _, err) = support::run(&[
+            "tickets",
+            "history",
+            ticket,
+            "--team",
+            team,
+            "--database",
+            &database,
+        ]);
+        assert!(
+            !ok && err.contains(&format!("team \"{team}\" has no ticket \"{ticket}\"")),
+            "{err}"
+        );
+    }
+    server.stop().await.unwrap();
+
+    // Open mode: the actor is `open`, with no digest.
+    let mut open = serve(&database, &[]).await;
+    Team::new(&open, None, "ENG")
+        .ok("comment", json!({"id": id, "body": "late"}))
+        .await;
+    open.stop().await.unwrap();
+    let last = history(&database, "ENG", &id).pop().unwrap();
+    assert_eq!(
+        (&last["actor"], &last["tokenDigest"], &last["change"]),
+        (
+            &json!("open"),
+            &Value::Null,
+            &json!({"op": "comment", "comment": 1})
+        )
+    );
 }
 
 // ── Archives and backups ────────────────────────────────────────────────────
@@ -1248,6 +1429,7 @@ async fn tickets_travel_in_archives_and_backups() {
         "\"type\":\"ticket\"",
         "\"type\":\"ticket_blocker\"",
         "\"type\":\"ticket_comment\"",
+        "\"type\":\"ticket_history\"",
     ] {
         assert!(text.contains(record), "{record}");
     }
@@ -1257,9 +1439,10 @@ async fn tickets_travel_in_archives_and_backups() {
             &footer["counts"]["ticket_team"],
             &footer["counts"]["ticket"],
             &footer["counts"]["ticket_blocker"],
-            &footer["counts"]["ticket_comment"]
+            &footer["counts"]["ticket_comment"],
+            &footer["counts"]["ticket_history"]
         ),
-        (&json!(2), &json!(3), &json!(1), &json!(2))
+        (&json!(2), &json!(3), &json!(1), &json!(2), &json!(6))
     );
     let verdict = support::run_ok(&["verify", path_text(&archive), "--quiet"]);
     assert!(verdict.contains(": OK: sqlite archive"), "{verdict}");
@@ -1269,6 +1452,9 @@ async fn tickets_travel_in_archives_and_backups() {
     let again = path("again.ndjson");
     support::export(&copy, &blobs, &again);
     support::assert_same_archive_body(&archive, &again, "a ticket archive re-exported");
+    for id in &ids {
+        assert_eq!(history(&copy, "ENG", id), history(&database, "ENG", id));
+    }
     let mut copied = serve(&copy, &[]).await;
     let t = Team::new(&copied, None, "ENG");
     assert_eq!(read_all(&t, &ids).await, before);

@@ -98,5 +98,6 @@ contract!(@ tickets_sqlite_memory, tickets_sqlite_file, tickets_postgres, super:
     tickets::ticket_text_is_kept_byte_for_byte,
     tickets::ticket_concurrent_claims_one_wins,
     tickets::ticket_bounds_at_their_edges,
-    tickets::ticket_answers_within_the_response_ceiling
+    tickets::ticket_answers_within_the_response_ceiling,
+    tickets::ticket_history_names_who_when_and_what
 );

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::harness::{Harness, T0};
 use crate::store::Store;
 use crate::tickets::{
-    Context, Draft, Patch, Refusal, TicketAnswer, TicketBounds, TicketCall, TicketOp,
+    Actor, Context, Draft, Patch, Refusal, TicketAnswer, TicketBounds, TicketCall, TicketOp,
     TicketOutcome, TicketSettings, wire,
 };
 
@@ -24,6 +24,7 @@ struct Source {
     store: Arc<dyn Store>,
     settings: Arc<TicketSettings>,
     context: Context,
+    actor: Actor,
 }
 
 impl Source {
@@ -40,6 +41,10 @@ impl Source {
                 claimed_state: None,
                 create_state: None,
             },
+            actor: Actor {
+                label: "deployment via session:contract".into(),
+                token_digest: Some("0f".repeat(32)),
+            },
         }
     }
 
@@ -48,6 +53,7 @@ impl Source {
             settings: self.settings.clone(),
             context: self.context.clone(),
             op,
+            actor: self.actor.clone(),
         };
         self.store.tickets(call).await.expect("the store answers")
     }
@@ -1111,4 +1117,118 @@ pub(super) async fn ticket_answers_within_the_response_ceiling(h: &Harness) {
         assert_eq!(&state["id"], asked);
         assert_eq!(state["exists"], json!(asked == &id));
     }
+}
+
+/// The ticket's whole history, as `(actor, at, change)`.
+async fn history_of(s: &Source, id: &str) -> Vec<(String, i64, Value)> {
+    let team = &s.context.team_key;
+    let entries = s.store.ticket_history(team, id, 0, 1000).await;
+    let entries = entries.expect("the store answers").expect("the ticket");
+    for (at, entry) in entries.iter().enumerate() {
+        assert_eq!(entry.seq, at as i64 + 1, "entries are numbered 1, 2, 3…");
+        assert_eq!(
+            entry.token_digest.as_deref(),
+            s.actor.token_digest.as_deref()
+        );
+    }
+    entries
+        .into_iter()
+        .map(|e| {
+            let change = serde_json::from_str(&e.change_json).expect("a change is JSON");
+            (e.actor, e.at, change)
+        })
+        .collect()
+}
+
+pub(super) async fn ticket_history_names_who_when_and_what(h: &Harness) {
+    let s = Source::new(h, "ENG");
+    let blocker = id_of(&s.create(draft("blocker"), "Ready").await);
+    let mut first = draft("tracked \u{0} title");
+    first.labels = vec!["b".into(), "a".into()];
+    first.blocked_by = vec![blocker.clone(), blocker.clone()];
+    let id = id_of(&s.create(first, "Ready").await);
+    h.clock.set(T0 + 1_000);
+    assert!(s.claim(&id).await);
+    // Refusals and no-ops change nothing, so they add no entry.
+    assert!(!s.claim(&id).await);
+    assert!(s.add_blocker(&id, &id).await.is_err());
+    assert_eq!(s.add_blocker(&id, &blocker).await, Ok(TicketAnswer::Done));
+    let blank = Patch {
+        title: Some(" ".into()),
+        ..Patch::default()
+    };
+    assert!(s.update(&id, blank).await.is_err());
+    h.clock.set(T0 + 2_000);
+    s.transition(&id, "Done").await;
+    let patch = Patch {
+        title: Some("renamed".into()),
+        body: Some("new body".into()),
+        labels: None,
+    };
+    assert_eq!(s.update(&id, patch).await, Ok(TicketAnswer::Done));
+    s.done(TicketOp::Comment {
+        id: id.clone(),
+        body: "a comment".into(),
+    })
+    .await;
+    let other = id_of(&s.create(draft("other"), "Triage").await);
+    assert_eq!(s.add_blocker(&id, &other).await, Ok(TicketAnswer::Done));
+    for _ in 0..2 {
+        s.done(TicketOp::RemoveBlocker {
+            id: id.clone(),
+            blocker_id: blocker.clone(),
+        })
+        .await;
+    }
+    let history = history_of(&s, &id).await;
+    let actor = "deployment via session:contract";
+    assert!(history.iter().all(|(who, _, _)| who == actor));
+    let at: Vec<i64> = history.iter().map(|(_, at, _)| *at).collect();
+    let later = T0 + 2_000;
+    assert_eq!(at, [T0, T0 + 1_000, later, later, later, later, later]);
+    let changes: Vec<Value> = history.into_iter().map(|(_, _, c)| c).collect();
+    assert_eq!(
+        changes,
+        [
+            json!({"op": "create", "state": "Ready", "title": "tracked \u{0} title",
+                   "labels": ["b", "a"], "blockedBy": [blocker]}),
+            json!({"op": "claim", "from": "Ready", "to": "Doing"}),
+            json!({"op": "transition", "from": "Doing", "to": "Done"}),
+            json!({"op": "update", "title": "renamed", "fields": ["title", "body"]}),
+            json!({"op": "comment", "comment": 1}),
+            json!({"op": "add-blocker", "blockerId": other}),
+            json!({"op": "remove-blocker", "blockerId": blocker}),
+        ]
+    );
+    // Concurrent claims: one entry, the winner's.
+    let raced = id_of(&s.create(draft("raced"), "Ready").await);
+    let s = Arc::new(s);
+    let claims = (0..6).map(|_| {
+        let (s, raced) = (s.clone(), raced.clone());
+        tokio::spawn(async move { s.claim(&raced).await })
+    });
+    futures_util::future::join_all(claims).await;
+    let ops: Vec<Value> = history_of(&s, &raced)
+        .await
+        .into_iter()
+        .map(|(_, _, c)| c["op"].clone())
+        .collect();
+    assert_eq!(ops, [json!("create"), json!("claim")]);
+    // Another team's ticket, or none: no history to read.
+    let store = &s.store;
+    assert_eq!(store.ticket_history("OPS", &id, 0, 10).await.unwrap(), None);
+    assert_eq!(
+        store
+            .ticket_history("ENG", "ticket-none", 0, 10)
+            .await
+            .unwrap(),
+        None
+    );
+    // Paged: after an entry, at most `limit`.
+    let page = store
+        .ticket_history("ENG", &id, 2, 2)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
 }

@@ -31,10 +31,11 @@ use crate::tickets::answer::{
     Bounded, LISTING_HEAD, LISTING_TAIL, StoredTicket, write_dependency_state,
 };
 use crate::tickets::bounds::answer_too_large;
+use crate::tickets::history::Entry;
 use crate::tickets::text::{json_string, json_strings};
 use crate::tickets::{
-    Draft, Patch, Refusal, Team, TicketAnswer, TicketCall, TicketOp, TicketOutcome, TicketSettings,
-    rules,
+    Actor, Change, Draft, Patch, Refusal, Team, TicketAnswer, TicketCall, TicketOp, TicketOutcome,
+    TicketSettings, rules,
 };
 
 /// Tickets read per statement while listing.
@@ -51,6 +52,7 @@ pub(crate) async fn run<B: Backend>(engine: &Engine<B>, call: TicketCall) -> Out
         settings,
         context,
         op,
+        actor,
     } = call;
     let team = match Team::resolve(&settings.lifecycle, &context) {
         Ok(team) => team,
@@ -92,9 +94,13 @@ pub(crate) async fn run<B: Backend>(engine: &Engine<B>, call: TicketCall) -> Out
         TicketOp::DependencyStates { ids } => {
             read!(db => dependency_states(db, &settings, &team, &ids))
         }
-        TicketOp::Claim { id } => write!(tx => claim(tx, &settings, &team, &id)),
-        TicketOp::Comment { id, body } => write!(tx => comment(tx, &settings, &team, &id, &body)),
-        TicketOp::Transition { id, state } => write!(tx => transition(tx, &team, &id, &state)),
+        TicketOp::Claim { id } => write!(tx => claim(tx, &settings, &team, &actor, &id)),
+        TicketOp::Comment { id, body } => {
+            write!(tx => comment(tx, &settings, &team, &actor, &id, &body))
+        }
+        TicketOp::Transition { id, state } => {
+            write!(tx => transition(tx, &team, &actor, &id, &state))
+        }
         TicketOp::Create {
             draft,
             idempotency_key,
@@ -103,21 +109,45 @@ pub(crate) async fn run<B: Backend>(engine: &Engine<B>, call: TicketCall) -> Out
             tx,
             &settings,
             &team,
+            &actor,
             &draft,
             &create_state,
             idempotency_key.as_deref()
         )),
-        TicketOp::Update { id, patch } => write!(tx => update(tx, &team, &id, &patch)),
+        TicketOp::Update { id, patch } => write!(tx => update(tx, &team, &actor, &id, &patch)),
         TicketOp::AddBlocker { id, blocker_id } => {
-            write!(tx => add_blocker(tx, &settings, &team, &id, &blocker_id))
+            write!(tx => add_blocker(tx, &settings, &team, &actor, &id, &blocker_id))
         }
         TicketOp::RemoveBlocker { id, blocker_id } => {
-            write!(tx => remove_blocker(tx, &team, &id, &blocker_id))
+            write!(tx => remove_blocker(tx, &team, &actor, &id, &blocker_id))
         }
     }
 }
 
 // ------------------------------------------------------------------ reads
+
+/// A page of the history of the team's ticket `id`; `None` when the team
+/// has no such ticket.
+pub(crate) async fn history<B: Backend>(
+    engine: &Engine<B>,
+    team: &str,
+    id: &str,
+    after: i64,
+    limit: i64,
+) -> StoreResult<Option<Vec<Entry>>> {
+    let (team, id) = (team.to_owned(), id.to_owned());
+    engine
+        .read_op(move |db| {
+            Box::pin(async move {
+                if !exists(db, &team, &id).await? {
+                    return Ok(None);
+                }
+                let page = sql::history_page(&team, &id, after, limit);
+                Ok(Some(db.all(page, |row| sql::history_row(row)).await?))
+            })
+        })
+        .await
+}
 
 /// The team's ticket `id`; an id that could never be stored names none.
 async fn find<S: Statements>(
@@ -306,23 +336,64 @@ async fn lock<W: WriteTx>(tx: &mut W, team: &str, id: &str) -> StoreResult<bool>
 }
 
 /// `claim`: into the team's claimed state, from any state but that one and
-/// done; `false` otherwise, and for an id the team lacks.
+/// done; `false` otherwise, and for an id the team lacks. The state is read
+/// holding the row, so of two concurrent claims the second reads the
+/// first's (PostgreSQL's read-committed lock re-reads the row it waited
+/// for), and the update is conditional besides.
 async fn claim<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
+    actor: &Actor,
     id: &str,
 ) -> WrittenOutcome {
-    if !ident::fits(id) {
+    let Some(from) = lock_state(tx, &team.key, id).await? else {
+        return unchanged(TicketAnswer::Claimed(false));
+    };
+    let done = &settings.lifecycle.done;
+    if from == team.claimed || from == *done {
         return unchanged(TicketAnswer::Claimed(false));
     }
     let now = tx.now();
-    let statement = sql::claim(&team.key, id, &team.claimed, &settings.lifecycle.done, now);
-    if tx.execute(statement).await? == 1 {
-        kept(TicketAnswer::Claimed(true))
-    } else {
-        unchanged(TicketAnswer::Claimed(false))
+    let statement = sql::claim(&team.key, id, &team.claimed, done, now);
+    if tx.execute(statement).await? != 1 {
+        return unchanged(TicketAnswer::Claimed(false));
     }
+    let to = &team.claimed;
+    record(tx, &team.key, id, actor, &Change::Claim { from: &from, to }).await?;
+    kept(TicketAnswer::Claimed(true))
+}
+
+/// The ticket's state, holding its row (PostgreSQL); `None` when the team
+/// has no such ticket.
+async fn lock_state<W: WriteTx>(tx: &mut W, team: &str, id: &str) -> StoreResult<Option<String>> {
+    if !ident::fits(id) {
+        return Ok(None);
+    }
+    tx.first(sql::lock_state(W::DIALECT, team, id), |row| row.text(0))
+        .await
+}
+
+/// Add `change` to the history of ticket `id`, whose row the transaction
+/// holds (docs/tickets.md, "History").
+async fn record<W: WriteTx>(
+    tx: &mut W,
+    team: &str,
+    id: &str,
+    actor: &Actor,
+    change: &Change<'_>,
+) -> StoreResult<()> {
+    let now = tx.now();
+    let change_json = change.to_json();
+    tx.run(sql::insert_history(&sql::NewEntry {
+        team,
+        id,
+        now,
+        actor: &actor.label,
+        token_digest: actor.token_digest.as_deref(),
+        change_json: &change_json,
+    }))
+    .await
 }
 
 /// `comment`: the next comment of the ticket, within the comment bound.
@@ -330,6 +401,7 @@ async fn comment<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
+    actor: &Actor,
     id: &str,
     body: &str,
 ) -> WrittenOutcome {
@@ -353,22 +425,29 @@ async fn comment<W: WriteTx>(
         now,
     ))
     .await?;
+    let change = Change::Comment { seq: held + 1 };
+    record(tx, &team.key, id, actor, &change).await?;
     kept(TicketAnswer::Done)
 }
 
 /// `transition`: into `state` (configured: checked before).
-async fn transition<W: WriteTx>(tx: &mut W, team: &Team, id: &str, state: &str) -> WrittenOutcome {
-    if !ident::fits(id) {
+async fn transition<W: WriteTx>(
+    tx: &mut W,
+    team: &Team,
+    actor: &Actor,
+    id: &str,
+    state: &str,
+) -> WrittenOutcome {
+    let Some(from) = lock_state(tx, &team.key, id).await? else {
         return refused(Refusal::unknown_ticket("transition", id));
-    }
+    };
     let now = tx.now();
-    if tx
-        .execute(sql::transition(&team.key, id, state, now))
-        .await?
-        == 0
-    {
-        return refused(Refusal::unknown_ticket("transition", id));
-    }
+    tx.run(sql::transition(&team.key, id, state, now)).await?;
+    let change = Change::Transition {
+        from: &from,
+        to: state,
+    };
+    record(tx, &team.key, id, actor, &change).await?;
     kept(TicketAnswer::Done)
 }
 
@@ -379,6 +458,7 @@ async fn create<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
+    actor: &Actor,
     draft: &Draft,
     state: &str,
     idempotency_key: Option<&str>,
@@ -448,12 +528,25 @@ async fn create<W: WriteTx>(
         tx.run(sql::insert_blocker(&team.key, &ticket.id, blocker))
             .await?;
     }
+    let change = Change::Create {
+        state,
+        title: &draft.title,
+        labels: &draft.labels,
+        blocked_by: &ticket.blocked_by,
+    };
+    record(tx, &team.key, &ticket.id, actor, &change).await?;
     kept(TicketAnswer::Created(json))
 }
 
 /// `update`: replace the fields the patch names (checked before), never
 /// the state or the blockers.
-async fn update<W: WriteTx>(tx: &mut W, team: &Team, id: &str, patch: &Patch) -> WrittenOutcome {
+async fn update<W: WriteTx>(
+    tx: &mut W,
+    team: &Team,
+    actor: &Actor,
+    id: &str,
+    patch: &Patch,
+) -> WrittenOutcome {
     if !lock(tx, &team.key, id).await? {
         return refused(Refusal::unknown_ticket("update", id));
     }
@@ -470,6 +563,12 @@ async fn update<W: WriteTx>(tx: &mut W, team: &Team, id: &str, patch: &Patch) ->
         now,
     ))
     .await?;
+    let change = Change::Update {
+        title: patch.title.as_deref(),
+        body: patch.body.is_some(),
+        labels: patch.labels.as_deref(),
+    };
+    record(tx, &team.key, id, actor, &change).await?;
     kept(TicketAnswer::Done)
 }
 
@@ -479,6 +578,7 @@ async fn add_blocker<W: WriteTx>(
     tx: &mut W,
     settings: &TicketSettings,
     team: &Team,
+    actor: &Actor,
     id: &str,
     blocker: &str,
 ) -> WrittenOutcome {
@@ -508,6 +608,7 @@ async fn add_blocker<W: WriteTx>(
         return refused(refusal);
     }
     tx.run(sql::insert_blocker(&team.key, id, blocker)).await?;
+    record(tx, &team.key, id, actor, &Change::AddBlocker { blocker }).await?;
     kept(TicketAnswer::Done)
 }
 
@@ -516,10 +617,12 @@ async fn add_blocker<W: WriteTx>(
 async fn remove_blocker<W: WriteTx>(
     tx: &mut W,
     team: &Team,
+    actor: &Actor,
     id: &str,
     blocker: &str,
 ) -> WrittenOutcome {
-    if !exists(tx, &team.key, id).await? {
+    // Held, as every writer of the ticket's history holds it.
+    if !lock(tx, &team.key, id).await? {
         return refused(Refusal::unknown_ticket("removeBlocker", id));
     }
     if !ident::fits(blocker) {
@@ -532,5 +635,6 @@ async fn remove_blocker<W: WriteTx>(
     {
         return unchanged(TicketAnswer::Done);
     }
+    record(tx, &team.key, id, actor, &Change::RemoveBlocker { blocker }).await?;
     kept(TicketAnswer::Done)
 }

@@ -364,3 +364,73 @@ pub(super) fn insert_comment<'a>(
         ],
     }
 }
+
+/// The ticket's state, holding its row until the transaction ends where the
+/// dialect locks rows (as [`lock_ticket`]): a claim or a transition reads
+/// the state it moves the ticket from.
+pub(super) fn lock_state<'a>(dialect: Dialect, team: &'a str, id: &'a str) -> Fixed<'a, 2> {
+    let text = match dialect {
+        Dialect::Sqlite => "SELECT state FROM tickets WHERE team_key = $1 AND id = $2",
+        Dialect::Postgres => {
+            "SELECT state FROM tickets WHERE team_key = $1 AND id = $2 FOR NO KEY UPDATE"
+        }
+    };
+    Statement {
+        text,
+        args: [Arg::Text(team), Arg::Text(id)],
+    }
+}
+
+/// The columns of a history entry (migration 0010).
+pub(super) struct NewEntry<'a> {
+    pub team: &'a str,
+    pub id: &'a str,
+    pub now: i64,
+    pub actor: &'a str,
+    pub token_digest: Option<&'a str>,
+    pub change_json: &'a str,
+}
+
+/// The ticket's next history entry, numbered after its last one. Every
+/// writer of a ticket's history holds the ticket's row first (its lock, or
+/// the `UPDATE` it made), so two entries never take one number.
+pub(super) fn insert_history<'a>(e: &NewEntry<'a>) -> Fixed<'a, 6> {
+    Statement {
+        text: "INSERT INTO ticket_history \
+               (team_key, ticket_id, seq, at, actor, token_digest, change_json) \
+               SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, $5, $6 FROM ticket_history \
+               WHERE team_key = $1 AND ticket_id = $2",
+        args: [
+            Arg::Text(e.team),
+            Arg::Text(e.id),
+            Arg::Int(e.now),
+            Arg::Text(e.actor),
+            Arg::OptionalText(e.token_digest),
+            Arg::Text(e.change_json),
+        ],
+    }
+}
+
+/// A page of the ticket's history after entry `after`, oldest first.
+pub(super) fn history_page<'a>(team: &'a str, id: &'a str, after: i64, limit: i64) -> Fixed<'a, 4> {
+    Statement {
+        text: "SELECT seq, at, actor, token_digest, change_json FROM ticket_history \
+               WHERE team_key = $1 AND ticket_id = $2 AND seq > $3 ORDER BY seq LIMIT $4",
+        args: [
+            Arg::Text(team),
+            Arg::Text(id),
+            Arg::Int(after),
+            Arg::Int(limit),
+        ],
+    }
+}
+
+pub(super) fn history_row(row: &dyn Columns) -> StoreResult<crate::tickets::history::Entry> {
+    Ok(crate::tickets::history::Entry {
+        seq: row.int(0)?,
+        at: row.int(1)?,
+        actor: row.text(2)?,
+        token_digest: row.optional_text(3)?,
+        change_json: row.text(4)?,
+    })
+}
