@@ -15,6 +15,7 @@ mod reference;
 mod streams;
 mod tail;
 mod throughput;
+mod tickets;
 mod wake;
 
 use std::path::PathBuf;
@@ -163,6 +164,8 @@ enum Scenario {
     Frame,
     /// One dispatcher tick, protocol 2 against protocol 3, on aged stores (not part of `all`).
     Tick,
+    /// Hosted tickets: list-ready and dependency-states at a team of 10,000 (not part of `all`).
+    Tickets,
     All,
 }
 
@@ -267,6 +270,7 @@ async fn main() -> Result<()> {
             Scenario::Autobuild => autobuild::autobuild(&ctx, &cli.replay.params()).await,
             Scenario::Frame => autobuild::frame(&ctx, &cli.replay.params()).await,
             Scenario::Tick => autobuild::tick(&ctx, &cli.replay.params()).await,
+            Scenario::Tickets => tickets::tickets(&ctx).await.map(|t| vec![t]),
             Scenario::All => unreachable!(),
         };
         match result {
