@@ -63,7 +63,13 @@ fn body(input: Value) -> bytes::Bytes {
 
 async fn call(http: &reqwest::Client, server: &Server, op: &str, input: Value) -> Result<Value> {
     let status = if op == "create" { 201 } else { 200 };
-    let answer = post(http, &server.url(&format!("/tickets/{op}")), body(input), status).await?;
+    let answer = post(
+        http,
+        &server.url(&format!("/tickets/{op}")),
+        body(input),
+        status,
+    )
+    .await?;
     Ok(serde_json::from_slice(&answer)?)
 }
 

@@ -300,9 +300,10 @@ pub static TABLES: [Table; TABLE_COUNT] = [
 ];
 
 /// Columns of the schema the archive does not carry, as (table, column):
-/// each is derived from archived rows and recomputed by an import
-/// ([`recount_sql`]).
-pub const DERIVED: [(&str, &str); 1] = [("streams", "bytes")];
+/// each is derived from archived rows and recomputed by an import: a
+/// stream's bytes by [`recount_sql`], an event's type from its envelope by
+/// migration 0011's trigger as each row is inserted.
+pub const DERIVED: [(&str, &str); 2] = [("streams", "bytes"), ("events", "type")];
 
 /// What an import runs once its rows are in, to recompute [`DERIVED`]: an
 /// open stream's byte total (migration 0008) is the UTF-8 length of its

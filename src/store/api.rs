@@ -36,6 +36,24 @@ pub struct NewEvent {
     pub payload_json: String,
 }
 
+impl NewEvent {
+    /// The event's type as stored in the `type` column (migration 0011):
+    /// `type_json` is a validated JSON string, whose text is the type
+    /// itself unless it holds an escape (catalog types hold none).
+    pub fn type_name(&self) -> std::borrow::Cow<'_, str> {
+        let unquoted = self
+            .type_json
+            .strip_prefix('"')
+            .and_then(|rest| rest.strip_suffix('"'));
+        match unquoted {
+            Some(text) if !text.contains('\\') => text.into(),
+            _ => serde_json::from_str::<String>(&self.type_json)
+                .unwrap_or_else(|_| self.type_json.clone())
+                .into(),
+        }
+    }
+}
+
 /// An artifact whose blob is already written; only metadata remains.
 #[derive(Clone, Debug)]
 pub struct NewArtifact {

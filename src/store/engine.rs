@@ -156,6 +156,7 @@ pub(crate) trait WriteTx: Statements {
         seq: i64,
         now: i64,
         envelope: &str,
+        event_type: &str,
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Assign the next revision of `artifact`'s kind and store its

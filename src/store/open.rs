@@ -47,9 +47,17 @@ impl DatabaseUrl {
     /// migrate`, and the archive tools before they write (`import --apply`),
     /// through the store's own opener.
     pub async fn migrate(&self) -> anyhow::Result<()> {
+        self.migrate_in_batches(StoreOptions::default().migrate_batch_rows)
+            .await
+    }
+
+    /// [`Self::migrate`], converting `batch_rows` rows per transaction
+    /// (`--migrate-batch-rows`).
+    pub async fn migrate_in_batches(&self, batch_rows: u32) -> anyhow::Result<()> {
         let options = StoreOptions {
             pool_size: 1,
             migrate: true,
+            migrate_batch_rows: batch_rows,
             retention: Retention::disabled(),
             ..StoreOptions::default()
         };

@@ -12,6 +12,10 @@ pub struct StoreOptions {
     pub min_connections: u32,
     /// Run embedded migrations on open.
     pub migrate: bool,
+    /// Events a migration converts per transaction (migration 0011 fills
+    /// the `type` column of older events), so no write lock is held for a
+    /// whole table.
+    pub migrate_batch_rows: u32,
     /// The artifact retention applied by puts and deposits.
     pub retention: retention::Retention,
     /// The bounds of the collections clients grow.
@@ -55,6 +59,7 @@ impl Default for StoreOptions {
             pool_size: 16,
             min_connections: 4,
             migrate: true,
+            migrate_batch_rows: 10_000,
             retention: retention::Retention::default(),
             bounds: Bounds::default(),
             acquire_timeout: std::time::Duration::from_secs(10),

@@ -96,7 +96,7 @@ macro_rules! append_event_tail_sql {
 
 macro_rules! insert_event_sql {
     () => {
-        "INSERT INTO events (kind, resource_id, seq, envelope) VALUES ($1, $2, $3, $5)"
+        "INSERT INTO events (kind, resource_id, seq, envelope, type) VALUES ($1, $2, $3, $5, $6)"
     };
 }
 
@@ -126,31 +126,32 @@ pub(crate) use {
     next_revision_sql, resource_columns, select_resource_sql, select_stream_sql, stream_columns,
 };
 
-// Statements written once per `Dialect`: protocol 3's derived
-// reads look into the envelope and record JSON, which the two databases
-// spell differently (`json_extract` / `abstore_json_member`, migration 0005:
-// PostgreSQL's own JSON functions refuse a document holding `\u0000`, and
-// it reads the member's text as written, still escaped). The expressions are
-// exactly those migration 0005 indexes, so the planners can use them;
+// Statements written once per `Dialect`: protocol 3's derived reads select
+// events by the `type` column (migration 0011, index `events_by_type`), and
+// look into the envelope for a digest's `ts` and into the record JSON for a
+// build's repository, which the two databases spell differently
+// (`json_extract` / `abstore_json_member`, migration 0005: PostgreSQL's own
+// JSON functions refuse a document holding `\u0000`, and it reads the
+// member's text as written, still escaped). The repository expression is
+// exactly the one migration 0005 indexes, so the planners can use it;
 // SQLite, whose planner keeps the primary key without statistics, is told
-// to (`INDEXED BY`: a statement that could not use the index fails to
-// prepare rather than scan).
+// to use the type index (`INDEXED BY`: a statement that could not use the
+// index fails to prepare rather than scan).
 
 /// The build digests of a repository (protocol 3): one row per event of the
 /// four digest types of each of its builds, by slug then sequence, and a
 /// row with `NULL`s for a build without any. `$1`: the repository.
 ///
-/// The join selects by the indexed type expression; the type and time a row
-/// reports are `$row_ty` and `$row_ts`. On PostgreSQL they are read by
-/// position: its regular expression, twice for each of a week-old
-/// repository's ~9,000 digest events, was most of the read's cost
-/// (docs/benchmarks/frame-and-tick.md). By position is exact here:
-/// the server writes envelopes compact, resource member, `seq`, `ts`,
-/// actor, `type`, payload (store/envelope.rs, `envelope_json`); no actor has a
-/// `type` key, and a string value cannot hold `"type":"` or `,"ts":"`
-/// (its quotes are escaped), so the first of each is the member itself. The
-/// four digest types and every `ts` (ISO 8601) hold no escape or quote, and
-/// the windows (64 and 40 characters) exceed them.
+/// The join selects by the indexed type column; the type and time a row
+/// reports are `$row_ty` and `$row_ts`. On PostgreSQL the time is read by
+/// position: its regular expression, for each of a week-old repository's
+/// ~9,000 digest events, was most of the read's cost
+/// (docs/benchmarks/frame-and-tick.md). By position is exact here: the
+/// server writes envelopes compact, resource member, `seq`, `ts`, actor,
+/// `type`, payload (store/envelope.rs, `envelope_json`), and a string value
+/// cannot hold `,"ts":"` (its quotes are escaped), so the first is the
+/// member itself. Every `ts` (ISO 8601) holds no escape or quote, and the
+/// window (40 characters) exceeds it.
 macro_rules! build_digests_sql {
     ($events:literal, $ty:literal, $row_ty:literal, $row_ts:literal, $repo:literal) => {
         concat!(
@@ -343,15 +344,15 @@ pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
     // of server CPU a week-old store's frame.
     const SQLITE: &str = build_digests_sql!(
         "events e INDEXED BY events_by_type",
-        "json_extract(e.envelope, '$.type')",
-        "json_extract(e.envelope, '$.type')",
+        "e.type",
+        "e.type",
         "json_extract(e.envelope, '$.ts')",
         "json_extract(b.attrs, '$.repo')"
     );
     const POSTGRES: &str = build_digests_sql!(
         "events e",
-        "(abstore_json_member(e.envelope, 'type') COLLATE \"C\")",
-        "split_part(substr(e.envelope, strpos(e.envelope, '\"type\":\"') + 8, 64), '\"', 1)",
+        "e.type",
+        "e.type",
         "split_part(substr(e.envelope, strpos(e.envelope, ',\"ts\":\"') + 7, 40), '\"', 1)",
         "(abstore_json_member(b.attrs, 'repo') COLLATE \"C\")"
     );
@@ -555,14 +556,8 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
         stream_columns!(),
         " FROM streams WHERE scope_kind = $1 AND scope_id = $2 ORDER BY created_at, created_order"
     );
-    const STATE_EVENTS_SQLITE: &str = state_events_sql!(
-        "events INDEXED BY events_by_type",
-        "json_extract(envelope, '$.type')"
-    );
-    const STATE_EVENTS_POSTGRES: &str = state_events_sql!(
-        "events",
-        "(abstore_json_member(envelope, 'type') COLLATE \"C\")"
-    );
+    const STATE_EVENTS_SQLITE: &str = state_events_sql!("events INDEXED BY events_by_type", "type");
+    const STATE_EVENTS_POSTGRES: &str = state_events_sql!("events", "type");
     match listing {
         Listing::Events {
             resource: r,
@@ -645,9 +640,13 @@ pub(crate) fn append_event<'a>(
     seq: i64,
     now: i64,
     envelope: &'a str,
-) -> Fixed<'a, 5> {
+    event_type: &'a str,
+) -> Fixed<'a, 6> {
     const SQL: &str = insert_event_sql!();
-    statement(SQL, args![r.kind.tag(), &r.id, seq, now, envelope])
+    statement(
+        SQL,
+        args![r.kind.tag(), &r.id, seq, now, envelope, event_type],
+    )
 }
 
 /// [`append_event`]'s second half.

@@ -306,3 +306,239 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Migration 0011 on an aged store: a generated history imported, its
+/// protocol-3 answers read, the store taken back to migration 0010's schema
+/// (the `type` column, its trigger and index replaced by 0010's expression
+/// index, the two migrations unrecorded), then served again: the server
+/// fills every event's type in batches and answers byte for byte as before.
+#[cfg(test)]
+mod type_column {
+    use std::io::BufRead as _;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+
+    use super::*;
+    use crate::autobuild::history::{Size, generate};
+
+    fn abstore() -> PathBuf {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        target.join("debug/abstore")
+    }
+
+    struct Served {
+        child: Child,
+        base: String,
+    }
+
+    impl Drop for Served {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn serve(database: &str, blobs: &Path, extra: &[&str]) -> Served {
+        let mut child = Command::new(abstore())
+            .args(["serve", "--listen", "127.0.0.1:0", "--database", database])
+            .arg("--blobs")
+            .arg(blobs)
+            .args(["--accept-client", "0.9.0/3"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("abstore serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let base = loop {
+            let line = lines
+                .next()
+                .expect("the server announces its address")
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("abstore listening on ") {
+                break rest.trim().to_owned();
+            }
+        };
+        Served { child, base }
+    }
+
+    /// Every repository's build digests and state events, as served.
+    fn answers(served: &Served, repos: &[String]) -> Vec<String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let http = reqwest::Client::new();
+            let mut all = Vec::new();
+            for repo in repos {
+                for route in ["build-digests", "state-events"] {
+                    let url = format!("{}/repos/{}/{route}", served.base, repo.replace('/', "%2F"));
+                    let reply = http
+                        .get(&url)
+                        .header("x-autobuild-version", "0.9.0")
+                        .header("x-autobuild-protocol-version", "3")
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(reply.status().as_u16(), 200, "{url}");
+                    all.push(reply.text().await.unwrap());
+                }
+            }
+            all
+        })
+    }
+
+    fn import(archive: &Path, database: &str, blobs: &Path) {
+        let out = Command::new(abstore())
+            .arg("import")
+            .arg(archive)
+            .args(["--database", database, "--apply", "--quiet"])
+            .arg("--blobs")
+            .arg(blobs)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn history_archive(dir: &Path) -> (PathBuf, Vec<String>, u64) {
+        let size = Size {
+            journal_events: 1_200,
+            builds: 12,
+            events_per_build: 80,
+            span_secs: 40_000,
+        };
+        let history = generate(2, size, 2, 1_784_116_800_000, 11);
+        let archive = dir.join("aged.ndjson");
+        let written = write(&history, &archive).unwrap();
+        let repos = history.repos.iter().map(|r| r.id.clone()).collect();
+        (archive, repos, written.events)
+    }
+
+    /// Migration 0010's schema, from a migrated store.
+    const SQLITE_BACK_TO_0010: &str = "DROP TRIGGER events_type_from_envelope; \
+         DROP INDEX events_by_type; ALTER TABLE events DROP COLUMN type; \
+         CREATE INDEX events_by_type ON events (kind, resource_id, json_extract(envelope, '$.type'), seq); \
+         DROP TABLE event_types_filled; DELETE FROM _sqlx_migrations WHERE version >= 11;";
+
+    #[test]
+    fn an_aged_sqlite_store_gains_its_type_column_in_batches() {
+        let dir = std::env::temp_dir().join(format!("abstore-type-column-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (archive, repos, events) = history_archive(&dir);
+        let path = dir.join("aged.db");
+        let database = format!("sqlite://{}", path.display());
+        let blobs = dir.join("blobs");
+        import(&archive, &database, &blobs);
+        let before = answers(&serve(&database, &blobs, &[]), &repos);
+
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(SQLITE_BACK_TO_0010).unwrap();
+        drop(conn);
+        let after = answers(
+            &serve(&database, &blobs, &["--migrate-batch-rows", "97"]),
+            &repos,
+        );
+        assert!(before == after, "the answers changed across the migration");
+
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let (typed, matching): (i64, i64) = conn
+            .query_row(
+                "SELECT COUNT(type), SUM(type = json_extract(envelope, '$.type')) FROM events",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((typed, matching), (events as i64, events as i64));
+        let filled: i64 = conn
+            .query_row("SELECT COUNT(*) FROM event_types_filled", [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(filled, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_aged_postgres_store_gains_its_type_column_in_batches() {
+        let Ok(base) = std::env::var("ABSTORE_TEST_POSTGRES_URL") else {
+            eprintln!(
+                "*** SKIPPED: PostgreSQL type-column migration (set ABSTORE_TEST_POSTGRES_URL) ***"
+            );
+            return;
+        };
+        let dir =
+            std::env::temp_dir().join(format!("abstore-type-column-pg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (archive, repos, events) = history_archive(&dir);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let name = format!("abstore_type_column_{}", std::process::id());
+        let admin = |sql: String| {
+            let base = base.clone();
+            runtime.block_on(async move {
+                use sqlx::Connection as _;
+                let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            })
+        };
+        admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        admin(format!("CREATE DATABASE {name}"));
+        let database = match base.rsplit_once('/') {
+            Some((server, _)) => format!("{server}/{name}"),
+            None => panic!("ABSTORE_TEST_POSTGRES_URL has no database: {base}"),
+        };
+        let blobs = dir.join("blobs");
+        import(&archive, &database, &blobs);
+        let before = answers(&serve(&database, &blobs, &[]), &repos);
+        let run = |sql: &'static str| {
+            let database = database.clone();
+            runtime.block_on(async move {
+                use sqlx::Connection as _;
+                let mut conn = sqlx::PgConnection::connect(&database).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            })
+        };
+        run("DROP TRIGGER events_type_from_envelope ON events; \
+             DROP FUNCTION abstore_event_type_from_envelope(); \
+             DROP INDEX events_by_type; ALTER TABLE events DROP COLUMN type; \
+             CREATE INDEX events_by_type ON events (kind, resource_id, \
+             (abstore_json_member(envelope, 'type') COLLATE \"C\"), seq); \
+             DROP TABLE event_types_filled; DELETE FROM _sqlx_migrations WHERE version >= 11;");
+        let after = answers(
+            &serve(&database, &blobs, &["--migrate-batch-rows", "97"]),
+            &repos,
+        );
+        assert!(before == after, "the answers changed across the migration");
+        let counted = {
+            let database = database.clone();
+            runtime.block_on(async move {
+                use sqlx::Connection as _;
+                let mut conn = sqlx::PgConnection::connect(&database).await.unwrap();
+                let typed: (i64, i64, i64) = sqlx::query_as(
+                    "SELECT COUNT(type), COUNT(*) FILTER (WHERE type = abstore_json_member(envelope, 'type')), \
+                     (SELECT COUNT(*) FROM event_types_filled) FROM events",
+                )
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+                typed
+            })
+        };
+        assert_eq!(counted, (events as i64, events as i64, 1));
+        admin(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -125,6 +125,7 @@ impl ServeArgs {
             db_min_connections,
             db_acquire_timeout_ms,
             db_unavailable_acquire_timeout_ms,
+            migrate_batch_rows,
         } = db;
         let RequestArgs {
             max_artifact_bytes,
@@ -182,6 +183,7 @@ impl ServeArgs {
                 pool_size: db_pool_size,
                 min_connections: db_min_connections,
                 migrate: !no_migrate,
+                migrate_batch_rows,
                 retention,
                 bounds: bounds.into(),
                 acquire_timeout: Duration::from_millis(db_acquire_timeout_ms),
@@ -248,7 +250,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// `abstore migrate`.
 pub async fn migrate(db: DatabaseArgs) -> anyhow::Result<()> {
-    DatabaseUrl::parse(&db.database)?.migrate().await?;
+    DatabaseUrl::parse(&db.database)?
+        .migrate_in_batches(db.migrate_batch_rows)
+        .await?;
     tracing::info!("migrations applied");
     Ok(())
 }

@@ -42,6 +42,12 @@ pub struct DatabaseArgs {
     /// failed connect), so requests answer `503` at once during an outage.
     #[arg(long, env = "ABSTORE_DB_UNAVAILABLE_ACQUIRE_TIMEOUT_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
     pub db_unavailable_acquire_timeout_ms: u64,
+
+    /// Rows a migration converts per transaction (migration 0011 fills the
+    /// `type` of events stored before it), so no write lock is held for a
+    /// whole table; a crash keeps the batches done.
+    #[arg(long, env = "ABSTORE_MIGRATE_BATCH_ROWS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub migrate_batch_rows: u32,
 }
 
 impl std::fmt::Debug for DatabaseArgs {
@@ -55,6 +61,7 @@ impl std::fmt::Debug for DatabaseArgs {
                 "db_unavailable_acquire_timeout_ms",
                 &self.db_unavailable_acquire_timeout_ms,
             )
+            .field("migrate_batch_rows", &self.migrate_batch_rows)
             .finish()
     }
 }

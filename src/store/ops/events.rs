@@ -82,7 +82,8 @@ pub(super) async fn append_after(
 ) -> StoreResult<String> {
     let seq = last_seq + 1;
     let envelope = envelope_json(r, seq, now, event);
-    tx.append_event(r, seq, now, &envelope).await?;
+    tx.append_event(r, seq, now, &envelope, &event.type_name())
+        .await?;
     Ok(envelope)
 }
 

@@ -6,6 +6,7 @@
 
 mod connections;
 mod errors;
+mod fill_types;
 mod primitives;
 
 use std::sync::Arc;
@@ -99,6 +100,12 @@ impl PgBackend {
             .await?;
         if options.migrate {
             sqlx::migrate!("migrations/postgres").run(&pool).await?;
+            fill_types::fill(&pool, options.migrate_batch_rows, clock.now_ms()).await?;
+        } else if !fill_types::filled(&pool).await? {
+            anyhow::bail!(
+                "events stored before migration 0011 have no type column yet: \
+                 run `abstore migrate` (or start without --no-migrate)"
+            );
         }
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));

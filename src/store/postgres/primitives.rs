@@ -92,9 +92,9 @@ const FAST_APPEND: &str = "WITH bumped AS (\
      WHERE kind = $1 AND id = $2 AND updated_at < $3 + cardinality($7::text[]) \
      AND ($4::bigint IS NULL OR last_seq = $4) AND last_seq < $9::bigint \
      RETURNING last_seq, updated_at), \
-     stored AS (INSERT INTO events (kind, resource_id, seq, envelope) \
+     stored AS (INSERT INTO events (kind, resource_id, seq, envelope, type) \
      SELECT $1, $2, last_seq, $5::text || last_seq::text || $8::text \
-     || ($7::text[])[(updated_at - $3 + 1)::int] || $6::text FROM bumped RETURNING seq) \
+     || ($7::text[])[(updated_at - $3 + 1)::int] || $6::text, $10::text FROM bumped RETURNING seq) \
      SELECT (SELECT seq FROM stored) AS seq, (SELECT updated_at FROM bumped) AS ts, \
      (SELECT last_seq FROM resources WHERE kind = $1 AND id = $2) AS before";
 /// How far behind a resource's last write the clock may be for an append to
@@ -123,8 +123,8 @@ const FAST_DEPOSIT: &str = "WITH bumped AS (\
      SELECT $1, $2, a.artifact_kind, a.revision, a.blob_ref, a.size, a.metadata, $3 \
      FROM unnest($7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[]) \
      AS a(artifact_kind, revision, blob_ref, size, metadata), bumped), \
-     stored AS (INSERT INTO events (kind, resource_id, seq, envelope) \
-     SELECT $1, $2, last_seq, $12 FROM bumped RETURNING seq) \
+     stored AS (INSERT INTO events (kind, resource_id, seq, envelope, type) \
+     SELECT $1, $2, last_seq, $12, $13 FROM bumped RETURNING seq) \
      SELECT seq FROM stored";
 /// A chunk: the stream's tail bumped (only while open, with the clock not
 /// before its creation, and within the bounds: fewer than `$6` chunks, and
@@ -374,6 +374,7 @@ impl WriteTx for PgTx {
         // again with a fresh reading, which has passed that write.
         let head = envelope_head(r);
         let after = envelope_after_ts(event);
+        let event_type = event.type_name();
         for _ in 0..FAST_APPEND_ATTEMPTS {
             let now = self.now();
             let Some(conn) = self.autocommit() else {
@@ -392,6 +393,7 @@ impl WriteTx for PgTx {
                 .bind(&times)
                 .bind(TS_MEMBER)
                 .bind(max_events)
+                .bind(&*event_type)
                 .fetch_one(conn)
                 .await?;
             let seq: Option<i64> = row.try_get("seq")?;
@@ -501,6 +503,7 @@ impl WriteTx for PgTx {
                     .collect::<Vec<_>>(),
             )
             .bind(&envelope)
+            .bind(&*event.type_name())
             .fetch_optional(conn)
             .await;
         match stored {
@@ -562,8 +565,10 @@ impl WriteTx for PgTx {
         seq: i64,
         now: i64,
         envelope: &str,
+        event_type: &str,
     ) -> StoreResult<()> {
-        let statement = sql::append_event(r, seq, now, envelope).with_text(APPEND_EVENT);
+        let statement =
+            sql::append_event(r, seq, now, envelope, event_type).with_text(APPEND_EVENT);
         self.run(statement).await
     }
 

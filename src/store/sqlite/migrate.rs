@@ -74,7 +74,7 @@ mod tests {
     /// The rows sqlx 0.9's SQLite migrator wrote for these files (read back
     /// from a database the sqlx-based server migrated; later migrations: the
     /// SHA-384 of the file, which is what sqlx records).
-    const SQLX_CHECKSUMS: [(i64, &str, &str); 9] = [
+    const SQLX_CHECKSUMS: [(i64, &str, &str); 12] = [
         (
             1,
             "initial",
@@ -119,6 +119,21 @@ mod tests {
             9,
             "tickets",
             "9FA7BC2AA349D5883E85DA07511830A61589EFF23C888AB89DB2474DCC75DE5BA3F8D3981FF930BC65501E00AF229A57",
+        ),
+        (
+            10,
+            "ticket history",
+            "072B194148D9F053AF446079661816779091DD1AC351E15EABB172A9FA0F8BD357F87C32E5181F0E6C47FF6E3E090714",
+        ),
+        (
+            11,
+            "event type column",
+            "389A5AA932783DB5AFC3017721C49716AC7630EDDE3427494D2184AF2F9FA4CD71DC26DCFE6B04F82D6C8D2F5E0011FE",
+        ),
+        (
+            12,
+            "event type index",
+            "4BDA2BD36FBE6F43752C73E07083EB75E347A3E17FC2A61E239C2A9ED3EDECCE57F72E56B4AAC72918922AE82EF3CE17",
         ),
     ];
 

@@ -185,8 +185,9 @@ impl WriteTx for Conn<'_> {
         seq: i64,
         now: i64,
         envelope: &str,
+        event_type: &str,
     ) -> StoreResult<()> {
-        let insert = sql::append_event(r, seq, now, envelope);
+        let insert = sql::append_event(r, seq, now, envelope, event_type);
         self.execute(insert).await?;
         self.execute(insert.with_text(sql::APPEND_EVENT_TAIL))
             .await?;
@@ -285,7 +286,7 @@ mod tests {
 
     /// Protocol 3's derived reads cost little: the builds of a repository
     /// come from `builds_by_repo`, their digest events and a journal's
-    /// durable events and anchor from `events_by_type` (migration 0005);
+    /// durable events and anchor from `events_by_type` (migrations 0005, 0011);
     /// no table or journal is scanned whole.
     #[test]
     fn protocol_3_reads_use_their_indexes() {

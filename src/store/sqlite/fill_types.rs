@@ -1,0 +1,168 @@
+//! Migration 0011's second half on SQLite: give every event stored before
+//! it its `type` column, read from the envelope, in batches of
+//! `batch_rows` events by primary key, each its own transaction, so the
+//! write lock is never held for the whole table and a crash keeps the
+//! batches done (the next start resumes from the first event still
+//! without a type). `event_types_filled` records completion; a store
+//! without that row is not served.
+
+use anyhow::Context as _;
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+/// The last key of the next batch after `after`: `batch_rows` events on.
+const BATCH_END: &str = "SELECT kind, resource_id, seq FROM events \
+     WHERE (kind, resource_id, seq) > (?1, ?2, ?3) \
+     ORDER BY kind, resource_id, seq LIMIT 1 OFFSET ?4";
+/// Fill the events after `after` up to and including the batch's end.
+const FILL_UP_TO: &str = "UPDATE events SET type = json_extract(envelope, '$.type') \
+     WHERE (kind, resource_id, seq) > (?1, ?2, ?3) \
+     AND (kind, resource_id, seq) <= (?4, ?5, ?6) AND type IS NULL";
+/// Fill every event after `after` (the last batch).
+const FILL_REST: &str = "UPDATE events SET type = json_extract(envelope, '$.type') \
+     WHERE (kind, resource_id, seq) > (?1, ?2, ?3) AND type IS NULL";
+
+type Key = (String, String, i64);
+
+/// Whether every event has its type (the completion row exists).
+pub(super) fn filled(conn: &Connection) -> anyhow::Result<bool> {
+    Ok(conn
+        .query_row("SELECT 1 FROM event_types_filled LIMIT 1", [], |_| Ok(()))
+        .optional()
+        .context("reading event_types_filled (migration 0011)")?
+        .is_some())
+}
+
+/// Fill the types still missing, then record completion; how many events
+/// were filled.
+pub(super) fn fill(conn: &mut Connection, batch_rows: u32, now_ms: i64) -> anyhow::Result<u64> {
+    if filled(conn)? {
+        return Ok(0);
+    }
+    // Before every key: kinds are non-empty text.
+    let mut after: Key = (String::new(), String::new(), i64::MIN);
+    let mut total = 0u64;
+    loop {
+        let tx = conn.transaction()?;
+        let end: Option<Key> = tx
+            .query_row(
+                BATCH_END,
+                params![after.0, after.1, after.2, i64::from(batch_rows) - 1],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        let changed = match &end {
+            Some(end) => tx.execute(
+                FILL_UP_TO,
+                params![after.0, after.1, after.2, end.0, end.1, end.2],
+            )?,
+            None => tx.execute(FILL_REST, params![after.0, after.1, after.2])?,
+        };
+        if end.is_none() {
+            tx.execute(
+                "INSERT INTO event_types_filled (filled_at) VALUES (?1)",
+                params![now_ms],
+            )?;
+        }
+        tx.commit()?;
+        total += changed as u64;
+        match end {
+            Some(end) => after = end,
+            None => break,
+        }
+    }
+    if total > 0 {
+        tracing::info!(events = total, "event types filled (migration 0011)");
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store as migration 0010 left it, with events, then migrated: every
+    /// event gets its type, in batches of any size, and a second run does
+    /// nothing.
+    #[test]
+    fn fills_every_event_in_batches_of_any_size() {
+        for batch in [1, 2, 3, 7, 1000] {
+            let mut conn = Connection::open_in_memory().unwrap();
+            super::super::migrate::run(&mut conn).unwrap();
+            conn.execute_batch(
+                "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
+                 VALUES ('build', 'b', '{}', 0, 0, 5), ('repo', 'r', '{}', 0, 0, 2);",
+            )
+            .unwrap();
+            // Events as an older version stored them: no type. The trigger
+            // would fill them; drop it to model the older schema.
+            conn.execute_batch(
+                "DROP TRIGGER events_type_from_envelope; DELETE FROM event_types_filled;",
+            )
+            .unwrap();
+            for (kind, id, seq, ty) in [
+                ("build", "b", 1, "build.started"),
+                ("build", "b", 2, "observation.recorded"),
+                ("build", "b", 3, "odd \\\"quoted\\\""),
+                ("build", "b", 4, "build.completed"),
+                ("build", "b", 5, "pr.merged"),
+                ("repo", "r", 1, "harvest.done"),
+                ("repo", "r", 2, "dispatcher.run-started"),
+            ] {
+                let envelope = format!("{{\"seq\":{seq},\"type\":\"{ty}\",\"payload\":{{}}}}");
+                conn.execute(
+                    "INSERT INTO events (kind, resource_id, seq, envelope) VALUES (?1, ?2, ?3, ?4)",
+                    params![kind, id, seq, envelope],
+                )
+                .unwrap();
+            }
+            assert!(!filled(&conn).unwrap());
+            assert_eq!(fill(&mut conn, batch, 42).unwrap(), 7, "batch {batch}");
+            assert!(filled(&conn).unwrap());
+            let types: Vec<String> = conn
+                .prepare("SELECT type FROM events ORDER BY kind, resource_id, seq")
+                .unwrap()
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(
+                types,
+                [
+                    "build.started",
+                    "observation.recorded",
+                    "odd \"quoted\"",
+                    "build.completed",
+                    "pr.merged",
+                    "harvest.done",
+                    "dispatcher.run-started"
+                ]
+            );
+            assert_eq!(fill(&mut conn, batch, 43).unwrap(), 0);
+        }
+    }
+
+    /// An insert that names no type (an archive import) has it from the
+    /// envelope; one that names it keeps it.
+    #[test]
+    fn the_trigger_fills_only_a_missing_type() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::migrate::run(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
+             VALUES ('build', 'b', '{}', 0, 0, 2); \
+             INSERT INTO events (kind, resource_id, seq, envelope) \
+             VALUES ('build', 'b', 1, '{\"type\":\"from.envelope\"}'); \
+             INSERT INTO events (kind, resource_id, seq, envelope, type) \
+             VALUES ('build', 'b', 2, '{\"type\":\"x\"}', 'given');",
+        )
+        .unwrap();
+        let types: Vec<String> = conn
+            .prepare("SELECT type FROM events ORDER BY seq")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(types, ["from.envelope", "given"]);
+    }
+}
