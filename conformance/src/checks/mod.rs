@@ -8,6 +8,10 @@
 //! Autobuild 0.9.0 adds; those checks' ids start with `p3.`). A client of
 //! protocol N runs the checks of protocols up to N ([`checks_for`]); the
 //! runner selects them by the protocol version it sends.
+//!
+//! Checks of what abstore serves beyond the store protocol, or of its own
+//! choices, are named `abstore.…` (`--strict-spec` skips them): the hosted
+//! ticket checks are `abstore.tickets.…` ([`tickets`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +35,7 @@ pub mod repos;
 pub mod sessions;
 pub mod streams;
 pub mod ticket_assets;
+pub mod tickets;
 pub mod transport;
 
 /// Skip reason of checks that mint tokens: the runner has no `--secret`.
@@ -261,6 +266,8 @@ fn register_all(r: &mut Registry) {
     auth::register(r);
     auth_sessions::register(r);
     clock::register(r);
+    // Hosted tickets: every accepted identity reaches them, protocol 2 too.
+    tickets::register(r);
     r.since_protocol(3);
     protocol3::register(r);
     ticket_assets::register(r);
