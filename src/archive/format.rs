@@ -301,8 +301,9 @@ pub static TABLES: [Table; TABLE_COUNT] = [
 
 /// Columns of the schema the archive does not carry, as (table, column):
 /// each is derived from archived rows and recomputed by an import: a
-/// stream's bytes by [`recount_sql`], an event's type from its envelope by
-/// migration 0011's trigger as each row is inserted.
+/// stream's bytes by [`recount_sql`], an event's type from its envelope
+/// (PostgreSQL: migration 0011's trigger, as each row is inserted; SQLite:
+/// [`recount_sql`]).
 pub const DERIVED: [(&str, &str); 2] = [("streams", "bytes"), ("events", "type")];
 
 /// What an import runs once its rows are in, to recompute [`DERIVED`]: an
@@ -314,8 +315,12 @@ pub fn recount_sql(postgres: bool) -> &'static str {
         "UPDATE streams SET bytes = (SELECT COALESCE(SUM(octet_length(c.chunk)), 0) \
          FROM stream_chunks c WHERE c.stream_id = streams.id) WHERE status = 'open'"
     } else {
+        // And the type of the events just imported: PostgreSQL's trigger
+        // reads it from the envelope as each row is inserted; SQLite has
+        // none (it would cost every append), so one statement does it here.
         "UPDATE streams SET bytes = (SELECT COALESCE(SUM(length(CAST(c.chunk AS BLOB))), 0) \
-         FROM stream_chunks c WHERE c.stream_id = streams.id) WHERE status = 'open'"
+         FROM stream_chunks c WHERE c.stream_id = streams.id) WHERE status = 'open'; \
+         UPDATE events SET type = json_extract(envelope, '$.type') WHERE type IS NULL"
     }
 }
 

@@ -317,8 +317,8 @@ impl Destination for SqliteDestination {
 
     async fn recount(&mut self) -> anyhow::Result<()> {
         self.conn
-            .execute(format::recount_sql(false), [])
-            .context("recounting stream bytes")?;
+            .execute_batch(format::recount_sql(false))
+            .context("recounting stream bytes and filling event types")?;
         Ok(())
     }
 

@@ -68,7 +68,7 @@ pub fn write(history: &History, path: &Path) -> Result<Written> {
     let header = json!({
         "type": "header",
         "format": "abstore-archive",
-        "version": 4,
+        "version": 5,
         "abstore": "abstore-load",
         "source": "sqlite",
         "created_at": iso(history.now),
@@ -151,6 +151,7 @@ pub fn write(history: &History, path: &Path) -> Result<Written> {
             "ticket": 0,
             "ticket_blocker": 0,
             "ticket_comment": 0,
+            "ticket_history": 0,
             "blob": 0,
             "blob_bytes": 0,
         },
@@ -423,8 +424,7 @@ mod type_column {
     }
 
     /// Migration 0010's schema, from a migrated store.
-    const SQLITE_BACK_TO_0010: &str = "DROP TRIGGER events_type_from_envelope; \
-         DROP INDEX events_by_type; ALTER TABLE events DROP COLUMN type; \
+    const SQLITE_BACK_TO_0010: &str = "DROP INDEX events_by_type; ALTER TABLE events DROP COLUMN type; \
          CREATE INDEX events_by_type ON events (kind, resource_id, json_extract(envelope, '$.type'), seq); \
          DROP TABLE event_types_filled; DELETE FROM _sqlx_migrations WHERE version >= 11;";
 
@@ -440,6 +440,13 @@ mod type_column {
         let before = answers(&serve(&database, &blobs, &[]), &repos);
 
         let conn = rusqlite::Connection::open(&path).unwrap();
+        let imported: i64 = conn
+            .query_row("SELECT COUNT(type) FROM events", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(
+            imported, events as i64,
+            "the import fills every event's type"
+        );
         conn.execute_batch(SQLITE_BACK_TO_0010).unwrap();
         drop(conn);
         let after = answers(
@@ -463,6 +470,47 @@ mod type_column {
             })
             .unwrap();
         assert_eq!(filled, 1);
+
+        // A fill left unfinished (a crash mid-way): `--no-migrate` refuses
+        // to serve it, `abstore migrate` finishes it.
+        conn.execute_batch("DELETE FROM event_types_filled; UPDATE events SET type = NULL;")
+            .unwrap();
+        drop(conn);
+        let refused = Command::new(abstore())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--no-migrate",
+                "--database",
+                &database,
+            ])
+            .arg("--blobs")
+            .arg(&blobs)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && said.contains("run `abstore migrate`"),
+            "{said}"
+        );
+        let migrated = Command::new(abstore())
+            .args([
+                "migrate",
+                "--database",
+                &database,
+                "--migrate-batch-rows",
+                "1000000",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            migrated.status.success(),
+            "{}",
+            String::from_utf8_lossy(&migrated.stderr)
+        );
+        let again = answers(&serve(&database, &blobs, &["--no-migrate"]), &repos);
+        assert!(before == again, "the answers changed after a resumed fill");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

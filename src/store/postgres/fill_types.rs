@@ -24,6 +24,15 @@ const FILL_REST: &str = "UPDATE events SET type = abstore_json_member(envelope, 
 
 type Key = (String, String, i64);
 
+/// Whether migration 0011 was applied and its filling left unfinished (see
+/// the SQLite twin's `unfinished`).
+pub(super) async fn unfinished(pool: &PgPool) -> anyhow::Result<bool> {
+    let migrated: bool = sqlx::query_scalar("SELECT to_regclass('event_types_filled') IS NOT NULL")
+        .fetch_one(pool)
+        .await?;
+    Ok(migrated && !filled(pool).await?)
+}
+
 /// Whether every event has its type (the completion row exists).
 pub(super) async fn filled(pool: &PgPool) -> anyhow::Result<bool> {
     let row = sqlx::query("SELECT 1 FROM event_types_filled LIMIT 1")

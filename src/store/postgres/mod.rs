@@ -101,7 +101,7 @@ impl PgBackend {
         if options.migrate {
             sqlx::migrate!("migrations/postgres").run(&pool).await?;
             fill_types::fill(&pool, options.migrate_batch_rows, clock.now_ms()).await?;
-        } else if !fill_types::filled(&pool).await? {
+        } else if fill_types::unfinished(&pool).await? {
             anyhow::bail!(
                 "events stored before migration 0011 have no type column yet: \
                  run `abstore migrate` (or start without --no-migrate)"

@@ -23,6 +23,22 @@ const FILL_REST: &str = "UPDATE events SET type = json_extract(envelope, '$.type
 
 type Key = (String, String, i64);
 
+/// Whether migration 0011 was applied and its filling left unfinished: a
+/// store in that state must not be served (its protocol-3 reads would miss
+/// the events without a type). A schema older than 0011 is not this
+/// check's to refuse: its statements fail on their own.
+pub(super) fn unfinished(conn: &Connection) -> anyhow::Result<bool> {
+    let migrated = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'event_types_filled'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    Ok(migrated && !filled(conn)?)
+}
+
 /// Whether every event has its type (the completion row exists).
 pub(super) fn filled(conn: &Connection) -> anyhow::Result<bool> {
     Ok(conn
@@ -93,12 +109,9 @@ mod tests {
                  VALUES ('build', 'b', '{}', 0, 0, 5), ('repo', 'r', '{}', 0, 0, 2);",
             )
             .unwrap();
-            // Events as an older version stored them: no type. The trigger
-            // would fill them; drop it to model the older schema.
-            conn.execute_batch(
-                "DROP TRIGGER events_type_from_envelope; DELETE FROM event_types_filled;",
-            )
-            .unwrap();
+            // Events as an older version stored them: no type.
+            conn.execute_batch("DELETE FROM event_types_filled;")
+                .unwrap();
             for (kind, id, seq, ty) in [
                 ("build", "b", 1, "build.started"),
                 ("build", "b", 2, "observation.recorded"),
@@ -116,8 +129,10 @@ mod tests {
                 .unwrap();
             }
             assert!(!filled(&conn).unwrap());
+            assert!(unfinished(&conn).unwrap());
             assert_eq!(fill(&mut conn, batch, 42).unwrap(), 7, "batch {batch}");
             assert!(filled(&conn).unwrap());
+            assert!(!unfinished(&conn).unwrap());
             let types: Vec<String> = conn
                 .prepare("SELECT type FROM events ORDER BY kind, resource_id, seq")
                 .unwrap()
@@ -141,28 +156,11 @@ mod tests {
         }
     }
 
-    /// An insert that names no type (an archive import) has it from the
-    /// envelope; one that names it keeps it.
+    /// A schema older than 0011 is not refused here (its statements fail
+    /// on their own, as before).
     #[test]
-    fn the_trigger_fills_only_a_missing_type() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        super::super::migrate::run(&mut conn).unwrap();
-        conn.execute_batch(
-            "INSERT INTO resources (kind, id, attrs, created_at, updated_at, last_seq) \
-             VALUES ('build', 'b', '{}', 0, 0, 2); \
-             INSERT INTO events (kind, resource_id, seq, envelope) \
-             VALUES ('build', 'b', 1, '{\"type\":\"from.envelope\"}'); \
-             INSERT INTO events (kind, resource_id, seq, envelope, type) \
-             VALUES ('build', 'b', 2, '{\"type\":\"x\"}', 'given');",
-        )
-        .unwrap();
-        let types: Vec<String> = conn
-            .prepare("SELECT type FROM events ORDER BY seq")
-            .unwrap()
-            .query_map([], |row| row.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(types, ["from.envelope", "given"]);
+    fn only_an_unfinished_fill_is_refused() {
+        let conn = Connection::open_in_memory().unwrap();
+        assert!(!unfinished(&conn).unwrap());
     }
 }

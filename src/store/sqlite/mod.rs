@@ -126,7 +126,7 @@ impl SqliteBackend {
         if options.migrate {
             migrate::run(&mut conn)?;
             fill_types::fill(&mut conn, options.migrate_batch_rows, clock.now_ms())?;
-        } else if !fill_types::filled(&conn)? {
+        } else if fill_types::unfinished(&conn)? {
             anyhow::bail!(
                 "events stored before migration 0011 have no type column yet: \
                  run `abstore migrate` (or start without --no-migrate)"
