@@ -40,6 +40,7 @@ pub mod bounds;
 mod engine;
 mod envelope;
 mod error;
+mod fill_types;
 mod open;
 mod ops;
 mod options;

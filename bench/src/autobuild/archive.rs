@@ -214,7 +214,7 @@ mod tests {
     use crate::autobuild::history::{Size, generate};
 
     /// The server binary of this workspace (`cargo build --bin abstore`).
-    fn abstore() -> PathBuf {
+    pub(super) fn abstore() -> PathBuf {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
@@ -319,15 +319,9 @@ mod type_column {
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command, Stdio};
 
+    use super::tests::abstore;
     use super::*;
     use crate::autobuild::history::{Size, generate};
-
-    fn abstore() -> PathBuf {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-        target.join("debug/abstore")
-    }
 
     struct Served {
         child: Child,

@@ -1,28 +1,14 @@
-//! Migration 0011's second half on PostgreSQL (see the SQLite twin,
-//! `store/sqlite/fill_types.rs`): every event stored before it gets its
-//! `type`, in batches of `batch_rows` events by primary key, each its own
-//! transaction, so rows are locked a batch at a time and replicas of an
-//! older version keep appending meanwhile (their inserts are filled by the
-//! migration's trigger). Replicas migrating at once only repeat each
+//! Migration 0011's second half on PostgreSQL ([`crate::store::fill_types`]
+//! has the SQL and why). Rows are locked a batch at a time, so replicas of
+//! an older version keep appending meanwhile (their inserts are filled by
+//! the migration's trigger). Replicas migrating at once only repeat each
 //! other's work: a batch skips events that have their type.
 
 use anyhow::Context as _;
 use sqlx::{PgPool, Row as _};
 
-/// The last key of the next batch after `after`: `batch_rows` events on.
-const BATCH_END: &str = "SELECT kind, resource_id, seq FROM events \
-     WHERE (kind, resource_id, seq) > ($1, $2, $3) \
-     ORDER BY kind, resource_id, seq LIMIT 1 OFFSET $4";
-/// Fill the events after `after` up to and including the batch's end. The
-/// expression is the one migration 0005 indexed (types hold no escape).
-const FILL_UP_TO: &str = "UPDATE events SET type = abstore_json_member(envelope, 'type') \
-     WHERE (kind, resource_id, seq) > ($1, $2, $3) \
-     AND (kind, resource_id, seq) <= ($4, $5, $6) AND type IS NULL";
-/// Fill every event after `after` (the last batch).
-const FILL_REST: &str = "UPDATE events SET type = abstore_json_member(envelope, 'type') \
-     WHERE (kind, resource_id, seq) > ($1, $2, $3) AND type IS NULL";
-
-type Key = (String, String, i64);
+use crate::store::fill_types::{self as sql, Key};
+use crate::store::statement::Dialect;
 
 /// Whether migration 0011 was applied and its filling left unfinished (see
 /// the SQLite twin's `unfinished`).
@@ -35,7 +21,7 @@ pub(super) async fn unfinished(pool: &PgPool) -> anyhow::Result<bool> {
 
 /// Whether every event has its type (the completion row exists).
 pub(super) async fn filled(pool: &PgPool) -> anyhow::Result<bool> {
-    let row = sqlx::query("SELECT 1 FROM event_types_filled LIMIT 1")
+    let row = sqlx::query(sql::FILLED)
         .fetch_optional(pool)
         .await
         .context("reading event_types_filled (migration 0011)")?;
@@ -48,11 +34,11 @@ pub(super) async fn fill(pool: &PgPool, batch_rows: u32, now_ms: i64) -> anyhow:
     if filled(pool).await? {
         return Ok(0);
     }
-    let mut after: Key = (String::new(), String::new(), i64::MIN);
+    let mut after = sql::before_all();
     let mut total = 0u64;
     loop {
         let mut tx = pool.begin().await?;
-        let end = sqlx::query(BATCH_END)
+        let end = sqlx::query(sql::BATCH_END)
             .bind(&after.0)
             .bind(&after.1)
             .bind(after.2)
@@ -64,14 +50,14 @@ pub(super) async fn fill(pool: &PgPool, batch_rows: u32, now_ms: i64) -> anyhow:
             })
             .transpose()?;
         let changed = match &end {
-            Some(end) => sqlx::query(FILL_UP_TO)
+            Some(end) => sqlx::query(sql::fill_up_to(Dialect::Postgres))
                 .bind(&after.0)
                 .bind(&after.1)
                 .bind(after.2)
                 .bind(&end.0)
                 .bind(&end.1)
                 .bind(end.2),
-            None => sqlx::query(FILL_REST)
+            None => sqlx::query(sql::fill_rest(Dialect::Postgres))
                 .bind(&after.0)
                 .bind(&after.1)
                 .bind(after.2),
@@ -80,7 +66,7 @@ pub(super) async fn fill(pool: &PgPool, batch_rows: u32, now_ms: i64) -> anyhow:
         .await?
         .rows_affected();
         if end.is_none() {
-            sqlx::query("INSERT INTO event_types_filled (filled_at) VALUES ($1)")
+            sqlx::query(sql::MARK_FILLED)
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
@@ -92,8 +78,6 @@ pub(super) async fn fill(pool: &PgPool, batch_rows: u32, now_ms: i64) -> anyhow:
             None => break,
         }
     }
-    if total > 0 {
-        tracing::info!(events = total, "event types filled (migration 0011)");
-    }
+    sql::log_filled(total);
     Ok(total)
 }

@@ -1,27 +1,11 @@
-//! Migration 0011's second half on SQLite: give every event stored before
-//! it its `type` column, read from the envelope, in batches of
-//! `batch_rows` events by primary key, each its own transaction, so the
-//! write lock is never held for the whole table and a crash keeps the
-//! batches done (the next start resumes from the first event still
-//! without a type). `event_types_filled` records completion; a store
-//! without that row is not served.
+//! Migration 0011's second half on SQLite ([`crate::store::fill_types`]
+//! has the SQL and why), on the writer's connection before it starts.
 
 use anyhow::Context as _;
 use rusqlite::{Connection, OptionalExtension as _, params};
 
-/// The last key of the next batch after `after`: `batch_rows` events on.
-const BATCH_END: &str = "SELECT kind, resource_id, seq FROM events \
-     WHERE (kind, resource_id, seq) > (?1, ?2, ?3) \
-     ORDER BY kind, resource_id, seq LIMIT 1 OFFSET ?4";
-/// Fill the events after `after` up to and including the batch's end.
-const FILL_UP_TO: &str = "UPDATE events SET type = json_extract(envelope, '$.type') \
-     WHERE (kind, resource_id, seq) > (?1, ?2, ?3) \
-     AND (kind, resource_id, seq) <= (?4, ?5, ?6) AND type IS NULL";
-/// Fill every event after `after` (the last batch).
-const FILL_REST: &str = "UPDATE events SET type = json_extract(envelope, '$.type') \
-     WHERE (kind, resource_id, seq) > (?1, ?2, ?3) AND type IS NULL";
-
-type Key = (String, String, i64);
+use crate::store::fill_types::{self as sql, Key};
+use crate::store::statement::Dialect;
 
 /// Whether migration 0011 was applied and its filling left unfinished: a
 /// store in that state must not be served (its protocol-3 reads would miss
@@ -42,7 +26,7 @@ pub(super) fn unfinished(conn: &Connection) -> anyhow::Result<bool> {
 /// Whether every event has its type (the completion row exists).
 pub(super) fn filled(conn: &Connection) -> anyhow::Result<bool> {
     Ok(conn
-        .query_row("SELECT 1 FROM event_types_filled LIMIT 1", [], |_| Ok(()))
+        .query_row(sql::FILLED, [], |_| Ok(()))
         .optional()
         .context("reading event_types_filled (migration 0011)")?
         .is_some())
@@ -54,30 +38,29 @@ pub(super) fn fill(conn: &mut Connection, batch_rows: u32, now_ms: i64) -> anyho
     if filled(conn)? {
         return Ok(0);
     }
-    // Before every key: kinds are non-empty text.
-    let mut after: Key = (String::new(), String::new(), i64::MIN);
+    let mut after = sql::before_all();
     let mut total = 0u64;
     loop {
         let tx = conn.transaction()?;
         let end: Option<Key> = tx
             .query_row(
-                BATCH_END,
+                sql::BATCH_END,
                 params![after.0, after.1, after.2, i64::from(batch_rows) - 1],
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()?;
         let changed = match &end {
             Some(end) => tx.execute(
-                FILL_UP_TO,
+                sql::fill_up_to(Dialect::Sqlite),
                 params![after.0, after.1, after.2, end.0, end.1, end.2],
             )?,
-            None => tx.execute(FILL_REST, params![after.0, after.1, after.2])?,
+            None => tx.execute(
+                sql::fill_rest(Dialect::Sqlite),
+                params![after.0, after.1, after.2],
+            )?,
         };
         if end.is_none() {
-            tx.execute(
-                "INSERT INTO event_types_filled (filled_at) VALUES (?1)",
-                params![now_ms],
-            )?;
+            tx.execute(sql::MARK_FILLED, params![now_ms])?;
         }
         tx.commit()?;
         total += changed as u64;
@@ -86,9 +69,7 @@ pub(super) fn fill(conn: &mut Connection, batch_rows: u32, now_ms: i64) -> anyho
             None => break,
         }
     }
-    if total > 0 {
-        tracing::info!(events = total, "event types filled (migration 0011)");
-    }
+    sql::log_filled(total);
     Ok(total)
 }
 
