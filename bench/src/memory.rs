@@ -72,6 +72,9 @@ pub async fn memory(ctx: &Ctx) -> Result<Table> {
 async fn held(ctx: &Ctx, db: &crate::harness::Db, backend: Backend) -> Result<Vec<Vec<String>>> {
     let mut opts = ServerOpts::new(db, format!("memory-held-{backend:?}"));
     opts.metrics = true;
+    // Every reader comes from 127.0.0.1: the per-address ceiling (a quarter
+    // of --max-connections by default) would stop them at 4,096.
+    opts.extra = vec!["--max-connections-per-address".into(), "16384".into()];
     let server = Server::start(ctx, opts).await?;
     let control = client();
     // Builds are created with 16 concurrent requests.
