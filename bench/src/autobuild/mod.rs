@@ -101,9 +101,28 @@ pub struct Params {
     pub dashboards: usize,
     pub dispatchers: usize,
     pub seconds: f64,
-    /// Sent with every read (`Accept-Encoding`).
-    pub accept_encoding: String,
+    /// Sent with every read (`Accept-Encoding`); `None`: each scenario's
+    /// default ([`Params::replay_encoding`], [`Params::compare_encoding`]).
+    pub accept_encoding: Option<String>,
     pub pace: Pace,
+}
+
+impl Params {
+    /// The replay's `Accept-Encoding`: Bun's fetch's (Autobuild's client)
+    /// unless one was given.
+    pub fn replay_encoding(&self) -> String {
+        self.accept_encoding
+            .clone()
+            .unwrap_or_else(|| "gzip, deflate, br, zstd".to_owned())
+    }
+
+    /// `frame`'s and `tick`'s: `identity` unless one was given, as their
+    /// recorded figures were measured.
+    pub fn compare_encoding(&self) -> String {
+        self.accept_encoding
+            .clone()
+            .unwrap_or_else(|| "identity".to_owned())
+    }
 }
 
 /// The servers a run compares.
@@ -492,7 +511,7 @@ async fn replay(
     let process = || Proc {
         http: client_with_timeout(timeout),
         base: server.base.clone(),
-        accept_encoding: params.accept_encoding.clone(),
+        accept_encoding: params.replay_encoding(),
         rec: rec.clone(),
     };
     publish_effective_config(&process(), history, params.runners).await?;
@@ -531,7 +550,7 @@ async fn replay(
             let cli = Proc {
                 http: crate::harness::one_shot_client(timeout),
                 base: server.base.clone(),
-                accept_encoding: params.accept_encoding.clone(),
+                accept_encoding: params.replay_encoding(),
                 rec: rec.clone(),
             };
             tasks.spawn(clients::runner(

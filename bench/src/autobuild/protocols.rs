@@ -298,8 +298,27 @@ async fn both(
     };
     super::publish_effective_config(&seed, history, params.runners).await?;
     let repo = history.repos[0].id.clone();
-    let two = repeat(ctx, server, backends.as_mut(), &repo, unit, Protocol::Two).await?;
-    let three = repeat(ctx, server, backends.as_mut(), &repo, unit, Protocol::Three).await?;
+    let encoding = params.compare_encoding();
+    let two = repeat(
+        ctx,
+        server,
+        backends.as_mut(),
+        &repo,
+        unit,
+        Protocol::Two,
+        &encoding,
+    )
+    .await?;
+    let three = repeat(
+        ctx,
+        server,
+        backends.as_mut(),
+        &repo,
+        unit,
+        Protocol::Three,
+        &encoding,
+    )
+    .await?;
     Ok([two, three])
 }
 
@@ -333,13 +352,13 @@ async fn repeat(
     repo: &str,
     unit: Unit,
     protocol: Protocol,
+    accept_encoding: &str,
 ) -> Result<Measured> {
     let rec = Recorder::new();
     let p = Proc {
         http: client_as(protocol.identity(), Duration::from_secs(300)),
         base: server.base.clone(),
-        // As measured: answers uncompressed (docs/benchmarks/frame-and-tick.md).
-        accept_encoding: "identity".to_owned(),
+        accept_encoding: accept_encoding.to_owned(),
         rec: rec.clone(),
     };
     let repo = repo.to_owned();
