@@ -109,6 +109,9 @@ impl App {
                     settings.store.answer_times,
                 ))
             }),
+            state_events: settings
+                .state_events_cache
+                .map(crate::history::StateEventsCache::new),
             json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
             stream_closes: tokio::sync::Semaphore::new(
                 settings.max_concurrent_stream_closes as usize,
@@ -293,6 +296,7 @@ fn log_configuration(settings: &Settings, clients: &str, connections: &Connectio
         max_concurrent_stream_closes = settings.max_concurrent_stream_closes,
         compression = match limits.compress_min_bytes { None => "off".to_owned(), Some(min) => format!("zstd, br, gzip from {min} bytes") },
         history_cache = match settings.history_cache { None => "off".to_owned(), Some(cache) => format!("{} bytes, chunks of {} events", cache.bytes, cache.chunk_events) },
+        state_events_cache = match settings.state_events_cache { None => "off".to_owned(), Some(bytes) => format!("{bytes} bytes") },
         metrics_listen = ?settings.metrics_listen,
         catalog = %settings.clients.catalog.as_ref().map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string()),
         retention = %store.retention.policy,

@@ -52,6 +52,8 @@ pub struct Settings {
     pub max_held_reads: usize,
     /// The history cache; `None` when it or compression is off.
     pub history_cache: Option<HistoryCacheSettings>,
+    /// Bytes of the state-events cache; `None` when it is off.
+    pub state_events_cache: Option<usize>,
     pub connections: ConnectionSettings,
     /// The hosted tickets' lifecycle, bounds and answer ceiling.
     pub tickets: crate::tickets::TicketSettings,

@@ -85,6 +85,15 @@ fn describe() {
         "Bytes of zstd frames the history cache holds."
     );
     describe_gauge!(
+        "abstore_state_events_cache_bytes",
+        Unit::Bytes,
+        "Bytes of protocol-3 state-events answers (identity and zstd) the state-events cache holds."
+    );
+    describe_counter!(
+        "abstore_state_events_answers_total",
+        "State-events answers, by source (cache, database, or streamed when too large to keep)."
+    );
+    describe_gauge!(
         "abstore_held_reads_in_flight",
         "Held reads (wait=) currently waiting."
     );

@@ -35,6 +35,9 @@
 //! event; a read that finds it grew further teaches the next one.
 
 //!
+//! The protocol-3 state events, a filtered view of a repository journal,
+//! are kept whole per journal tail instead (`state_events`).
+//!
 //! Here: the plan of an answer (`plan`, pure), the cache of frames and of
 //! what reads have taught (`cache`), the zstd frames (`frames`) and the
 //! writer of an answer as a stream of frames (`answer`). The HTTP side
@@ -45,6 +48,8 @@ mod answer;
 mod cache;
 mod frames;
 mod plan;
+mod state_events;
 
 pub use answer::{Answer, answer};
 pub use cache::HistoryCache;
+pub use state_events::{StateAnswer, StateEventsCache, collect as collect_state_events};

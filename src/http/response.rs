@@ -26,6 +26,21 @@ pub fn json_response_bytes(status: StatusCode, body: bytes::Bytes) -> Response {
     response
 }
 
+/// `200` with a JSON answer the server compressed itself, as one zstd
+/// stream (the compression layer leaves an encoded answer alone).
+pub fn zstd_response(frames: bytes::Bytes) -> Response {
+    let mut response = json_response_bytes(StatusCode::OK, frames);
+    mark_zstd(response.headers_mut());
+    response
+}
+
+/// The headers of an answer in zstd, which another `Accept-Encoding` would
+/// have had otherwise.
+pub fn mark_zstd(headers: &mut axum::http::HeaderMap) {
+    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("zstd"));
+    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+}
+
 /// Serialise `value` as a JSON response.
 pub fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
     // Straight into a byte buffer, not through `Display`'s formatter; a

@@ -113,8 +113,7 @@ pub fn history_response(answer: crate::history::Answer) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("zstd"));
-    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    super::response::mark_zstd(headers);
     response
 }
 

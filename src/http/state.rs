@@ -76,6 +76,9 @@ pub struct AppState {
     /// The history cache (whole-history reads in zstd); `None` when
     /// compression or the cache is off.
     pub history: Option<Arc<crate::history::HistoryCache>>,
+    /// The protocol-3 state-events answers at their journals' tails;
+    /// `None` when that cache is off.
+    pub state_events: Option<crate::history::StateEventsCache>,
     /// Turns for closing streams (`--max-concurrent-stream-closes`): each
     /// close holds the document it assembles in memory.
     pub stream_closes: tokio::sync::Semaphore,

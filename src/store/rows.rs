@@ -44,8 +44,9 @@ pub enum Listing {
         until: Option<i64>,
     },
     /// A repository's state events (protocol 3): every event of a durable
-    /// type, and every event from the latest `dispatcher.run-started` on.
-    StateEvents { repo: String },
+    /// type, and every event from the latest `dispatcher.run-started` on,
+    /// as the journal stood at `until` (its end when `None`).
+    StateEvents { repo: String, until: Option<i64> },
     /// Chunks of stream `id` with `seq > since`.
     Chunks { id: String, since: i64 },
     /// Every build record (`listBuilds`).
@@ -77,7 +78,7 @@ impl Listing {
             Listing::Events { resource, .. } | Listing::Artifacts { resource, .. } => {
                 Some(resource.clone())
             }
-            Listing::Sessions { repo } | Listing::StateEvents { repo } => {
+            Listing::Sessions { repo } | Listing::StateEvents { repo, .. } => {
                 Some(ResourceRef::new(ResourceKind::Repo, repo))
             }
             Listing::Streams { scope } => Some(scope.clone()),

@@ -176,11 +176,13 @@ macro_rules! build_digests_sql {
 /// and every event from the latest `dispatcher.run-started` on, when there is
 /// one; in sequence order, one statement (one snapshot). Each part is a range
 /// of the type index (or of the primary key, from the anchor), so neither the
-/// journal nor its envelopes are scanned whole. `$1`: the repository.
+/// journal nor its envelopes are scanned whole. `$1`: the repository; `$2`: the
+/// journal's last sequence taken (the answer as the journal stood then).
 macro_rules! state_events_sql {
     ($by_type:literal, $ty:literal) => {
         concat!(
-            "SELECT envelope FROM events WHERE kind = 'repo' AND resource_id = $1 AND seq IN (",
+            "SELECT envelope FROM events WHERE kind = 'repo' AND resource_id = $1 AND seq <= $2 \
+             AND seq IN (",
             "SELECT seq FROM ",
             $by_type,
             " WHERE kind = 'repo' AND resource_id = $1 AND ",
@@ -206,7 +208,7 @@ macro_rules! state_events_sql {
             $by_type,
             " WHERE kind = 'repo' AND resource_id = $1 AND ",
             $ty,
-            " = 'dispatcher.run-started' ORDER BY seq DESC LIMIT 1)",
+            " = 'dispatcher.run-started' AND seq <= $2 ORDER BY seq DESC LIMIT 1)",
             ") ORDER BY seq"
         )
     };
@@ -567,12 +569,12 @@ pub(crate) fn listing(listing: &Listing, dialect: Dialect) -> Statement<Vec<Arg<
             let until = until.unwrap_or(i64::MAX);
             statement(EVENTS, args![r.kind.tag(), &r.id, *since, until].into())
         }
-        Listing::StateEvents { repo } => {
+        Listing::StateEvents { repo, until } => {
             let text = match dialect {
                 Dialect::Sqlite => STATE_EVENTS_SQLITE,
                 Dialect::Postgres => STATE_EVENTS_POSTGRES,
             };
-            statement(text, args![repo].into())
+            statement(text, args![repo, until.unwrap_or(i64::MAX)].into())
         }
         Listing::Chunks { id, since } => statement(CHUNKS, args![id, *since].into()),
         Listing::Builds => statement(BUILDS, Vec::new()),

@@ -37,6 +37,7 @@ mod robustness;
 mod routes;
 mod s3;
 mod security;
+mod state_events_cache;
 mod storage_full;
 mod store_durability;
 mod streamed_reads;

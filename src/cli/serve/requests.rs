@@ -166,17 +166,26 @@ pub struct CompressionArgs {
     /// for good) once the log holds every one of its sequence numbers.
     #[arg(long, env = "ABSTORE_HISTORY_CHUNK_EVENTS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(8..=65_536))]
     pub history_chunk_events: u32,
+
+    /// Bytes of protocol-3 state-events answers kept in memory, identity
+    /// and zstd, each repository's at its journal's last tail (an answer
+    /// over a quarter of this is read afresh every time); 0 turns the
+    /// cache off. Works with compression off too.
+    #[arg(long, env = "ABSTORE_STATE_EVENTS_CACHE_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = bytes_in(0, 1 << 40))]
+    pub state_events_cache_bytes: usize,
 }
 
 impl CompressionArgs {
-    /// The smallest answer compressed (`None`: compression is off) and the
-    /// history cache (`None`: off, as it is without compression).
-    pub fn into_settings(self) -> (Option<u16>, Option<HistoryCacheSettings>) {
+    /// The smallest answer compressed (`None`: compression is off), the
+    /// history cache (`None`: off, as it is without compression) and the
+    /// state-events cache's bytes (`None`: off).
+    pub fn into_settings(self) -> (Option<u16>, Option<HistoryCacheSettings>, Option<usize>) {
         let CompressionArgs {
             compress_min_bytes,
             no_compression,
             history_cache_bytes,
             history_chunk_events,
+            state_events_cache_bytes,
         } = self;
         let history_cache =
             (!no_compression && history_cache_bytes > 0).then_some(HistoryCacheSettings {
@@ -186,6 +195,7 @@ impl CompressionArgs {
         (
             (!no_compression).then_some(compress_min_bytes),
             history_cache,
+            (state_events_cache_bytes > 0).then_some(state_events_cache_bytes),
         )
     }
 }

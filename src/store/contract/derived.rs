@@ -77,6 +77,7 @@ async fn digests_json(s: &Arc<dyn Store>, repo: &str) -> Vec<Value> {
 async fn state_types(s: &Arc<dyn Store>, repo: &str) -> StoreResult<Vec<String>> {
     let listing = Listing::StateEvents {
         repo: repo.to_owned(),
+        until: None,
     };
     Ok(listed(s, listing)
         .await?
@@ -287,6 +288,7 @@ pub(super) async fn state_events(h: &Harness) {
     let text = s
         .read(Listing::StateEvents {
             repo: "acme/st".into(),
+            until: None,
         })
         .await
         .unwrap()

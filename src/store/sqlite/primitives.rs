@@ -276,8 +276,11 @@ mod tests {
     /// The plan SQLite's planner takes for `text`, one line per step.
     fn plan(conn: &Connection, text: &str) -> String {
         let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {text}")).unwrap();
+        let unbound = vec![Option::<String>::None; statement.parameter_count()];
         let rows = statement
-            .query_map([Option::<String>::None], |row| row.get::<_, String>(3))
+            .query_map(rusqlite::params_from_iter(unbound), |row| {
+                row.get::<_, String>(3)
+            })
             .unwrap()
             .collect::<Result<Vec<_>, _>>()
             .unwrap();
@@ -297,7 +300,10 @@ mod tests {
         let digests = plan(&conn, sql::build_digests("r", Dialect::Sqlite).text);
         assert!(digests.contains("INDEX builds_by_repo"), "{digests}");
         assert!(digests.contains("INDEX events_by_type"), "{digests}");
-        let listing = Listing::StateEvents { repo: "r".into() };
+        let listing = Listing::StateEvents {
+            repo: "r".into(),
+            until: Some(7),
+        };
         let state = plan(&conn, sql::listing(&listing, Dialect::Sqlite).text);
         assert_eq!(state.matches("INDEX events_by_type").count(), 4, "{state}");
         assert!(!state.contains("SCAN"), "{state}");
