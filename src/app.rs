@@ -80,6 +80,22 @@ impl App {
         };
         let blobs = Blobs::open(&settings.blobs)
             .with_context(|| format!("opening the blob store ({})", redact(&settings.blobs)))?;
+        // Exact only where every write to a log is announced before its
+        // client is answered: this process's own (src/history/short_logs.rs).
+        let short_logs = settings
+            .answer_caches
+            .short_logs
+            .filter(|_| settings.database.backend() == "sqlite")
+            .and_then(|bytes| {
+                let cache = Arc::new(crate::history::ShortLogCache::new(bytes));
+                let forget = cache.clone();
+                // Unobserved writes would leave answers stale: no cache then
+                // (the notifier is new, so it is always observed).
+                notifier
+                    .observe_writes(Box::new(move |resource| forget.forget(resource)))
+                    .is_ok()
+                    .then_some(cache)
+            });
         let held = HeldReads::new(
             store.clone(),
             notifier,
@@ -110,8 +126,10 @@ impl App {
                 ))
             }),
             state_events: settings
-                .state_events_cache
+                .answer_caches
+                .state_events
                 .map(crate::history::StateEventsCache::new),
+            short_logs,
             json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
             stream_closes: tokio::sync::Semaphore::new(
                 settings.max_concurrent_stream_closes as usize,
@@ -296,7 +314,8 @@ fn log_configuration(settings: &Settings, clients: &str, connections: &Connectio
         max_concurrent_stream_closes = settings.max_concurrent_stream_closes,
         compression = match limits.compress_min_bytes { None => "off".to_owned(), Some(min) => format!("zstd, br, gzip from {min} bytes") },
         history_cache = match settings.history_cache { None => "off".to_owned(), Some(cache) => format!("{} bytes, chunks of {} events", cache.bytes, cache.chunk_events) },
-        state_events_cache = match settings.state_events_cache { None => "off".to_owned(), Some(bytes) => format!("{bytes} bytes") },
+        state_events_cache = match settings.answer_caches.state_events { None => "off".to_owned(), Some(bytes) => format!("{bytes} bytes") },
+        short_log_cache = match settings.answer_caches.short_logs { None => "off".to_owned(), Some(_) if settings.database.backend() != "sqlite" => "off (SQLite files only)".to_owned(), Some(bytes) => format!("{bytes} bytes") },
         metrics_listen = ?settings.metrics_listen,
         catalog = %settings.clients.catalog.as_ref().map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string()),
         retention = %store.retention.policy,

@@ -52,8 +52,8 @@ pub struct Settings {
     pub max_held_reads: usize,
     /// The history cache; `None` when it or compression is off.
     pub history_cache: Option<HistoryCacheSettings>,
-    /// Bytes of the state-events cache; `None` when it is off.
-    pub state_events_cache: Option<usize>,
+    /// The state-events and short-log caches.
+    pub answer_caches: AnswerCaches,
     pub connections: ConnectionSettings,
     /// The hosted tickets' lifecycle, bounds and answer ceiling.
     pub tickets: crate::tickets::TicketSettings,
@@ -143,4 +143,13 @@ impl SecretSource {
     pub fn resolve(&self) -> anyhow::Result<Option<crate::secret::Secret>> {
         crate::secret::Secret::resolve(self.value.as_deref(), self.file.as_deref(), self.rules)
     }
+}
+
+/// The bytes of the caches of whole answers (`crate::history`); `None`: off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnswerCaches {
+    /// Protocol-3 state events, per journal tail.
+    pub state_events: Option<usize>,
+    /// Whole short logs, until written (used on SQLite files only).
+    pub short_logs: Option<usize>,
 }

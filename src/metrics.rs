@@ -94,6 +94,15 @@ fn describe() {
         "State-events answers, by source (cache, database, or streamed when too large to keep)."
     );
     describe_gauge!(
+        "abstore_short_log_cache_bytes",
+        Unit::Bytes,
+        "Bytes of whole short event logs (identity and zstd) the short-log cache holds."
+    );
+    describe_counter!(
+        "abstore_short_log_answers_total",
+        "Whole-log reads the short-log cache was asked for, by source (cache, or database)."
+    );
+    describe_gauge!(
         "abstore_held_reads_in_flight",
         "Held reads (wait=) currently waiting."
     );

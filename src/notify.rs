@@ -33,7 +33,13 @@ pub struct Notifier {
     /// write it announces committed): how held reads tell whether a shared
     /// query is fresh enough for them (flights.rs).
     epoch: AtomicU64,
+    /// Told of every write [`notify`](Self::notify) announces, before its
+    /// held reads wake (the short-log cache, `crate::history`).
+    on_write: std::sync::OnceLock<WriteObserver>,
 }
+
+/// What [`Notifier::observe_writes`] calls with each written resource.
+pub type WriteObserver = Box<dyn Fn(&ResourceRef) + Send + Sync>;
 
 /// A waiter's registration; dropping it unregisters.
 pub(crate) struct Subscription<'a> {
@@ -58,8 +64,18 @@ impl Notifier {
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// A write to `resource` committed: wake every held read waiting on it.
+    /// Have `observer` told of every write announced from now on (once;
+    /// a second observer is refused and returned).
+    pub fn observe_writes(&self, observer: WriteObserver) -> Result<(), WriteObserver> {
+        self.on_write.set(observer)
+    }
+
+    /// A write to `resource` committed: tell the observer, then wake every
+    /// held read waiting on it.
     pub fn notify(&self, resource: &ResourceRef) {
+        if let Some(observer) = self.on_write.get() {
+            observer(resource);
+        }
         self.advance();
         let notify = self.lock().get(resource).map(|entry| entry.notify.clone());
         if let Some(notify) = notify {

@@ -76,6 +76,13 @@ impl HistoryCache {
         }
     }
 
+    /// Whether `resource`'s log is known to span a whole chunk: too long for
+    /// the short-log cache to try (its whole answer is streamed, or nearly).
+    pub fn known_long(&self, resource: &ResourceRef) -> bool {
+        self.known_last(resource)
+            .is_some_and(|last| last >= self.chunk_events)
+    }
+
     /// The last sequence `resource`'s log is known to have reached.
     pub(super) fn known_last(&self, resource: &ResourceRef) -> Option<i64> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);

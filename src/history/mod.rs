@@ -36,7 +36,8 @@
 
 //!
 //! The protocol-3 state events, a filtered view of a repository journal,
-//! are kept whole per journal tail instead (`state_events`).
+//! are kept whole per journal tail instead (`state_events`), and on a SQLite
+//! file whole short logs are kept until they are written (`short_logs`).
 //!
 //! Here: the plan of an answer (`plan`, pure), the cache of frames and of
 //! what reads have taught (`cache`), the zstd frames (`frames`) and the
@@ -47,9 +48,13 @@
 mod answer;
 mod cache;
 mod frames;
+mod kept;
 mod plan;
+mod short_logs;
 mod state_events;
 
 pub use answer::{Answer, answer};
 pub use cache::HistoryCache;
-pub use state_events::{StateAnswer, StateEventsCache, collect as collect_state_events};
+pub use kept::{KeptAnswer, collect};
+pub use short_logs::{ShortLogCache, Ticket as ShortLogTicket};
+pub use state_events::{StateAnswer, StateEventsCache};

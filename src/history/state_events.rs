@@ -22,14 +22,13 @@
 //! not kept: its tail is remembered, so the next read at the same tail
 //! streams it straight away instead of trying to collect it again.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use hashlink::LruCache;
 
-use super::frames;
-use crate::store::rows::Next;
-use crate::store::{Rows, StoreError};
+use super::kept::KeptAnswer;
+use crate::store::StoreError;
 
 /// The state-events answers of recently read repositories.
 pub struct StateEventsCache {
@@ -47,30 +46,22 @@ struct Entries {
 pub struct StateAnswer {
     /// The journal's last sequence the answer was read at.
     pub tail: i64,
-    /// The whole JSON text, `[`…`]`; `None` when it was too large to keep.
-    pub text: Option<Bytes>,
-    zstd: OnceLock<Bytes>,
+    /// The whole answer, `[`…`]`; `None` when it was too large to keep.
+    pub kept: Option<KeptAnswer>,
 }
 
 impl StateAnswer {
     /// The answer as one zstd frame, compressed the first time it is asked
     /// for (`None` when the text was not kept).
     pub fn zstd(&self, cache: &StateEventsCache, repo: &str) -> Result<Option<Bytes>, StoreError> {
-        let Some(text) = &self.text else {
+        let Some(kept) = &self.kept else {
             return Ok(None);
         };
-        if let Some(done) = self.zstd.get() {
-            return Ok(Some(done.clone()));
+        let (frame, made) = kept.zstd()?;
+        if let Some(len) = made {
+            cache.grew(repo, self, len);
         }
-        let mut encoder = frames::encoder(frames::LIVE_LEVEL);
-        frames::compress(&mut encoder, text)?;
-        let frame = frames::finish(encoder)?;
-        // Two readers may both compress; the first one's frame is kept and
-        // counted once.
-        if self.zstd.set(frame.clone()).is_ok() {
-            cache.grew(repo, self, frame.len());
-        }
-        Ok(Some(self.zstd.get().cloned().unwrap_or(frame)))
+        Ok(Some(frame))
     }
 }
 
@@ -104,8 +95,7 @@ impl StateEventsCache {
     pub fn insert(&self, repo: &str, tail: i64, text: Option<Bytes>) -> Arc<StateAnswer> {
         let answer = Arc::new(StateAnswer {
             tail,
-            text,
-            zstd: OnceLock::new(),
+            kept: text.map(KeptAnswer::new),
         });
         let mut inner = self.lock();
         match inner.by_repo.get(repo) {
@@ -158,27 +148,8 @@ impl StateEventsCache {
 
 impl StateAnswer {
     fn held_bytes(&self) -> usize {
-        self.text.as_ref().map_or(0, Bytes::len) + self.zstd.get().map_or(0, Bytes::len)
+        self.kept.as_ref().map_or(0, KeptAnswer::held_bytes)
     }
-}
-
-/// A state-events read's whole answer, `[`…`]`, or `None` once it grows past
-/// `max` bytes (the rest of the read is dropped, which stops it).
-pub async fn collect(mut rows: Rows, max: usize) -> Result<Option<Bytes>, StoreError> {
-    let mut text = BytesMut::from(&b"["[..]);
-    while let Some(step) = rows.next().await {
-        match step? {
-            Next::Piece(piece) => {
-                if text.len() + piece.len() + 1 > max {
-                    return Ok(None);
-                }
-                text.extend_from_slice(&piece);
-            }
-            Next::End(()) => break,
-        }
-    }
-    text.extend_from_slice(b"]");
-    Ok(Some(text.freeze()))
 }
 
 #[cfg(test)]
@@ -232,6 +203,6 @@ mod tests {
         // A too-large answer keeps its tail, and has no zstd form.
         let large = cache.insert("big", 3, None);
         assert!(large.zstd(&cache, "big").unwrap().is_none());
-        assert!(cache.get("big", 3).unwrap().text.is_none());
+        assert!(cache.get("big", 3).unwrap().kept.is_none());
     }
 }

@@ -19,6 +19,7 @@ mod gate;
 mod health;
 mod host;
 mod identity;
+mod kept;
 mod middleware;
 mod path;
 mod readiness;

@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use super::error::{ApiError, ApiResult};
 use super::path::ResourcePath;
-use super::response::{json, json_response, json_response_bytes, zstd_response};
+use super::response::{json, json_response};
 use super::rows::{fixed_suffix, rows_response};
 use super::state::SharedState;
 use crate::protocol::wire;
@@ -79,12 +79,12 @@ pub(super) async fn state_events(
     let (answer, source) = match cache.get(&repo.id, tail) {
         Some(answer) => (answer, "cache"),
         None => {
-            let rows = state.store.read(listing.clone()).await?;
-            let text = crate::history::collect_state_events(rows, cache.max_answer_bytes()).await?;
+            let mut rows = state.store.read(listing.clone()).await?;
+            let text = crate::history::collect(&mut rows, cache.max_answer_bytes()).await?;
             (cache.insert(&repo.id, tail, text), "database")
         }
     };
-    let Some(text) = &answer.text else {
+    let Some(kept) = &answer.kept else {
         // Too large to keep: streamed as without the cache.
         metrics::counter!("abstore_state_events_answers_total", "source" => "streamed")
             .increment(1);
@@ -92,15 +92,7 @@ pub(super) async fn state_events(
         return Ok(rows_response(rows, "[", fixed_suffix("]")).await?);
     };
     metrics::counter!("abstore_state_events_answers_total", "source" => source).increment(1);
-    let compress = state
-        .limits
-        .compress_min_bytes
-        .is_some_and(|min| text.len() >= usize::from(min));
-    if compress
-        && super::accept::prefers_zstd(&headers)
-        && let Some(frame) = answer.zstd(cache, &repo.id)?
-    {
-        return Ok(zstd_response(frame));
-    }
-    Ok(json_response_bytes(StatusCode::OK, text.clone()))
+    super::kept::kept_response(&state, &headers, kept.text(), || {
+        answer.zstd(cache, &repo.id)
+    })
 }

@@ -163,6 +163,13 @@ pub async fn read_events(
         since,
         until: None,
     };
+    if wait.is_zero()
+        && since <= 0
+        && let Some(logs) = &state.short_logs
+        && !state.history.as_ref().is_some_and(|h| h.known_long(&r))
+    {
+        return super::kept::whole_log(&state, logs, &headers, r, listing).await;
+    }
     if !wait.is_zero() {
         // Held: wait on a probe of the first rows, which is the whole answer
         // whenever it is short (a woken tail read: one new event).

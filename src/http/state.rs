@@ -79,6 +79,9 @@ pub struct AppState {
     /// The protocol-3 state-events answers at their journals' tails;
     /// `None` when that cache is off.
     pub state_events: Option<crate::history::StateEventsCache>,
+    /// Whole short event logs until they are written; SQLite files only,
+    /// `None` otherwise or when off.
+    pub short_logs: Option<Arc<crate::history::ShortLogCache>>,
     /// Turns for closing streams (`--max-concurrent-stream-closes`): each
     /// close holds the document it assembles in memory.
     pub stream_closes: tokio::sync::Semaphore,

@@ -37,6 +37,7 @@ mod robustness;
 mod routes;
 mod s3;
 mod security;
+mod short_log_cache;
 mod state_events_cache;
 mod storage_full;
 mod store_durability;

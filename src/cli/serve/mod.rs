@@ -171,7 +171,7 @@ impl ServeArgs {
              otherwise clients reading slowly could hold every database connection",
         );
         let (retention, retention_source) = retention.load()?;
-        let (compress_min_bytes, history_cache, state_events_cache) = compression.into_settings();
+        let (compress_min_bytes, history_cache, answer_caches) = compression.into_settings();
         let (ticket_lifecycle, ticket_bounds) = tickets.into_config()?;
         Ok(Settings {
             listen,
@@ -216,7 +216,7 @@ impl ServeArgs {
             max_concurrent_stream_closes,
             max_held_reads,
             history_cache,
-            state_events_cache,
+            answer_caches,
             connections,
             tickets: crate::tickets::TicketSettings {
                 lifecycle: ticket_lifecycle,
@@ -354,7 +354,8 @@ mod tests {
         assert_eq!(limits.max_json_body_bytes, 4 * 1_048_576);
         let cache = settings.history_cache.expect("the history cache is on");
         assert_eq!((cache.chunk_events, cache.bytes), (256, 64 * 1_048_576));
-        assert_eq!(settings.state_events_cache, Some(64 * 1_048_576));
+        assert_eq!(settings.answer_caches.state_events, Some(64 * 1_048_576));
+        assert_eq!(settings.answer_caches.short_logs, Some(32 * 1_048_576));
         let connections = &settings.connections;
         assert_eq!(connections.max_connections, 16_384);
         assert_eq!(connections.max_per_address, None);
@@ -379,12 +380,21 @@ mod tests {
         assert!(settings.history_cache.is_none());
         assert_eq!(settings.test_clock, Some(1_784_116_800_000));
         assert_eq!(settings.store.max_streamed_reads, 3);
-        // The state-events cache keeps identity answers too.
-        assert_eq!(settings.state_events_cache, Some(64 * 1_048_576));
+        // The answer caches keep identity answers too.
+        assert_eq!(settings.answer_caches.state_events, Some(64 * 1_048_576));
+        assert_eq!(settings.answer_caches.short_logs, Some(32 * 1_048_576));
         let settings = parse(&["--history-cache-bytes", "0"]);
         assert_eq!(settings.limits.compress_min_bytes, Some(1024));
         assert!(settings.history_cache.is_none());
-        let settings = parse(&["--state-events-cache-bytes", "0"]);
-        assert_eq!(settings.state_events_cache, None);
+        let settings = parse(&[
+            "--state-events-cache-bytes",
+            "0",
+            "--short-log-cache-bytes",
+            "0",
+        ]);
+        assert_eq!(
+            settings.answer_caches,
+            crate::config::AnswerCaches::default()
+        );
     }
 }

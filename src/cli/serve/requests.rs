@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::bytes_in;
 use crate::cli::boolish;
-use crate::config::{ConnectionSettings, HistoryCacheSettings};
+use crate::config::{AnswerCaches, ConnectionSettings, HistoryCacheSettings};
 use crate::connections::Deadlines;
 
 /// What one request may take, and how many are served at once.
@@ -173,19 +173,27 @@ pub struct CompressionArgs {
     /// cache off. Works with compression off too.
     #[arg(long, env = "ABSTORE_STATE_EVENTS_CACHE_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = bytes_in(0, 1 << 40))]
     pub state_events_cache_bytes: usize,
+
+    /// Bytes of whole short event logs kept in memory (identity and zstd),
+    /// each until its log is next written; SQLite files only (on PostgreSQL
+    /// another replica's write is heard only after it was acknowledged).
+    /// 0 turns the cache off.
+    #[arg(long, env = "ABSTORE_SHORT_LOG_CACHE_BYTES", default_value_t = 32 * 1024 * 1024, value_parser = bytes_in(0, 1 << 40))]
+    pub short_log_cache_bytes: usize,
 }
 
 impl CompressionArgs {
     /// The smallest answer compressed (`None`: compression is off), the
     /// history cache (`None`: off, as it is without compression) and the
-    /// state-events cache's bytes (`None`: off).
-    pub fn into_settings(self) -> (Option<u16>, Option<HistoryCacheSettings>, Option<usize>) {
+    /// answer caches' bytes.
+    pub fn into_settings(self) -> (Option<u16>, Option<HistoryCacheSettings>, AnswerCaches) {
         let CompressionArgs {
             compress_min_bytes,
             no_compression,
             history_cache_bytes,
             history_chunk_events,
             state_events_cache_bytes,
+            short_log_cache_bytes,
         } = self;
         let history_cache =
             (!no_compression && history_cache_bytes > 0).then_some(HistoryCacheSettings {
@@ -195,7 +203,10 @@ impl CompressionArgs {
         (
             (!no_compression).then_some(compress_min_bytes),
             history_cache,
-            (state_events_cache_bytes > 0).then_some(state_events_cache_bytes),
+            AnswerCaches {
+                state_events: (state_events_cache_bytes > 0).then_some(state_events_cache_bytes),
+                short_logs: (short_log_cache_bytes > 0).then_some(short_log_cache_bytes),
+            },
         )
     }
 }
