@@ -38,6 +38,10 @@ use super::kept::KeptAnswer;
 use crate::protocol::ResourceRef;
 use crate::store::StoreError;
 
+/// At most this many logs have a slot (kept or being read): a read whose
+/// client left before it ended leaves its mark until a write or eviction.
+const MAX_SLOTS: usize = 65_536;
+
 pub struct ShortLogCache {
     capacity: usize,
     inner: Mutex<Inner>,
@@ -141,7 +145,7 @@ impl ShortLogCache {
     }
 
     fn evict(&self, inner: &mut Inner) {
-        while inner.bytes > self.capacity {
+        while inner.bytes > self.capacity || inner.slots.len() > MAX_SLOTS {
             let Some((_, slot)) = inner.slots.remove_lru() else {
                 break;
             };
