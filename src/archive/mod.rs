@@ -11,6 +11,7 @@
 //! - [`output`]: write-to-temporary, fsync, rename.
 //! - [`progress`]: progress lines on stderr.
 
+pub mod autobuild;
 pub mod backup;
 pub mod db;
 pub mod export;
