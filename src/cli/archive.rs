@@ -55,10 +55,11 @@ impl SourceArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct ExportArgs {
-    /// The store to read: `sqlite://PATH` or `postgres://…` (not with `--from`).
+    /// The store to read: `sqlite://PATH` or `postgres://…` (not read with
+    /// `--from`).
     #[arg(long, env = "ABSTORE_DATABASE", required_unless_present = "from")]
     pub database: Option<String>,
-    /// The store's blob location (as `serve --blobs`; not with `--from`).
+    /// The store's blob location (as `serve --blobs`), not read with `--from`.
     #[arg(long, env = "ABSTORE_BLOBS", required_unless_present = "from")]
     pub blobs: Option<String>,
     #[command(flatten)]
