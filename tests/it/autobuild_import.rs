@@ -915,3 +915,167 @@ async fn autobuild_import_refuses_unknown_schemas() {
         "{stderr}"
     );
 }
+
+// ── Proof by difference against Autobuild itself ────────────────────────────
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bun() -> String {
+    std::env::var("ABC_BUN")
+        .or_else(|_| std::env::var("BUN"))
+        .unwrap_or_else(|_| "bun".to_owned())
+}
+
+/// Starts Autobuild's reference server (bench/reference/serve.ts) over the
+/// local store at `root`; returns it and its URL.
+async fn start_autobuild_reference(
+    autobuild: &str,
+    root: &Path,
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(bun())
+        .arg(workspace().join("bench/reference/serve.ts"))
+        .arg(autobuild)
+        .arg(format!(
+            "sqlite-file:{}",
+            root.join("autobuild.sqlite").display()
+        ))
+        .arg(root.join("blobs"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run Bun (set ABC_BUN)");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("reference listening on ") {
+                return url.trim_end_matches('/').to_owned();
+            }
+        }
+        panic!("serve.ts exited without listening")
+    })
+    .await
+    .expect("the reference server started within 60 s");
+    (child, url)
+}
+
+/// A store written by Autobuild's own local store code, imported, answers
+/// every read route exactly as Autobuild's reference server over the same
+/// directory does: status and body bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn autobuild_reference_local_store_imports_with_identical_reads() {
+    let Ok(autobuild) = std::env::var("ABC_AUTOBUILD") else {
+        abstore_testkit::skip::needs_user_supplied(
+            "autobuild_reference_local_store_imports_with_identical_reads",
+            "set ABC_AUTOBUILD to an Autobuild checkout (and ABC_BUN) to run it",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join(".autobuild");
+    let out = std::process::Command::new(bun())
+        .arg(workspace().join("conformance/autobuild/reference/populate-local.ts"))
+        .arg(&autobuild)
+        .arg(&root)
+        .arg(workspace().join("fixtures/catalog"))
+        .output()
+        .expect("run Bun (set ABC_BUN)");
+    assert!(
+        out.status.success(),
+        "populate-local.ts failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value = serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .find(|l| l.starts_with(b"{"))
+            .expect("populate-local.ts's summary line"),
+    )
+    .unwrap();
+    let db = sqlite_url(&dir.path().join("abstore.db"));
+    let blobs = s(&dir.path().join("blobs")).to_owned();
+    let (ok, report, stderr) = import_from(&root, &db, &blobs, true);
+    assert!(ok, "{stderr}");
+    assert!(
+        report.contains("everything read can be imported"),
+        "{report}"
+    );
+    let (_reference, reference_url) = start_autobuild_reference(&autobuild, &root).await;
+    let mut server = serve(&db, &blobs).await;
+
+    let mut paths = vec!["/builds".to_owned(), "/builds/nope".to_owned()];
+    for slug in written["builds"].as_array().unwrap() {
+        let slug = slug.as_str().unwrap();
+        let base = format!("/builds/{}", enc(slug));
+        for tail in [
+            "",
+            "/events",
+            "/events?since=1",
+            "/events?since=7",
+            "/artifact-list",
+        ] {
+            paths.push(format!("{base}{tail}"));
+        }
+        paths.push(format!("{base}/artifacts?kind=absent"));
+        for kind in written["kinds"][slug].as_array().unwrap() {
+            let kind = enc(kind.as_str().unwrap());
+            paths.push(format!("{base}/artifact-list?kind={kind}"));
+            paths.push(format!("{base}/artifacts?kind={kind}"));
+            for rev in 0..4 {
+                paths.push(format!("{base}/artifacts?kind={kind}&rev={rev}"));
+            }
+        }
+    }
+    for (repo, kinds) in written["repoKinds"].as_object().unwrap() {
+        let base = format!("/repos/{}", enc(repo));
+        for tail in ["", "/events", "/events?since=3", "/artifact-list"] {
+            paths.push(format!("{base}{tail}"));
+        }
+        for kind in kinds.as_array().unwrap() {
+            let kind = enc(kind.as_str().unwrap());
+            paths.push(format!("{base}/artifacts?kind={kind}"));
+            for rev in 0..3 {
+                paths.push(format!("{base}/artifacts?kind={kind}&rev={rev}"));
+            }
+        }
+    }
+    let c = support::client();
+    let mut differ = Vec::new();
+    let mut compared_bytes = 0;
+    for path in &paths {
+        let theirs = get(&c, &reference_url, path).await;
+        compared_bytes += theirs.1.len();
+        let ours = get(&c, server.url(), path).await;
+        // Not-found answers carry each server's own error text; the protocol
+        // fixes their status only.
+        let same = if theirs.0 == 404 {
+            ours.0 == 404
+        } else {
+            theirs == ours
+        };
+        if !same {
+            differ.push(format!(
+                "{path}\n  Autobuild: {} {}\n  abstore:   {} {}",
+                theirs.0, theirs.1, ours.0, ours.1
+            ));
+        }
+    }
+    server.stop().await.unwrap();
+    eprintln!(
+        "compared {} reads ({compared_bytes} bytes from Autobuild) of a store with {} build \
+         events Autobuild's validator took",
+        paths.len(),
+        written["buildEvents"]
+    );
+    assert!(
+        differ.is_empty(),
+        "{} of {} reads differ:\n{}",
+        differ.len(),
+        paths.len(),
+        differ.join("\n")
+    );
+}

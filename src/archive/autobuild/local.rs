@@ -485,7 +485,7 @@ impl Reader<'_> {
         drop(rows);
         drop(statement);
         for (repo, holder, verdict) in found {
-            self.report.read("repository records", 1);
+            self.report.read("repo_streams", 1);
             self.report.distinct_repo(&repo);
             let owner = (Family::Repo, repo);
             match verdict {
