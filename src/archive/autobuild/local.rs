@@ -616,7 +616,8 @@ impl Reader<'_> {
                             || format!("{} {} seq {seq}: {ts}", family.noun(), short(&id)),
                         );
                     }
-                    if actor.to_string() != actor_text || payload.to_string() != payload_text {
+                    let (actor_again, payload_again) = (actor.to_string(), payload.to_string());
+                    if actor_again != actor_text || payload_again != payload_text {
                         self.report.note(
                             "events whose JSON a parse and re-serialisation would change (kept byte for byte)",
                             || format!("{} {} seq {seq}", family.noun(), short(&id)),
