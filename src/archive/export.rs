@@ -71,6 +71,8 @@ pub(super) enum BlobSource {
     /// A directory of `<first two hex digits>/<sha256>` files (Autobuild's
     /// local layout).
     Sharded(std::path::PathBuf),
+    /// `<sha256>` objects (Autobuild's PostgreSQL deployments).
+    Flat(std::sync::Arc<dyn object_store::ObjectStore>),
 }
 
 impl BlobSource {
@@ -83,6 +85,11 @@ impl BlobSource {
                     .await
                     .with_context(|| format!("reading {}", path.display()))?;
                 Ok(bytes.into())
+            }
+            BlobSource::Flat(store) => {
+                crate::archive::autobuild::local::flat_get(store.as_ref(), address)
+                    .await?
+                    .ok_or_else(|| anyhow!("blob {address} is absent"))
             }
         }
     }

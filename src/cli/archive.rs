@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::archive::autobuild::SourceOptions;
+use crate::archive::autobuild::{self, SourceOptions};
 use crate::store::DatabaseUrl;
 
 /// `--from KIND PATH`: read another server's store instead of abstore's.
@@ -15,16 +15,25 @@ pub enum SourceKind {
     /// `blobs/`), or the database file (docs/operations.md, "Moving to
     /// abstore").
     AutobuildLocal,
+    /// Autobuild's PostgreSQL store: its database URL, with
+    /// `--source-blobs`.
+    AutobuildPostgres,
 }
 
 /// The flags naming an Autobuild source (export and import).
 #[derive(Debug, Args, Clone)]
 pub struct SourceArgs {
     /// Read an Autobuild store instead: `--from autobuild-local PATH` (the
-    /// state directory, e.g. `<checkout>/.autobuild`). Its rows become
+    /// state directory, e.g. `<checkout>/.autobuild`) or `--from
+    /// autobuild-postgres URL` (with `--source-blobs`). Its rows become
     /// archive records; what cannot be carried is reported.
     #[arg(long, num_args = 2, value_names = ["KIND", "PATH"])]
     pub from: Option<Vec<String>>,
+    /// With `--from autobuild-postgres`: where its blobs are, as the
+    /// deployment's object store URL with its `AB_BLOB_PREFIX` as the path
+    /// (e.g. `s3://bucket/prefix`), or a directory of `<sha256>` files.
+    #[arg(long, env = "ABSTORE_SOURCE_BLOBS", requires = "from")]
+    pub source_blobs: Option<String>,
     /// With `--from`: report the events the catalogs of this client
     /// identity (`VERSION/PROTOCOL`, e.g. `0.8.0/2`) would refuse.
     #[arg(long, env = "ABSTORE_CATALOG_FOR", requires = "from")]
@@ -39,14 +48,30 @@ impl SourceArgs {
         let [kind, path] = from.as_slice() else {
             anyhow::bail!("--from takes a kind and a path");
         };
-        match <SourceKind as clap::ValueEnum>::from_str(kind, false) {
-            Ok(SourceKind::AutobuildLocal) => {}
-            Err(_) => {
-                anyhow::bail!("--from {kind}: the sources abstore reads are: autobuild-local")
+        let (kind, path) = match <SourceKind as clap::ValueEnum>::from_str(kind, false) {
+            Ok(SourceKind::AutobuildLocal) => (autobuild::SourceKind::Local, PathBuf::from(path)),
+            Ok(SourceKind::AutobuildPostgres) => {
+                let Some(source_blobs) = self.source_blobs.clone() else {
+                    anyhow::bail!(
+                        "--from autobuild-postgres needs --source-blobs (its blob store: the \
+                         deployment's object store URL with its prefix, or a directory)"
+                    );
+                };
+                (
+                    autobuild::SourceKind::Postgres {
+                        url: path.clone(),
+                        source_blobs,
+                    },
+                    PathBuf::new(),
+                )
             }
-        }
+            Err(_) => anyhow::bail!(
+                "--from {kind}: the sources abstore reads are autobuild-local and autobuild-postgres"
+            ),
+        };
         Ok(Some(SourceOptions {
-            path: PathBuf::from(path),
+            kind,
+            path,
             catalog_for: self.catalog_for.clone(),
             quiet,
         }))
@@ -194,11 +219,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         let (imported, report) =
             crate::archive::autobuild::import(&source, database, args.blobs, args.apply).await?;
         println!("{report}");
-        let what = format!(
-            "{} {}",
-            crate::archive::autobuild::LOCAL_SOURCE,
-            source.path.display()
-        );
+        let what = source.describe();
         if args.apply {
             println!("imported {what}: {imported}");
         } else {

@@ -1079,3 +1079,162 @@ async fn autobuild_reference_local_store_imports_with_identical_reads() {
         differ.join("\n")
     );
 }
+
+// ── Autobuild's PostgreSQL store ────────────────────────────────────────────
+
+/// Our DDL for the build family at version 8, from docs/autobuild-stores.md
+/// §3.2–3.3 (not Autobuild's text), plus a hosted-ticket table.
+const PG_V8: &str = "
+CREATE TABLE ab_schema_migrations (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  version integer NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE builds (slug text PRIMARY KEY, repo text NOT NULL, ticket jsonb, branch text,
+  created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, lease_holder text,
+  lease_expires_at timestamptz, lease_ttl_ms bigint, heartbeat_at timestamptz, repo_origin text);
+CREATE TABLE events (build text NOT NULL REFERENCES builds(slug) ON DELETE CASCADE, seq bigint NOT NULL,
+  ts timestamptz NOT NULL, actor jsonb NOT NULL, type text NOT NULL, payload jsonb NOT NULL, PRIMARY KEY (build, seq));
+CREATE TABLE artifacts (build text NOT NULL REFERENCES builds(slug) ON DELETE CASCADE, kind text NOT NULL,
+  revision bigint NOT NULL, blob_ref text NOT NULL, metadata jsonb NOT NULL, created_at timestamptz NOT NULL,
+  PRIMARY KEY (build, kind, revision));
+CREATE TABLE repo_streams (repo text PRIMARY KEY, created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+  lease_holder text, lease_expires_at timestamptz, lease_ttl_ms bigint, heartbeat_at timestamptz);
+CREATE TABLE repo_events (repo text NOT NULL REFERENCES repo_streams(repo) ON DELETE CASCADE, seq bigint NOT NULL,
+  ts timestamptz NOT NULL, actor jsonb NOT NULL, type text NOT NULL, payload jsonb NOT NULL, PRIMARY KEY (repo, seq));
+CREATE TABLE repo_artifacts (repo text NOT NULL REFERENCES repo_streams(repo) ON DELETE CASCADE, kind text NOT NULL,
+  revision bigint NOT NULL, blob_ref text NOT NULL, metadata jsonb NOT NULL, created_at timestamptz NOT NULL,
+  PRIMARY KEY (repo, kind, revision));
+CREATE SEQUENCE sessions_creation_seq;
+CREATE TABLE sessions (id text PRIMARY KEY, repo text NOT NULL, operator text NOT NULL, title text,
+  created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,
+  creation_seq bigint NOT NULL DEFAULT nextval('sessions_creation_seq'));
+CREATE TABLE session_events (session text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, seq bigint NOT NULL,
+  ts timestamptz NOT NULL, actor jsonb NOT NULL, type text NOT NULL, payload jsonb NOT NULL, PRIMARY KEY (session, seq));
+CREATE TABLE session_artifacts (session text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, kind text NOT NULL,
+  revision bigint NOT NULL, blob_ref text NOT NULL, metadata jsonb NOT NULL, created_at timestamptz NOT NULL,
+  PRIMARY KEY (session, kind, revision));
+CREATE SEQUENCE streams_creation_seq;
+CREATE TABLE streams (id text PRIMARY KEY, scope_kind text NOT NULL, build text REFERENCES builds(slug),
+  repo text REFERENCES repo_streams(repo), label text NOT NULL, format text NOT NULL, status text NOT NULL,
+  outcome text, artifact_kind text, artifact_revision bigint, artifact_blob_ref text,
+  created_at timestamptz NOT NULL, closed_at timestamptz, session text REFERENCES sessions(id),
+  creation_seq bigint NOT NULL DEFAULT nextval('streams_creation_seq'));
+CREATE TABLE stream_chunks (stream text NOT NULL REFERENCES streams(id) ON DELETE CASCADE, seq bigint NOT NULL,
+  ts timestamptz NOT NULL, parts jsonb NOT NULL, PRIMARY KEY (stream, seq));
+CREATE TABLE ab_tickets (team text NOT NULL, id text NOT NULL, title text NOT NULL, PRIMARY KEY (team, id));
+INSERT INTO ab_tickets VALUES ('ENG', 'ticket-1', 'one');
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn autobuild_import_from_postgres_store() {
+    support::with_pg("abpgsource", |url| async move {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let source_blobs = dir.path().join("source-blobs");
+        std::fs::create_dir_all(&source_blobs).unwrap();
+        let flat_blob = |bytes: &[u8]| {
+            let sha = abstore::blobs::blob_ref(bytes);
+            std::fs::write(source_blobs.join(&sha), bytes).unwrap();
+            sha
+        };
+        let db = sqlite_url(&dir.path().join("abstore.db"));
+        let blobs = s(&dir.path().join("blobs")).to_owned();
+        let from = |args: &[&str]| {
+            let mut all = vec![
+                "import",
+                "--from",
+                "autobuild-postgres",
+                url.as_str(),
+                "--source-blobs",
+                s(&source_blobs),
+                "--database",
+                &db,
+                "--blobs",
+                &blobs,
+                "--quiet",
+            ];
+            all.extend_from_slice(args);
+            run(&all)
+        };
+        // Not a store yet: refused, naming what it found.
+        let (ok, _, stderr) = from(&[]);
+        assert!(!ok);
+        assert!(stderr.contains("no ab_schema_migrations table"), "{stderr}");
+        sqlx::raw_sql(PG_V8).execute(&mut conn).await.unwrap();
+        sqlx::raw_sql("INSERT INTO ab_schema_migrations (version, checksum) VALUES (9, 'x')")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let (ok, _, stderr) = from(&[]);
+        assert!(!ok);
+        assert!(stderr.contains("schema version 9"), "{stderr}");
+        let plan = flat_blob(b"# Plan\n");
+        let notes = flat_blob(b"notes");
+        let seed = format!(
+            "UPDATE ab_schema_migrations SET version = 8;
+             INSERT INTO builds VALUES ('b-1', '{REPO}', '{{\"source\": \"linear\", \"id\": \"AUT-1\"}}', 'main',
+               '2026-08-04T17:33:01.000Z', '2026-08-04T17:33:09.000Z', 'runner-1', '2099-01-01T00:00:00Z', 60000,
+               '2026-08-04T17:33:08.000Z', 'git@github.com:me/widgets.git');
+             INSERT INTO events VALUES
+               ('b-1', 1, '2026-08-04T17:33:02.123Z', '{{\"kind\": \"dispatcher\"}}', 'build.created',
+                '{{\"b\": 1.50, \"10\": 1, \"2\": [1e21, 0.0000001], \"a\": \"x\\u00e9\"}}'),
+               ('b-1', 2, '2026-08-04T17:33:02.123456Z', '{{\"kind\": \"system\"}}', 'note', '{{}}');
+             INSERT INTO artifacts VALUES ('b-1', 'plan', 0, '{plan}', '{{\"round\": 1}}', '2026-08-04T17:33:03.000Z');
+             INSERT INTO repo_streams VALUES ('{REPO}', '2026-08-04T17:33:00.000Z', '2026-08-04T17:33:05.000Z',
+               NULL, NULL, NULL, NULL);
+             INSERT INTO repo_events VALUES ('{REPO}', 1, '2026-08-04T17:33:04.000Z', '{{\"kind\": \"dispatcher\"}}',
+               'dispatcher.tick-completed', '{{}}');
+             INSERT INTO repo_artifacts VALUES ('{REPO}', 'operator-notes', 3, '{notes}', '{{}}', '2026-08-04T17:33:05.000Z');
+             INSERT INTO sessions (id, repo, operator, title, created_at, updated_at)
+               VALUES ('{SESSION}', '{REPO}', 'ann', NULL, '2026-08-04T17:33:06.000Z', '2026-08-04T17:33:06.000Z');
+             INSERT INTO session_events VALUES ('{SESSION}', 1, '2026-08-04T17:33:06.000Z',
+               '{{\"kind\": \"human\", \"user\": \"ann\"}}', 'session.created', '{{\"repo\": \"{REPO}\", \"operator\": \"ann\"}}');
+             INSERT INTO streams (id, scope_kind, build, label, format, status, created_at)
+               VALUES ('st_p', 'build', 'b-1', 'chat', 'ai-ui-message-stream/v1', 'open', '2026-08-04T17:33:07.000Z');
+             INSERT INTO stream_chunks VALUES ('st_p', 1, '2026-08-04T17:33:07.500Z', '[{{\"type\": \"start\"}}]');"
+        );
+        sqlx::raw_sql(sqlx::AssertSqlSafe(seed))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let (ok, stdout, stderr) = from(&["--apply"]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains("build-family schema version 8"), "{stdout}");
+        assert_eq!(reported(&stdout, "cannot import", "hosted-ticket rows"), 1, "{stdout}");
+        assert_eq!(reported(&stdout, "note", "sub-millisecond"), 1, "{stdout}");
+        assert_eq!(reported(&stdout, "note", "held leases"), 1, "{stdout}");
+        let mut server = serve(&db, &blobs).await;
+        let c = support::client();
+        let base = server.url();
+        // jsonb's order, integer-like keys first, JS numbers: what
+        // Autobuild's Bun server printed.
+        let (_, body) = get(&c, base, "/builds/b-1/events").await;
+        assert_eq!(
+            body,
+            concat!(
+                r#"[{"build":"b-1","seq":1,"ts":"2026-08-04T17:33:02.123Z","actor":{"kind":"dispatcher"},"type":"build.created","payload":{"2":[1e+21,1e-7],"10":1,"a":"xé","b":1.5}},"#,
+                r#"{"build":"b-1","seq":2,"ts":"2026-08-04T17:33:02.123Z","actor":{"kind":"system"},"type":"note","payload":{}}]"#
+            )
+        );
+        let (_, body) = get(&c, base, "/builds/b-1").await;
+        let record: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(record["ticket"], json!({"source": "linear", "id": "AUT-1"}));
+        assert_eq!(record["repoOrigin"], "git@github.com:me/widgets.git");
+        let (_, body) = get(&c, base, "/builds/b-1/artifacts?kind=plan").await;
+        let read: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(read["contentBase64"], "IyBQbGFuCg==", "{read}");
+        let repo = enc(REPO);
+        let (_, body) = get(&c, base, &format!("/repos/{repo}/artifacts?kind=operator-notes")).await;
+        let read: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(read["meta"]["revision"], 3, "{read}");
+        let (_, body) = get(&c, base, &format!("/sessions/{SESSION}/events")).await;
+        assert!(body.contains(r#""session":"os_11111111"#), "{body}");
+        let (_, body) = get(&c, base, "/builds/b-1/streams/st_p/chunks").await;
+        assert!(
+            body.contains(r#"{"stream":"st_p","seq":1,"ts":"2026-08-04T17:33:07.500Z","parts":[{"type":"start"}]}"#),
+            "{body}"
+        );
+        server.stop().await.unwrap();
+    })
+    .await;
+}

@@ -157,7 +157,9 @@ enum Target {
 pub struct LocalStore {
     conn: rusqlite::Connection,
     shape: Shape,
-    blobs_dir: PathBuf,
+    blobs: SourceBlobs,
+    /// What the source's opening already found, for the report.
+    pub seed: Report,
     /// Deleted when dropped.
     _copy: TempDir,
 }
@@ -207,7 +209,8 @@ impl LocalStore {
         Ok(LocalStore {
             conn,
             shape,
-            blobs_dir: root.join("blobs"),
+            blobs: SourceBlobs::Sharded(root.join("blobs")),
+            seed: Report::default(),
             _copy: copy,
         })
     }
@@ -216,8 +219,25 @@ impl LocalStore {
         &self.shape
     }
 
-    pub fn blobs_dir(&self) -> &Path {
-        &self.blobs_dir
+    /// A store whose database is already a local-store-shaped copy (the
+    /// PostgreSQL source's transcoding), with its blobs elsewhere.
+    pub fn from_parts(
+        conn: rusqlite::Connection,
+        shape: Shape,
+        blobs: SourceBlobs,
+        copy: TempDir,
+    ) -> LocalStore {
+        LocalStore {
+            conn,
+            shape,
+            blobs,
+            seed: Report::default(),
+            _copy: copy,
+        }
+    }
+
+    pub fn blobs(&self) -> &SourceBlobs {
+        &self.blobs
     }
 
     /// Reads everything, sending archive items in archive order and noting
@@ -228,7 +248,9 @@ impl LocalStore {
         tx: &mpsc::Sender<Item>,
         report: &mut Report,
     ) -> anyhow::Result<()> {
-        report.version = self.shape.version;
+        if report.version.is_empty() {
+            report.version = format!("local store version {}", self.shape.version);
+        }
         let mut reader = Reader {
             store: self,
             catalog,
@@ -337,30 +359,10 @@ impl Reader<'_> {
         {
             BlobState::Malformed
         } else {
-            let path = self.store.blobs_dir.join(&address[..2]).join(address);
-            match std::fs::File::open(&path) {
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => BlobState::Missing,
-                Err(err) => return Err(err).with_context(|| format!("opening {}", path.display())),
-                Ok(mut file) => {
-                    let mut digest = Sha256::new();
-                    let mut buf = vec![0; 1 << 16];
-                    let mut size = 0u64;
-                    loop {
-                        let n = file
-                            .read(&mut buf)
-                            .with_context(|| format!("reading {}", path.display()))?;
-                        if n == 0 {
-                            break;
-                        }
-                        digest.update(&buf[..n]);
-                        size += n as u64;
-                    }
-                    if hex::encode(digest.finalize()) == address {
-                        BlobState::Ok(size)
-                    } else {
-                        BlobState::Corrupt
-                    }
-                }
+            match self.store.blobs.hash(address)? {
+                None => BlobState::Missing,
+                Some((digest, size)) if digest == address => BlobState::Ok(size),
+                Some(_) => BlobState::Corrupt,
             }
         };
         self.blobs.insert(address.to_owned(), state);
@@ -1485,7 +1487,11 @@ impl Reader<'_> {
             .filter(|(_, s)| matches!(s, BlobState::Ok(_)))
             .map(|(a, _)| a)
             .collect();
-        let Ok(shards) = std::fs::read_dir(&self.store.blobs_dir) else {
+        let SourceBlobs::Sharded(dir) = &self.store.blobs else {
+            // A bucket is not listed: orphans there are the source's business.
+            return Ok(());
+        };
+        let Ok(shards) = std::fs::read_dir(dir) else {
             return Ok(());
         };
         let (mut partial, mut orphans, mut corrupt) = (Vec::new(), Vec::new(), 0u64);
@@ -1519,6 +1525,70 @@ impl Reader<'_> {
                 .note("blob files nothing references (orphans, skipped)", || name);
         }
         Ok(())
+    }
+}
+
+/// Where a source's blobs are.
+pub enum SourceBlobs {
+    /// Autobuild's local layout: `<dir>/<first two hex digits>/<sha256>`.
+    Sharded(PathBuf),
+    /// Autobuild's PostgreSQL deployments: `<prefix>/<sha256>` in an object
+    /// store (or a directory), read from a blocking thread through `runtime`.
+    Flat {
+        store: std::sync::Arc<dyn object_store::ObjectStore>,
+        runtime: tokio::runtime::Handle,
+    },
+}
+
+impl SourceBlobs {
+    /// The SHA-256 (hex) and size of a blob, `None` when absent.
+    fn hash(&self, address: &str) -> anyhow::Result<Option<(String, u64)>> {
+        let mut digest = Sha256::new();
+        let mut size = 0u64;
+        match self {
+            SourceBlobs::Sharded(dir) => {
+                let path = dir.join(&address[..2]).join(address);
+                let mut file = match std::fs::File::open(&path) {
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(err) => {
+                        return Err(err).with_context(|| format!("opening {}", path.display()));
+                    }
+                    Ok(file) => file,
+                };
+                let mut buf = vec![0; 1 << 16];
+                loop {
+                    let n = file
+                        .read(&mut buf)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    digest.update(&buf[..n]);
+                    size += n as u64;
+                }
+            }
+            SourceBlobs::Flat { store, runtime } => {
+                let Some(bytes) = runtime.block_on(flat_get(store.as_ref(), address))? else {
+                    return Ok(None);
+                };
+                digest.update(&bytes);
+                size = bytes.len() as u64;
+            }
+        }
+        Ok(Some((hex::encode(digest.finalize()), size)))
+    }
+}
+
+/// A flat-layout blob's bytes, `None` when absent.
+pub async fn flat_get(
+    store: &dyn object_store::ObjectStore,
+    address: &str,
+) -> anyhow::Result<Option<bytes::Bytes>> {
+    use object_store::ObjectStoreExt as _;
+    match store.get(&object_store::path::Path::from(address)).await {
+        Ok(found) => Ok(Some(found.bytes().await?)),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(err) => Err(anyhow::Error::new(err).context(format!("reading source blob {address}"))),
     }
 }
 

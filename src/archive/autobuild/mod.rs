@@ -8,9 +8,14 @@
 //!
 //! - [`schema`]: which local version a database is, or why it is refused.
 //! - [`local`]: the local store's reader (SQLite copy plus blob directory).
+//! - [`postgres`]: the PostgreSQL store, transcoded into a local-store-shaped
+//!   SQLite copy that [`local`] then reads; [`js`] writes its JSON as
+//!   Autobuild's server (Bun's `JSON.stringify`) served it.
 //! - [`report`]: what was read, carried, left out and noticed.
 
+pub mod js;
 pub mod local;
+pub mod postgres;
 pub mod report;
 pub mod schema;
 
@@ -19,7 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use tokio::sync::mpsc;
 
-use self::local::{LocalStore, TempDir};
+use self::local::{LocalStore, SourceBlobs, TempDir};
 use self::report::Report;
 use super::export::{BlobSource, CHANNEL_ROWS, write_archive};
 use super::format::Counts;
@@ -30,13 +35,60 @@ use crate::store::DatabaseUrl;
 /// The archive header's `source` for a local store.
 pub const LOCAL_SOURCE: &str = "autobuild-local";
 
+/// The kinds of Autobuild store abstore reads.
+pub enum SourceKind {
+    /// The local store: `path` is its state directory or database file.
+    Local,
+    /// The PostgreSQL store: `path` is its database URL; its blobs are at
+    /// `source_blobs` (an object-store URL with the deployment's prefix, or
+    /// a directory), one flat `<sha256>` object each.
+    Postgres { url: String, source_blobs: String },
+}
+
+impl SourceKind {
+    /// The archive header's `source`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SourceKind::Local => LOCAL_SOURCE,
+            SourceKind::Postgres { .. } => POSTGRES_SOURCE,
+        }
+    }
+}
+
+/// The archive header's `source` for a PostgreSQL store.
+pub const POSTGRES_SOURCE: &str = "autobuild-postgres";
+
 /// Which Autobuild store to read.
 pub struct SourceOptions {
-    /// The state directory (`autobuild.sqlite`, `blobs/`) or the database file.
+    pub kind: SourceKind,
+    /// The state directory (`autobuild.sqlite`, `blobs/`) or the database
+    /// file; for PostgreSQL, the database URL.
     pub path: PathBuf,
     /// `VERSION/PROTOCOL`: report events this client's catalogs would refuse.
     pub catalog_for: Option<String>,
     pub quiet: bool,
+}
+
+impl SourceOptions {
+    /// The source for messages: the local path, or the PostgreSQL URL
+    /// without its password.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            SourceKind::Local => format!("{} {}", LOCAL_SOURCE, self.path.display()),
+            SourceKind::Postgres { url, .. } => {
+                let shown = url::Url::parse(url).map_or_else(
+                    |_| "(an unparsable URL)".to_owned(),
+                    |mut url| {
+                        if url.password().is_some() {
+                            let _ = url.set_password(Some("***"));
+                        }
+                        url.to_string()
+                    },
+                );
+                format!("{POSTGRES_SOURCE} {shown}")
+            }
+        }
+    }
 }
 
 /// `export --from autobuild-local PATH --out FILE`.
@@ -101,21 +153,27 @@ async fn write_local(source: &SourceOptions, path: &Path) -> anyhow::Result<(Cou
         .as_deref()
         .map(catalogs_for)
         .transpose()?;
-    let store = LocalStore::open(&source.path)?;
-    let blobs = BlobSource::Sharded(store.blobs_dir().to_owned());
+    let mut store = match &source.kind {
+        SourceKind::Local => LocalStore::open(&source.path)?,
+        SourceKind::Postgres { url, source_blobs } => postgres::open(url, source_blobs).await?,
+    };
+    let blobs = match store.blobs() {
+        SourceBlobs::Sharded(dir) => BlobSource::Sharded(dir.clone()),
+        SourceBlobs::Flat { store, .. } => BlobSource::Flat(store.clone()),
+    };
     let (tx, rx) = mpsc::channel(CHANNEL_ROWS);
+    let mut report = std::mem::take(&mut store.seed);
     let reader = tokio::task::spawn_blocking(move || {
-        let mut report = Report::default();
         store
             .read(catalog.as_ref(), &tx, &mut report)
             .map(|()| report)
     });
-    let written = write_archive(path, LOCAL_SOURCE, rx, &blobs, source.quiet).await;
+    let written = write_archive(path, source.kind.name(), rx, &blobs, source.quiet).await;
     let read = reader
         .await
         .map_err(|err| anyhow!("the store reader failed: {err}"))?;
     // A writer error first (the reader then only saw the channel close).
     let counts = written?;
-    let report = read.with_context(|| format!("reading {}", source.path.display()))?;
+    let report = read.with_context(|| format!("reading {}", source.describe()))?;
     Ok((counts, report))
 }

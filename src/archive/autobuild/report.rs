@@ -18,8 +18,8 @@ pub struct Finding {
 
 #[derive(Debug, Default)]
 pub struct Report {
-    /// `L1` … `L6`.
-    pub version: &'static str,
+    /// `L1` … `L6`, or the PostgreSQL store's build-family version.
+    pub version: String,
     /// Source rows read, by Autobuild table.
     pub read: BTreeMap<&'static str, u64>,
     /// Source rows carried into the archive, by Autobuild table.
@@ -61,6 +61,26 @@ impl Report {
         add(&mut self.notes, what, example);
     }
 
+    /// `n` findings of kind `what` at once (one example).
+    pub fn problems(&mut self, what: &str, n: u64, example: impl FnOnce() -> String) {
+        if n > 0 {
+            add(&mut self.problems, what, example);
+            if let Some(finding) = self.problems.get_mut(what) {
+                finding.count += n - 1;
+            }
+        }
+    }
+
+    /// `n` notes of kind `what` at once (one example).
+    pub fn notes(&mut self, what: &str, n: u64, example: impl FnOnce() -> String) {
+        if n > 0 {
+            add(&mut self.notes, what, example);
+            if let Some(finding) = self.notes.get_mut(what) {
+                finding.count += n - 1;
+            }
+        }
+    }
+
     pub fn distinct_repo(&mut self, repo: &str) {
         self.repos.insert(repo.to_owned());
     }
@@ -74,7 +94,7 @@ impl Report {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut out = String::new();
-        let _ = write!(out, "Autobuild local store version {}; read", self.version);
+        let _ = write!(out, "Autobuild {}; read", self.version);
         for (i, (table, n)) in self.read.iter().enumerate() {
             let carried = self.imported.get(table).copied().unwrap_or(0);
             let sep = if i == 0 { " " } else { ", " };
