@@ -160,6 +160,9 @@ pub struct LocalStore {
     blobs: SourceBlobs,
     /// What the source's opening already found, for the report.
     pub seed: Report,
+    /// Records the source's opening made itself (PostgreSQL's tickets), in
+    /// archive order, all after the ticket assets.
+    pub extra: Vec<(usize, Vec<Val>)>,
     /// Deleted when dropped.
     _copy: TempDir,
 }
@@ -211,6 +214,7 @@ impl LocalStore {
             shape,
             blobs: SourceBlobs::Sharded(root.join("blobs")),
             seed: Report::default(),
+            extra: Vec::new(),
             _copy: copy,
         })
     }
@@ -232,6 +236,7 @@ impl LocalStore {
             shape,
             blobs,
             seed: Report::default(),
+            extra: Vec::new(),
             _copy: copy,
         }
     }
@@ -245,6 +250,7 @@ impl LocalStore {
     pub fn read(
         &self,
         catalog: Option<&(String, abstore_catalog::Catalogs)>,
+        extra: Vec<(usize, Vec<Val>)>,
         tx: &mpsc::Sender<Item>,
         report: &mut Report,
     ) -> anyhow::Result<()> {
@@ -261,6 +267,7 @@ impl LocalStore {
             referenced: BTreeSet::new(),
             session_orders: HashMap::new(),
             skipped: HashSet::new(),
+            extra,
         };
         reader.plan()?;
         reader.emit(tx)?;
@@ -289,6 +296,8 @@ struct Reader<'a> {
     session_orders: HashMap<String, i64>,
     /// Resources left out, whose rows are then skipped without a word more.
     skipped: HashSet<Owner>,
+    /// [`LocalStore::extra`], sent before the blobs.
+    extra: Vec<(usize, Vec<Val>)>,
 }
 
 fn text(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
@@ -986,6 +995,9 @@ impl Reader<'_> {
         }
         if self.has("ticket_assets") {
             self.emit_ticket_assets(&send)?;
+        }
+        for (table, row) in std::mem::take(&mut self.extra) {
+            send(table, row)?;
         }
         for blob in std::mem::take(&mut self.referenced) {
             tx.blocking_send(Item::Blob(blob))

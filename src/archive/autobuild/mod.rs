@@ -163,9 +163,10 @@ async fn write_local(source: &SourceOptions, path: &Path) -> anyhow::Result<(Cou
     };
     let (tx, rx) = mpsc::channel(CHANNEL_ROWS);
     let mut report = std::mem::take(&mut store.seed);
+    let extra = std::mem::take(&mut store.extra);
     let reader = tokio::task::spawn_blocking(move || {
         store
-            .read(catalog.as_ref(), &tx, &mut report)
+            .read(catalog.as_ref(), extra, &tx, &mut report)
             .map(|()| report)
     });
     let written = write_archive(path, source.kind.name(), rx, &blobs, source.quiet).await;

@@ -8,7 +8,10 @@
 //! prefix (§3.4).
 //!
 //! jsonb keeps no text, so envelopes are re-serialised ([`super::js`]), not
-//! spliced: the report says so. The ticket and auth families are not read.
+//! spliced: the report says so. The hosted tickets (`ab_tickets` and its
+//! comments and blockers, ticket-family version 1) become abstore's ticket
+//! records directly, held in memory (a team's tickets, not its history);
+//! the auth family is not read.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +24,8 @@ use sqlx::{Connection as _, Executor as _, Row as _};
 use super::local::{LocalStore, SourceBlobs, TempDir};
 use super::report::Report;
 use super::schema;
+use crate::archive::format::Val;
+use crate::tickets::text::{json_string, json_strings};
 
 /// The build family's versions abstore knows (§3.2).
 const KNOWN_VERSIONS: std::ops::RangeInclusive<i32> = 1..=8;
@@ -114,19 +119,11 @@ pub async fn open(url: &str, source_blobs: &str) -> anyhow::Result<LocalStore> {
         "JSON values re-serialised as Autobuild's server printed them (jsonb keeps no text: normalized, not byte-exact)",
         || "every event, chunk, metadata and manifest".to_owned(),
     );
-    for family in ["ab_tickets", "ab_ticket_comments", "ab_ticket_blockers"] {
-        if tables.iter().any(|t| t == family) {
-            let sql = format!("SELECT count(*) FROM {}", quote(family));
-            let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .fetch_one(&mut conn)
-                .await?;
-            seed.problems(
-                "hosted-ticket rows (the ticket family is not imported yet)",
-                n as u64,
-                || family.to_owned(),
-            );
-        }
-    }
+    let tickets = if tables.iter().any(|t| t == "ab_tickets") {
+        read_tickets(&mut conn, &tables, &mut seed).await?
+    } else {
+        Vec::new()
+    };
     let copy = TempDir::new("abstore-autobuild-pg")?;
     let mut sqlite = rusqlite::Connection::open(copy.path.join("autobuild.sqlite"))?;
     let tx = sqlite.transaction()?;
@@ -147,6 +144,7 @@ pub async fn open(url: &str, source_blobs: &str) -> anyhow::Result<LocalStore> {
         copy,
     );
     store.seed = seed;
+    store.extra = tickets;
     Ok(store)
 }
 
@@ -256,4 +254,127 @@ async fn copy_table(
         insert.execute(rusqlite::params_from_iter(values))?;
     }
     Ok(())
+}
+
+/// Archive table indices (`format::TABLES`) of the ticket records.
+const TICKET_TEAM: usize = 9;
+const TICKET: usize = 10;
+const TICKET_BLOCKER: usize = 11;
+const TICKET_COMMENT: usize = 12;
+
+/// The ticket family's rows as abstore's records, in archive order
+/// (docs/autobuild-stores.md §4.1): `seq` numbered per team in Autobuild's
+/// listing order (`created_at, id`), texts as JSON string literals, no
+/// history (Autobuild keeps none).
+async fn read_tickets(
+    conn: &mut sqlx::PgConnection,
+    tables: &[String],
+    report: &mut Report,
+) -> anyhow::Result<Vec<(usize, Vec<Val>)>> {
+    if tables.iter().any(|t| t == "ab_ticket_schema_migrations") {
+        let version: i32 = sqlx::query_scalar("SELECT version FROM ab_ticket_schema_migrations")
+            .fetch_one(&mut *conn)
+            .await?;
+        if version != 1 {
+            bail!(
+                "an Autobuild PostgreSQL store whose ticket family is at schema version \
+                 {version}; abstore reads version 1; nothing was read"
+            );
+        }
+    }
+    let ms = |c: &str| format!("floor(extract(epoch FROM {c}) * 1000)::int8");
+    let sql = format!(
+        "SELECT team, id, row_number() OVER (PARTITION BY team ORDER BY created_at, id COLLATE \"C\"), \
+         creation_key, title, body, state, labels, {}, {} FROM ab_tickets \
+         ORDER BY team COLLATE \"C\", id COLLATE \"C\"",
+        ms("created_at"),
+        ms("updated_at")
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut out = Vec::new();
+    let mut teams: Vec<(String, i64)> = Vec::new();
+    let mut tickets = Vec::new();
+    for row in rows {
+        let team: String = row.try_get(0)?;
+        let body: Option<String> = row.try_get(5)?;
+        if body.is_none() {
+            report.note(
+                "tickets without a body (imported with an empty one)",
+                || row.try_get::<String, _>(1).unwrap_or_default(),
+            );
+        }
+        let labels: Vec<String> = row
+            .try_get::<Option<Vec<String>>, _>(7)?
+            .unwrap_or_default();
+        match teams.last_mut() {
+            Some((t, n)) if *t == team => *n += 1,
+            _ => teams.push((team.clone(), 1)),
+        }
+        report.read("ab_tickets", 1);
+        report.imported("ab_tickets");
+        tickets.push(vec![
+            Val::Text(team),
+            Val::Text(row.try_get(1)?),
+            Val::Int(row.try_get(2)?),
+            row.try_get::<Option<String>, _>(3)?
+                .map_or(Val::Null, Val::Text),
+            Val::Text(json_string(&row.try_get::<String, _>(4)?)),
+            Val::Text(json_string(body.as_deref().unwrap_or(""))),
+            Val::Text(row.try_get(6)?),
+            Val::Text(json_strings(&labels)),
+            Val::Int(row.try_get(8)?),
+            Val::Int(row.try_get(9)?),
+        ]);
+    }
+    for (team, n) in teams {
+        out.push((TICKET_TEAM, vec![Val::Text(team), Val::Int(n)]));
+    }
+    out.extend(tickets.into_iter().map(|row| (TICKET, row)));
+    if tables.iter().any(|t| t == "ab_ticket_blockers") {
+        let rows = sqlx::query(
+            "SELECT team, ticket_id, blocker_id FROM ab_ticket_blockers \
+             ORDER BY team COLLATE \"C\", ticket_id COLLATE \"C\", blocker_id COLLATE \"C\"",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in rows {
+            report.read("ab_ticket_blockers", 1);
+            report.imported("ab_ticket_blockers");
+            out.push((
+                TICKET_BLOCKER,
+                vec![
+                    Val::Text(row.try_get(0)?),
+                    Val::Text(row.try_get(1)?),
+                    Val::Text(row.try_get(2)?),
+                ],
+            ));
+        }
+    }
+    if tables.iter().any(|t| t == "ab_ticket_comments") {
+        let sql = format!(
+            "SELECT team, ticket_id, seq::int8, body, {} FROM ab_ticket_comments \
+             ORDER BY team COLLATE \"C\", ticket_id COLLATE \"C\", seq",
+            ms("created_at")
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in rows {
+            report.read("ab_ticket_comments", 1);
+            report.imported("ab_ticket_comments");
+            out.push((
+                TICKET_COMMENT,
+                vec![
+                    Val::Text(row.try_get(0)?),
+                    Val::Text(row.try_get(1)?),
+                    Val::Int(row.try_get(2)?),
+                    Val::Text(json_string(&row.try_get::<String, _>(3)?)),
+                    Val::Int(row.try_get(4)?),
+                ],
+            ));
+        }
+    }
+    Ok(out)
 }
