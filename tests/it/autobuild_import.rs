@@ -738,7 +738,7 @@ async fn import_and_check_sqlite(f: &Store) {
         "{stdout}"
     );
     assert_eq!(reported(&stdout, "note", "*.partial"), 1, "{stdout}");
-    assert_eq!(reported(&stdout, "note", "orphans"), 1, "{stdout}");
+    assert_eq!(reported(&stdout, "note", "(orphans"), 1, "{stdout}");
     // b-1's two `note.weird` events at least (the fixture's other events
     // are not all complete either).
     assert!(

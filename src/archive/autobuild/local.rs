@@ -1356,8 +1356,9 @@ impl Reader<'_> {
             }
             match reader.asset_row(&key, &asset)? {
                 Ok(row) => {
-                    let Val::Int(at) = row[10] else {
-                        unreachable!()
+                    let at = match row[10] {
+                        Val::Int(at) => at,
+                        _ => 0,
                     };
                     current = Some((key, asset.revision + 1, at));
                 }
@@ -1506,7 +1507,7 @@ impl Reader<'_> {
         let Ok(shards) = std::fs::read_dir(dir) else {
             return Ok(());
         };
-        let (mut partial, mut orphans, mut corrupt) = (Vec::new(), Vec::new(), 0u64);
+        let (mut partial, mut orphans) = (Vec::new(), Vec::new());
         for shard in shards {
             let shard = shard?;
             if !shard.file_type()?.is_dir() {
@@ -1516,16 +1517,13 @@ impl Reader<'_> {
                 let name = file?.file_name().to_string_lossy().into_owned();
                 if name.ends_with(".partial") {
                     partial.push(name);
-                } else if !referenced.contains(&name) {
-                    if self.blobs.get(&name) == Some(&BlobState::Corrupt) {
-                        corrupt += 1;
-                    } else {
-                        orphans.push(name);
-                    }
+                } else if !referenced.contains(&name) && !self.blobs.contains_key(&name) {
+                    // (A referenced file that failed its hash is reported
+                    // with what references it.)
+                    orphans.push(name);
                 }
             }
         }
-        let _ = corrupt;
         for name in partial {
             self.report.note(
                 "blob files of interrupted writes (*.partial, skipped)",
@@ -1534,7 +1532,7 @@ impl Reader<'_> {
         }
         for name in orphans {
             self.report
-                .note("blob files nothing references (orphans, skipped)", || name);
+                .note("blob files no imported record references (orphans, or owned by what was left out; skipped)", || name);
         }
         Ok(())
     }

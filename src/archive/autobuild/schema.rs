@@ -17,15 +17,6 @@ struct KnownTable {
     optional: &'static [&'static str],
 }
 
-const EVENT_COLUMNS: [&str; 5] = ["seq", "ts", "actor", "type", "payload"];
-const ARTIFACT_COLUMNS: [&str; 5] = ["kind", "revision", "blob_ref", "metadata", "created_at"];
-const LEASE_COLUMNS: [&str; 4] = [
-    "lease_holder",
-    "lease_expires_at",
-    "lease_ttl_ms",
-    "heartbeat_at",
-];
-
 macro_rules! cols {
     ($($c:expr),* $(,)?) => { &[$($c),*] };
 }
@@ -40,34 +31,27 @@ static KNOWN: [KnownTable; 12] = [
             "branch",
             "created_at",
             "updated_at",
-            LEASE_COLUMNS[0],
-            LEASE_COLUMNS[1],
-            LEASE_COLUMNS[2],
-            LEASE_COLUMNS[3]
+            "lease_holder",
+            "lease_expires_at",
+            "lease_ttl_ms",
+            "heartbeat_at"
         ),
         optional: cols!("repo_origin"),
     },
     KnownTable {
         name: "events",
-        required: cols!(
-            "build",
-            EVENT_COLUMNS[0],
-            EVENT_COLUMNS[1],
-            EVENT_COLUMNS[2],
-            EVENT_COLUMNS[3],
-            EVENT_COLUMNS[4]
-        ),
+        required: cols!("build", "seq", "ts", "actor", "type", "payload"),
         optional: cols!(),
     },
     KnownTable {
         name: "artifacts",
         required: cols!(
             "build",
-            ARTIFACT_COLUMNS[0],
-            ARTIFACT_COLUMNS[1],
-            ARTIFACT_COLUMNS[2],
-            ARTIFACT_COLUMNS[3],
-            ARTIFACT_COLUMNS[4]
+            "kind",
+            "revision",
+            "blob_ref",
+            "metadata",
+            "created_at"
         ),
         optional: cols!(),
     },
@@ -77,34 +61,27 @@ static KNOWN: [KnownTable; 12] = [
             "repo",
             "created_at",
             "updated_at",
-            LEASE_COLUMNS[0],
-            LEASE_COLUMNS[1],
-            LEASE_COLUMNS[2],
-            LEASE_COLUMNS[3]
+            "lease_holder",
+            "lease_expires_at",
+            "lease_ttl_ms",
+            "heartbeat_at"
         ),
         optional: cols!(),
     },
     KnownTable {
         name: "repo_events",
-        required: cols!(
-            "repo",
-            EVENT_COLUMNS[0],
-            EVENT_COLUMNS[1],
-            EVENT_COLUMNS[2],
-            EVENT_COLUMNS[3],
-            EVENT_COLUMNS[4]
-        ),
+        required: cols!("repo", "seq", "ts", "actor", "type", "payload"),
         optional: cols!(),
     },
     KnownTable {
         name: "repo_artifacts",
         required: cols!(
             "repo",
-            ARTIFACT_COLUMNS[0],
-            ARTIFACT_COLUMNS[1],
-            ARTIFACT_COLUMNS[2],
-            ARTIFACT_COLUMNS[3],
-            ARTIFACT_COLUMNS[4]
+            "kind",
+            "revision",
+            "blob_ref",
+            "metadata",
+            "created_at"
         ),
         optional: cols!(),
     },
@@ -122,25 +99,18 @@ static KNOWN: [KnownTable; 12] = [
     },
     KnownTable {
         name: "session_events",
-        required: cols!(
-            "session",
-            EVENT_COLUMNS[0],
-            EVENT_COLUMNS[1],
-            EVENT_COLUMNS[2],
-            EVENT_COLUMNS[3],
-            EVENT_COLUMNS[4]
-        ),
+        required: cols!("session", "seq", "ts", "actor", "type", "payload"),
         optional: cols!(),
     },
     KnownTable {
         name: "session_artifacts",
         required: cols!(
             "session",
-            ARTIFACT_COLUMNS[0],
-            ARTIFACT_COLUMNS[1],
-            ARTIFACT_COLUMNS[2],
-            ARTIFACT_COLUMNS[3],
-            ARTIFACT_COLUMNS[4]
+            "kind",
+            "revision",
+            "blob_ref",
+            "metadata",
+            "created_at"
         ),
         optional: cols!(),
     },
