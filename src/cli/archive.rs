@@ -31,12 +31,14 @@ pub struct SourceArgs {
     pub from: Option<Vec<String>>,
     /// With `--from autobuild-postgres`: where its blobs are, as the
     /// deployment's object store URL with its `AB_BLOB_PREFIX` as the path
-    /// (e.g. `s3://bucket/prefix`), or a directory of `<sha256>` files.
-    #[arg(long, env = "ABSTORE_SOURCE_BLOBS", requires = "from")]
+    /// (e.g. `s3://bucket/prefix`), or a directory of `<sha256>` files (not
+    /// read otherwise).
+    #[arg(long, env = "ABSTORE_SOURCE_BLOBS")]
     pub source_blobs: Option<String>,
     /// With `--from`: report the events the catalogs of this client
-    /// identity (`VERSION/PROTOCOL`, e.g. `0.8.0/2`) would refuse.
-    #[arg(long, env = "ABSTORE_CATALOG_FOR", requires = "from")]
+    /// identity (`VERSION/PROTOCOL`, e.g. `0.8.0/2`) would refuse (not read
+    /// without `--from`).
+    #[arg(long, env = "ABSTORE_CATALOG_FOR")]
     pub catalog_for: Option<String>,
 }
 
