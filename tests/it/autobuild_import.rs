@@ -976,10 +976,35 @@ async fn autobuild_reference_local_store_imports_with_identical_reads() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(&dir.path().join("abstore.db"));
+    compare_with_autobuild(&autobuild, &db).await;
+}
+
+/// The same, imported into PostgreSQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn autobuild_reference_local_store_into_postgres_with_identical_reads() {
+    let Ok(autobuild) = std::env::var("ABC_AUTOBUILD") else {
+        abstore_testkit::skip::needs_user_supplied(
+            "autobuild_reference_local_store_into_postgres_with_identical_reads",
+            "set ABC_AUTOBUILD to an Autobuild checkout (and ABC_BUN) to run it",
+        );
+        return;
+    };
+    support::with_pg("abreference", |url| async move {
+        compare_with_autobuild(&autobuild, &url).await;
+    })
+    .await;
+}
+
+/// Fills a local store through Autobuild's code, imports it into `db`, and
+/// compares every read route of Autobuild's reference server over the
+/// store with abstore's over the import.
+async fn compare_with_autobuild(autobuild: &str, db: &str) {
+    let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join(".autobuild");
     let out = std::process::Command::new(bun())
         .arg(workspace().join("conformance/autobuild/reference/populate-local.ts"))
-        .arg(&autobuild)
+        .arg(autobuild)
         .arg(&root)
         .arg(workspace().join("fixtures/catalog"))
         .output()
@@ -996,16 +1021,15 @@ async fn autobuild_reference_local_store_imports_with_identical_reads() {
             .expect("populate-local.ts's summary line"),
     )
     .unwrap();
-    let db = sqlite_url(&dir.path().join("abstore.db"));
     let blobs = s(&dir.path().join("blobs")).to_owned();
-    let (ok, report, stderr) = import_from(&root, &db, &blobs, true);
+    let (ok, report, stderr) = import_from(&root, db, &blobs, true);
     assert!(ok, "{stderr}");
     assert!(
         report.contains("everything read can be imported"),
         "{report}"
     );
-    let (_reference, reference_url) = start_autobuild_reference(&autobuild, &root).await;
-    let mut server = serve(&db, &blobs).await;
+    let (_reference, reference_url) = start_autobuild_reference(autobuild, &root).await;
+    let mut server = serve(db, &blobs).await;
 
     let mut paths = vec!["/builds".to_owned(), "/builds/nope".to_owned()];
     for slug in written["builds"].as_array().unwrap() {
