@@ -1143,6 +1143,10 @@ CREATE TABLE streams (id text PRIMARY KEY, scope_kind text NOT NULL, build text 
   creation_seq bigint NOT NULL DEFAULT nextval('streams_creation_seq'));
 CREATE TABLE stream_chunks (stream text NOT NULL REFERENCES streams(id) ON DELETE CASCADE, seq bigint NOT NULL,
   ts timestamptz NOT NULL, parts jsonb NOT NULL, PRIMARY KEY (stream, seq));
+CREATE TABLE ticket_assets (repo text NOT NULL, ticket_id text NOT NULL, kind text NOT NULL, name text NOT NULL,
+  revision bigint NOT NULL, layout text NOT NULL, manifest jsonb NOT NULL, size bigint NOT NULL,
+  removed boolean NOT NULL DEFAULT false, created_at timestamptz NOT NULL,
+  PRIMARY KEY (repo, ticket_id, kind, name, revision));
 CREATE TABLE ab_ticket_schema_migrations (singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
   version integer NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
 INSERT INTO ab_ticket_schema_migrations (version, checksum) VALUES (1, 'x');
@@ -1233,7 +1237,12 @@ async fn autobuild_import_from_postgres_store() {
                '{{\"kind\": \"human\", \"user\": \"ann\"}}', 'session.created', '{{\"repo\": \"{REPO}\", \"operator\": \"ann\"}}');
              INSERT INTO streams (id, scope_kind, build, label, format, status, created_at)
                VALUES ('st_p', 'build', 'b-1', 'chat', 'ai-ui-message-stream/v1', 'open', '2026-08-04T17:33:07.000Z');
-             INSERT INTO stream_chunks VALUES ('st_p', 1, '2026-08-04T17:33:07.500Z', '[{{\"type\": \"start\"}}]');"
+             INSERT INTO stream_chunks VALUES ('st_p', 1, '2026-08-04T17:33:07.500Z', '[{{\"type\": \"start\"}}]');
+             INSERT INTO ticket_assets VALUES
+               ('{REPO}', 'AUT-1', 'design', 'home', 0, 'file',
+                '[{{\"type\": \"file\", \"path\": \"home.txt\", \"size\": 5, \"blobRef\": \"{notes}\"}}]', 5, false,
+                '2026-08-04T17:33:08.000Z'),
+               ('{REPO}', 'AUT-1', 'design', 'home', 1, 'file', '[]', 0, true, '2026-08-04T17:33:09.000Z');"
         );
         sqlx::raw_sql(sqlx::AssertSqlSafe(seed))
             .execute(&mut conn)
@@ -1275,6 +1284,13 @@ async fn autobuild_import_from_postgres_store() {
             body.contains(r#"{"stream":"st_p","seq":1,"ts":"2026-08-04T17:33:07.500Z","parts":[{"type":"start"}]}"#),
             "{body}"
         );
+        let p3 = support::protocol3_client();
+        let t = format!("/repos/{repo}/tickets/AUT-1/assets");
+        let (status, body) = get(&p3, base, &format!("{t}?kind=design&name=home&rev=0")).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains(r#""path":"home.txt""#), "{body}");
+        let (_, body) = get(&p3, base, &format!("{t}?kind=design&name=home")).await;
+        assert_eq!(body, "null", "removed at revision 1");
         server.stop().await.unwrap();
         // The hosted tickets, as abstore's records.
         let archive = dir.path().join("check.archive");

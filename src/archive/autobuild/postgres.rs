@@ -53,6 +53,8 @@ enum Carry {
     Int,
     Time,
     Json,
+    /// 0 or 1, as the local store keeps `removed`.
+    Bool,
 }
 
 /// Opens the store at `url` (blobs at `source_blobs`) as a local store.
@@ -108,7 +110,8 @@ pub async fn open(url: &str, source_blobs: &str) -> anyhow::Result<LocalStore> {
         let carry = match ty.as_str() {
             "timestamp with time zone" | "timestamp without time zone" => Carry::Time,
             "jsonb" | "json" => Carry::Json,
-            "bigint" | "integer" | "smallint" | "boolean" => Carry::Int,
+            "bigint" | "integer" | "smallint" => Carry::Int,
+            "boolean" => Carry::Bool,
             _ => Carry::Text,
         };
         columns.entry(table).or_default().push((column, carry));
@@ -215,6 +218,7 @@ async fn copy_table(
                 }
                 Carry::Json => format!("{c}::text"),
                 Carry::Int => format!("({c})::int8"),
+                Carry::Bool => format!("({c})::int::int8"),
                 Carry::Text => format!("{c}::text"),
             }
         })
@@ -231,7 +235,7 @@ async fn copy_table(
         let mut values = Vec::with_capacity(cols.len());
         for (i, (column, carry)) in cols.iter().enumerate() {
             let value = match carry {
-                Carry::Int => row.try_get::<Option<i64>, _>(i)?.map_or(
+                Carry::Int | Carry::Bool => row.try_get::<Option<i64>, _>(i)?.map_or(
                     rusqlite::types::Value::Null,
                     rusqlite::types::Value::Integer,
                 ),
