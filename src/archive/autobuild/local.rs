@@ -10,7 +10,7 @@
 //! one, since nothing before them depends on them. Memory holds ids,
 //! stream rows (not chunks) and the blob verdicts, never a table's data.
 //!
-//! - [`plan`]: the plan pass; [`emit`]: the emit pass.
+//! - `local/plan.rs`: the plan pass; `local/emit.rs`: the emit pass.
 //! - Here: opening the store (a private copy), the reader's state and
 //!   helpers, and where the blobs are ([`SourceBlobs`]).
 
