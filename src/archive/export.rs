@@ -28,13 +28,13 @@ pub struct ExportOptions {
 }
 
 /// What the snapshot reader sends the writer, in archive order.
-enum Item {
+pub enum Item {
     Row(usize, Vec<Val>),
     Blob(String),
 }
 
 /// Rows in flight between the reader and the writer.
-const CHANNEL_ROWS: usize = 256;
+pub(super) const CHANNEL_ROWS: usize = 256;
 
 pub async fn export(options: &ExportOptions) -> anyhow::Result<Counts> {
     let db = Db::of(&options.database)?;
@@ -49,7 +49,7 @@ pub async fn export(options: &ExportOptions) -> anyhow::Result<Counts> {
         output.tmp_path(),
         options.database.backend(),
         rx,
-        &blobs,
+        &BlobSource::Store(blobs),
         options.quiet,
     )
     .await;
@@ -64,11 +64,43 @@ pub async fn export(options: &ExportOptions) -> anyhow::Result<Counts> {
     Ok(counts)
 }
 
-async fn write_archive(
+/// Where the writer reads the blobs the snapshot names.
+pub(super) enum BlobSource {
+    /// A store's blob location (`--blobs`).
+    Store(Blobs),
+    /// A directory of `<first two hex digits>/<sha256>` files (Autobuild's
+    /// local layout).
+    Sharded(std::path::PathBuf),
+    /// `<sha256>` objects (Autobuild's PostgreSQL deployments).
+    Flat(std::sync::Arc<dyn object_store::ObjectStore>),
+}
+
+impl BlobSource {
+    async fn get(&self, address: &str) -> anyhow::Result<bytes::Bytes> {
+        match self {
+            BlobSource::Store(blobs) => Ok(blobs.get(address).await?),
+            BlobSource::Sharded(dir) => {
+                let path = dir.join(address.get(..2).unwrap_or("")).join(address);
+                let bytes = tokio::fs::read(&path)
+                    .await
+                    .with_context(|| format!("reading {}", path.display()))?;
+                Ok(bytes.into())
+            }
+            BlobSource::Flat(store) => {
+                crate::archive::autobuild::local::flat_get(store.as_ref(), address)
+                    .await?
+                    .ok_or_else(|| anyhow!("blob {address} is absent"))
+            }
+        }
+    }
+}
+
+/// Writes the archive of the items `rx` yields to `path` (created new).
+pub(super) async fn write_archive(
     path: &std::path::Path,
     source: &str,
     mut rx: mpsc::Receiver<Item>,
-    blobs: &Blobs,
+    blobs: &BlobSource,
     quiet: bool,
 ) -> anyhow::Result<Counts> {
     let file =
@@ -93,7 +125,7 @@ async fn write_archive(
             }
             Item::Blob(address) => {
                 let bytes = blobs.get(&address).await.with_context(|| {
-                    format!("blob {address}, referenced by the store, cannot be read from --blobs")
+                    format!("blob {address}, referenced by the store, cannot be read")
                 })?;
                 if blob_ref(&bytes) != address {
                     bail!("blob {address} in --blobs is corrupt: its bytes hash differently");

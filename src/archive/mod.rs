@@ -6,11 +6,14 @@
 //! - [`format`]: the archive's records, their order and canonical form.
 //! - [`reader`]: strict line framing and record parsing.
 //! - [`export`], [`verify`], [`import`], [`backup`], [`gc`]: one command each.
+//! - [`autobuild`]: Autobuild's own stores as a source of archive records
+//!   (`export|import --from autobuild-local|autobuild-postgres`).
 //! - [`db`]: direct schema access (rusqlite / sqlx) to the store a
 //!   [`DatabaseUrl`](crate::store::DatabaseUrl) names.
 //! - [`output`]: write-to-temporary, fsync, rename.
 //! - [`progress`]: progress lines on stderr.
 
+pub mod autobuild;
 pub mod backup;
 pub mod db;
 pub mod export;

@@ -5,16 +5,92 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::archive::autobuild::{self, SourceOptions};
 use crate::store::DatabaseUrl;
+
+/// `--from KIND PATH`: read another server's store instead of abstore's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceKind {
+    /// Autobuild's local store: its state directory (`autobuild.sqlite` and
+    /// `blobs/`), or the database file (docs/operations.md, "Moving to
+    /// abstore").
+    AutobuildLocal,
+    /// Autobuild's PostgreSQL store: its database URL, with
+    /// `--source-blobs`.
+    AutobuildPostgres,
+}
+
+/// The flags naming an Autobuild source (export and import).
+#[derive(Debug, Args, Clone)]
+pub struct SourceArgs {
+    /// Read an Autobuild store instead: `--from autobuild-local PATH` (the
+    /// state directory, e.g. `<checkout>/.autobuild`) or `--from
+    /// autobuild-postgres URL` (with `--source-blobs`). Its rows become
+    /// archive records; what cannot be carried is reported.
+    #[arg(long, num_args = 2, value_names = ["KIND", "PATH"])]
+    pub from: Option<Vec<String>>,
+    /// With `--from autobuild-postgres`: where its blobs are, as the
+    /// deployment's object store URL with its `AB_BLOB_PREFIX` as the path
+    /// (e.g. `s3://bucket/prefix`), or a directory of `<sha256>` files (not
+    /// read otherwise).
+    #[arg(long, env = "ABSTORE_SOURCE_BLOBS")]
+    pub source_blobs: Option<String>,
+    /// With `--from`: report the events the catalogs of this client
+    /// identity (`VERSION/PROTOCOL`, e.g. `0.8.0/2`) would refuse (not read
+    /// without `--from`).
+    #[arg(long, env = "ABSTORE_CATALOG_FOR")]
+    pub catalog_for: Option<String>,
+}
+
+impl SourceArgs {
+    fn source(&self, quiet: bool) -> anyhow::Result<Option<SourceOptions>> {
+        let Some(from) = &self.from else {
+            return Ok(None);
+        };
+        let [kind, path] = from.as_slice() else {
+            anyhow::bail!("--from takes a kind and a path");
+        };
+        let (kind, path) = match <SourceKind as clap::ValueEnum>::from_str(kind, false) {
+            Ok(SourceKind::AutobuildLocal) => (autobuild::SourceKind::Local, PathBuf::from(path)),
+            Ok(SourceKind::AutobuildPostgres) => {
+                let Some(source_blobs) = self.source_blobs.clone() else {
+                    anyhow::bail!(
+                        "--from autobuild-postgres needs --source-blobs (its blob store: the \
+                         deployment's object store URL with its prefix, or a directory)"
+                    );
+                };
+                (
+                    autobuild::SourceKind::Postgres {
+                        url: path.clone(),
+                        source_blobs,
+                    },
+                    PathBuf::new(),
+                )
+            }
+            Err(_) => anyhow::bail!(
+                "--from {kind}: the sources abstore reads are autobuild-local and autobuild-postgres"
+            ),
+        };
+        Ok(Some(SourceOptions {
+            kind,
+            path,
+            catalog_for: self.catalog_for.clone(),
+            quiet,
+        }))
+    }
+}
 
 #[derive(Debug, Args, Clone)]
 pub struct ExportArgs {
-    /// The store to read: `sqlite://PATH` or `postgres://…`.
-    #[arg(long, env = "ABSTORE_DATABASE")]
-    pub database: String,
-    /// The store's blob location (as `serve --blobs`).
-    #[arg(long, env = "ABSTORE_BLOBS")]
-    pub blobs: String,
+    /// The store to read: `sqlite://PATH` or `postgres://…` (not read with
+    /// `--from`).
+    #[arg(long, env = "ABSTORE_DATABASE", required_unless_present = "from")]
+    pub database: Option<String>,
+    /// The store's blob location (as `serve --blobs`), not read with `--from`.
+    #[arg(long, env = "ABSTORE_BLOBS", required_unless_present = "from")]
+    pub blobs: Option<String>,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// The archive file to write.
     #[arg(long, env = "ABSTORE_EXPORT_OUT")]
     pub out: PathBuf,
@@ -38,8 +114,11 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct ImportArgs {
-    /// The archive file to import.
-    pub file: PathBuf,
+    /// The archive file to import (none with `--from`).
+    #[arg(required_unless_present = "from", conflicts_with = "from")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// The destination store: `sqlite://PATH` or `postgres://…`.
     #[arg(long, env = "ABSTORE_DATABASE")]
     pub database: String,
@@ -99,9 +178,19 @@ pub struct GcArgs {
 }
 
 pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    if let Some(source) = args.source.source(args.quiet)? {
+        let (counts, report) =
+            crate::archive::autobuild::export(&source, &args.out, args.force).await?;
+        println!("{report}");
+        println!("exported {}: {counts}", args.out.display());
+        return Ok(());
+    }
+    let (Some(database), Some(blobs)) = (args.database, args.blobs) else {
+        anyhow::bail!("export needs --database and --blobs (or --from)");
+    };
     let options = crate::archive::export::ExportOptions {
-        database: DatabaseUrl::parse(&args.database)?,
-        blobs: args.blobs,
+        database: DatabaseUrl::parse(&database)?,
+        blobs,
         out: args.out,
         force: args.force,
         quiet: args.quiet,
@@ -127,8 +216,24 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 }
 
 pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    if let Some(source) = args.source.source(args.quiet)? {
+        let database = DatabaseUrl::parse(&args.database)?;
+        let (imported, report) =
+            crate::archive::autobuild::import(&source, database, args.blobs, args.apply).await?;
+        println!("{report}");
+        let what = source.describe();
+        if args.apply {
+            println!("imported {what}: {imported}");
+        } else {
+            println!("dry run (nothing written; --apply writes): {what}: {imported}");
+        }
+        return Ok(());
+    }
+    let Some(file) = args.file else {
+        anyhow::bail!("import needs an archive file (or --from)");
+    };
     let options = crate::archive::import::ImportOptions {
-        file: args.file,
+        file,
         database: DatabaseUrl::parse(&args.database)?,
         blobs: args.blobs,
         apply: args.apply,

@@ -227,6 +227,7 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
 pub const FLAG_ONLY: &[&str] = &[
     "apply",
     "force",
+    "from",
     "admin",
     "build",
     "repo",

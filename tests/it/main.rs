@@ -16,6 +16,7 @@ mod support;
 
 mod adversarial;
 mod archive;
+mod autobuild_import;
 mod bounds;
 mod cli;
 mod clients;
