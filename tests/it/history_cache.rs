@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support;
 
-use support::{PROTOCOL, Server, VERSION, client, decode, metric, with_pg};
+use support::{PROTOCOL, Server, VERSION, client, metric, with_pg};
 
 /// Events per chunk in these servers: small, so a short log has many.
 const CHUNK: i64 = 8;
@@ -71,33 +71,7 @@ async fn build_with_events(base: &str, slug: &str, count: usize) {
 /// `GET url` with `accept`: the status, `Content-Encoding`, and the body
 /// decoded.
 async fn get(url: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
-    let res = client()
-        .get(url)
-        .header("accept-encoding", accept)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    let encoding = res
-        .headers()
-        .get("content-encoding")
-        .map(|v| v.to_str().unwrap().to_owned());
-    if encoding.is_some() {
-        let vary = res
-            .headers()
-            .get("vary")
-            .map(|v| v.to_str().unwrap().to_owned());
-        assert!(
-            vary.is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
-            "{url}: a compressed answer varies by Accept-Encoding"
-        );
-    }
-    let body = res.bytes().await.unwrap();
-    let body = match &encoding {
-        Some(encoding) => decode(encoding, &body),
-        None => body.to_vec(),
-    };
-    (status, encoding, body)
+    support::get_decoded(&client(), url, accept).await
 }
 
 /// Every `since` of `events` (a log of `last` events) read in zstd equals

@@ -13,7 +13,7 @@ use abstore_conformance::Res;
 use abstore_conformance::util::b64;
 use serde_json::{Value, json};
 
-use crate::support::{Server, client, decode, metric, with_pg};
+use crate::support::{Server, client, get_decoded, metric, with_pg};
 
 async fn create_build(base: &str, slug: &str) {
     let res = client()
@@ -43,23 +43,7 @@ async fn append(base: &str, slug: &str, n: usize) -> i64 {
 
 /// `GET path` asking `accept`: status, `Content-Encoding`, body decoded.
 async fn get(base: &str, path: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
-    let res = client()
-        .get(format!("{base}{path}"))
-        .header("accept-encoding", accept)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    let encoding = res
-        .headers()
-        .get("content-encoding")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let body = res.bytes().await.unwrap();
-    let body = match &encoding {
-        Some(encoding) => decode(encoding, &body),
-        None => body.to_vec(),
-    };
-    (status, encoding, body)
+    get_decoded(&client(), &format!("{base}{path}"), accept).await
 }
 
 /// The whole log's sequences, identity; the zstd and gzip answers are the

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support;
 
-use support::{Server, decode, metric, protocol3_client, with_pg};
+use support::{Server, metric, protocol3_client, with_pg};
 
 const REPO: &str = "acme%2Fstate";
 
@@ -46,23 +46,8 @@ async fn append(base: &str, event: &Value) {
 
 /// The state events asking `accept`: status, `Content-Encoding`, body decoded.
 async fn state(base: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
-    let res = protocol3_client()
-        .get(format!("{base}/repos/{REPO}/state-events"))
-        .header("accept-encoding", accept)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    let encoding = res
-        .headers()
-        .get("content-encoding")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let body = res.bytes().await.unwrap();
-    let body = match &encoding {
-        Some(encoding) => decode(encoding, &body),
-        None => body.to_vec(),
-    };
-    (status, encoding, body)
+    let url = format!("{base}/repos/{REPO}/state-events");
+    support::get_decoded(&protocol3_client(), &url, accept).await
 }
 
 /// The sequences of the identity answer, after checking that the zstd one

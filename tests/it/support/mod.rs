@@ -481,6 +481,40 @@ where
 }
 
 /// Decode a `Content-Encoding` the server may choose (zstd, br, gzip).
+/// `GET url` by `c` asking `accept`: the status, `Content-Encoding`, and the
+/// body decoded; a compressed answer must say it varies by `Accept-Encoding`.
+pub async fn get_decoded(
+    c: &reqwest::Client,
+    url: &str,
+    accept: &str,
+) -> (u16, Option<String>, Vec<u8>) {
+    let res = c
+        .get(url)
+        .header("accept-encoding", accept)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let header = |name: &str| {
+        res.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let encoding = header("content-encoding");
+    if encoding.is_some() {
+        assert!(
+            header("vary").is_some_and(|v| v.to_ascii_lowercase().contains("accept-encoding")),
+            "{url}: a compressed answer varies by Accept-Encoding"
+        );
+    }
+    let body = res.bytes().await.unwrap();
+    let body = match &encoding {
+        Some(encoding) => decode(encoding, &body),
+        None => body.to_vec(),
+    };
+    (status, encoding, body)
+}
+
 pub fn decode(encoding: &str, body: &[u8]) -> Vec<u8> {
     use std::io::Read as _;
     let mut out = Vec::new();

@@ -213,12 +213,37 @@ impl ServerBuilder {
     }
 
     /// Start it and wait until it listens; panics with its stderr if it
-    /// cannot.
+    /// cannot. A metrics port that [`metrics`](Self::metrics) found free
+    /// but another process took meanwhile is chosen again (up to 3 times).
     pub async fn start(self) -> Server {
-        let args = self.serve_args(None);
-        self.try_start()
-            .await
-            .unwrap_or_else(|failure| panic!("starting abstore {args:?}: {failure}"))
+        let mut builder = self;
+        let mut attempts = 0;
+        loop {
+            let args = builder.serve_args(None);
+            let again = builder.clone();
+            match builder.try_start().await {
+                Ok(server) => return server,
+                Err(failure)
+                    if attempts < 3
+                        && failure.stderr.contains("binding --metrics-listen")
+                        && failure.stderr.contains("in use") =>
+                {
+                    attempts += 1;
+                    builder = again.with_new_metrics_port();
+                }
+                Err(failure) => panic!("starting abstore {args:?}: {failure}"),
+            }
+        }
+    }
+
+    /// The same, with `--metrics-listen` on another free port.
+    fn with_new_metrics_port(mut self) -> Self {
+        if let Some(at) = self.flags.iter().position(|f| f == "--metrics-listen")
+            && let Some(value) = self.flags.get_mut(at + 1)
+        {
+            *value = format!("127.0.0.1:{}", super::free_port());
+        }
+        self
     }
 
     /// Start it: serving, or how it stopped before it listened.
