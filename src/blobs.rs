@@ -98,7 +98,7 @@ impl Blobs {
 
     /// Can a deposit write here now? Writes and deletes a small probe object
     /// (a lookup alone stays healthy on a read-only, full or deleted
-    /// directory). The result stands for [`PROBE_INTERVAL`]; concurrent
+    /// directory). The result stands for `PROBE_INTERVAL`; concurrent
     /// callers wait for one probe instead of writing their own.
     pub async fn check(&self) -> Result<(), String> {
         let mut last = self.last_probe.lock().await;

@@ -60,7 +60,7 @@ impl std::fmt::Debug for Secret {
 
 impl Secret {
     /// Resolve `--secret` / `--secret-file`; `None` means open mode. The
-    /// file and every secret must pass `rules` ([`read`], [`parse`]).
+    /// file and every secret must pass `rules` (`read`, `parse`).
     pub fn resolve(
         value: Option<&str>,
         file: Option<&Path>,

@@ -86,7 +86,7 @@ static LOGGED: [Mutex<Logged>; 2] = [
 
 /// A write was refused because `storage` is full: count it in
 /// `abstore_storage_full_total{storage}` and log it at `ERROR` (the first
-/// refusal at once, then at most one line per [`LOG_EVERY`] with the number
+/// refusal at once, then at most one line per `LOG_EVERY` with the number
 /// refused since). `detail` is the backend's message (it may name paths).
 pub fn refused(storage: Storage, detail: &dyn std::fmt::Display) {
     metrics::counter!("abstore_storage_full_total", "storage" => storage.label()).increment(1);

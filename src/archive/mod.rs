@@ -3,7 +3,7 @@
 //! docs/operations.md describes the commands and the archive format; their
 //! flags live with the rest of the command line (`src/cli/archive.rs`).
 //!
-//! - [`format`]: the archive's records, their order and canonical form.
+//! - [`format`](mod@format): the archive's records, their order and canonical form.
 //! - [`reader`]: strict line framing and record parsing.
 //! - [`export`], [`verify`], [`import`], [`backup`], [`gc`]: one command each.
 //! - [`autobuild`]: Autobuild's own stores as a source of archive records

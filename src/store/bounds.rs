@@ -2,7 +2,7 @@
 //! 21): chunks per stream (by count and by bytes), events per log, revisions
 //! per artifact kind, revisions per ticket asset and live assets per ticket.
 //!
-//! The store enforces them in the writing transaction ([`super::ops`]) and
+//! The store enforces them in the writing transaction (`super::ops`) and
 //! in PostgreSQL's one-statement fast paths, which decline to the
 //! transaction rather than decide at a bound: a write over a bound writes
 //! nothing and consumes no sequence or revision. The refusal names the

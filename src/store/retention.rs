@@ -7,7 +7,7 @@
 //! the dispatcher and build-runner configuration kinds; `--retention-policy`
 //! replaces it with a file or disables it (`none`). The store applies it in
 //! the transaction of the put or deposit that adds a revision
-//! ([`super::ops`]). Kinds under `stream:` (finalized stream transcripts) are
+//! (`super::ops`). Kinds under `stream:` (finalized stream transcripts) are
 //! never selectable: a rule that could match one is refused at load.
 //! docs/configuration.md describes the file format.
 

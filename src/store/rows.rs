@@ -4,7 +4,7 @@
 //! whole in memory. A read's memory is then a few pieces, whatever the size
 //! of the history.
 //!
-//! The producer ([`RowSink`]) runs one statement (one snapshot) and appends
+//! The producer (`RowSink`) runs one statement (one snapshot) and appends
 //! each row's JSON text; full pieces go through a channel of one slot, so it
 //! runs at most one piece ahead of the client. The consumer ([`Rows`]) first
 //! waits for the producer's first message, which decides the status: the

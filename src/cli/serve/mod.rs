@@ -2,9 +2,9 @@
 //! per subsystem (each a heading of `serve --help`), turned once into the
 //! [`Settings`] the server runs on, and the two runners.
 //!
-//! - [`storage`]: the database, retention and collection bounds.
-//! - [`access`]: client identities and authentication.
-//! - [`requests`]: request ceilings, connections, compression.
+//! - `storage`: the database, retention and collection bounds.
+//! - `access`: client identities and authentication.
+//! - `requests`: request ceilings, connections, compression.
 
 mod access;
 mod requests;

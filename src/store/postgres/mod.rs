@@ -1,5 +1,5 @@
 //! The production backend: PostgreSQL as the single source of truth for any
-//! number of replicas. The engine runs the operations over [`primitives`];
+//! number of replicas. The engine runs the operations over `primitives`;
 //! each write runs in its own task so that a request dropped mid-way never
 //! cancels a transaction halfway (docs/decisions.md, 14), and so does each
 //! streamed read, which may wait for its client.

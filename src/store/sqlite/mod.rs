@@ -2,7 +2,7 @@
 //! on rusqlite.
 //!
 //! - Writes: one dedicated thread owns the write connection and commits
-//!   queued operations in groups ([`writer`]); callers hand it a job and
+//!   queued operations in groups (`writer`); callers hand it a job and
 //!   await a oneshot answer.
 //! - Reads: a small pool of read-only connections, each read one hop onto
 //!   tokio's blocking pool (never a hop per row).
