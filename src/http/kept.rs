@@ -12,7 +12,7 @@ use super::rows::{counted_rows_response, fixed_suffix};
 use super::state::AppState;
 use crate::history::{ShortLogCache, collect};
 use crate::protocol::ResourceRef;
-use crate::store::{Listing, StoreError};
+use crate::store::{Listing, Rows, StoreError};
 
 /// `200` with a kept answer: its zstd form when the client's
 /// `Accept-Encoding` selects zstd and the answer is as large as the
@@ -52,35 +52,49 @@ pub(super) async fn whole_log(
         return kept_response(state, headers, kept.text(), || logs.zstd(&kept).map(Some));
     }
     let ticket = logs.begin(&r);
-    let mut rows = match state.store.read(listing).await {
-        Ok(rows) => rows,
+    let whole = match read_whole(state, listing).await {
+        Ok(whole) => whole,
         Err(err) => {
             logs.abandon(&r, ticket);
             return Err(err.into());
         }
     };
-    if rows.is_streamed() {
-        // Longer than one piece: not kept, streamed as without the cache.
-        logs.abandon(&r, ticket);
-        let history = state.history.clone();
-        let learn = move |count| {
-            if let Some(history) = history {
-                history.learn(&r, 0, count);
+    match whole {
+        Whole::Complete { text, rows } => {
+            if let Some(history) = &state.history {
+                history.learn(&r, 0, rows);
             }
-        };
-        return Ok(counted_rows_response(rows, "[", fixed_suffix("]"), learn).await?);
-    }
-    let text = match collect(&mut rows, usize::MAX).await {
-        Ok(text) => text.unwrap_or_default(),
-        Err(err) => {
-            logs.abandon(&r, ticket);
-            return Err(err.into());
+            let kept = logs.finish(&r, ticket, text);
+            metrics::counter!("abstore_short_log_answers_total", "source" => "database")
+                .increment(1);
+            kept_response(state, headers, kept.text(), || logs.zstd(&kept).map(Some))
         }
-    };
-    if let Some(history) = &state.history {
-        history.learn(&r, 0, rows.count().unwrap_or(0));
+        Whole::Streamed(rows) => {
+            // Longer than one piece: not kept, streamed as without the cache.
+            logs.abandon(&r, ticket);
+            let history = state.history.clone();
+            let learn = move |count| {
+                if let Some(history) = history {
+                    history.learn(&r, 0, count);
+                }
+            };
+            Ok(counted_rows_response(rows, "[", fixed_suffix("]"), learn).await?)
+        }
     }
-    let kept = logs.finish(&r, ticket, text);
-    metrics::counter!("abstore_short_log_answers_total", "source" => "database").increment(1);
-    kept_response(state, headers, kept.text(), || logs.zstd(&kept).map(Some))
+}
+
+/// A whole log's read: complete in its first piece, or to be streamed.
+enum Whole {
+    Complete { text: Bytes, rows: u64 },
+    Streamed(Rows),
+}
+
+async fn read_whole(state: &AppState, listing: Listing) -> Result<Whole, StoreError> {
+    let mut rows = state.store.read(listing).await?;
+    if rows.is_streamed() {
+        return Ok(Whole::Streamed(rows));
+    }
+    let text = collect(&mut rows, usize::MAX).await?.unwrap_or_default();
+    let count = rows.count().unwrap_or(0);
+    Ok(Whole::Complete { text, rows: count })
 }

@@ -34,6 +34,17 @@ fn pause() -> Value {
     fixture("dispatcher.pause-set", "valid-human.json")
 }
 
+/// `POST /repos` of the repository these tests read.
+async fn ensure_repo(base: &str) {
+    let res = protocol3_client()
+        .post(format!("{base}/repos"))
+        .json(&json!({"repo": "acme/state"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+}
+
 async fn append(base: &str, event: &Value) {
     let res = protocol3_client()
         .post(format!("{base}/repos/{REPO}/events"))
@@ -86,13 +97,7 @@ async fn journal_grows_and_every_answer_follows(database: &str) {
         .start()
         .await;
     let (base, metrics) = (server.url(), server.metrics_url());
-    let res = protocol3_client()
-        .post(format!("{base}/repos"))
-        .json(&json!({"repo": "acme/state"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 200);
+    ensure_repo(base).await;
 
     // No anchor: only the durable event.
     append(base, &tick()).await;
@@ -171,13 +176,7 @@ async fn answers_the_cache_cannot_keep_are_streamed_every_time() {
             .start()
             .await;
         let (base, metrics) = (server.url(), server.metrics_url());
-        let res = protocol3_client()
-            .post(format!("{base}/repos"))
-            .json(&json!({"repo": "acme/state"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status().as_u16(), 200);
+        ensure_repo(base).await;
         append(base, &run_started()).await;
         for _ in 0..6 {
             append(base, &tick()).await;
