@@ -15,6 +15,7 @@ mod protocols;
 mod reference_seed;
 mod stats;
 mod text;
+mod threads;
 mod whole;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use clients::Proc;
 use history::{History, Size};
 pub use protocols::{frame, tick};
 use stats::{Op, Recorder, Totals};
+use threads::Priority;
 pub use whole::whole;
 
 /// A store age: history per repository.
@@ -522,27 +524,25 @@ async fn replay(
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(seconds);
     let cpu0 = server.cpu()?;
     let mut tasks = tokio::task::JoinSet::new();
+    let mut threads = threads::ProcessThreads::default();
     let mut n = 0u64;
     for repo in &history.repos {
         for d in 0..params.dashboards {
             let phase = Duration::from_millis(137 * d as u64 % 500);
-            tasks.spawn(clients::dashboard(
-                process(),
-                repo.id.clone(),
-                phase,
-                deadline,
-            ));
+            threads.spawn(
+                &mut tasks,
+                Priority::Load,
+                clients::dashboard(process(), repo.id.clone(), phase, deadline),
+            );
         }
         for d in 0..params.dispatchers {
             let phase = Duration::from_millis(3_000 * d as u64 + 250);
             let run = format!("run_replay{d}");
-            tasks.spawn(clients::dispatcher(
-                process(),
-                repo.id.clone(),
-                run,
-                phase,
-                deadline,
-            ));
+            threads.spawn(
+                &mut tasks,
+                Priority::Load,
+                clients::dispatcher(process(), repo.id.clone(), run, phase, deadline),
+            );
         }
         for build in repo.builds.iter().filter(|b| !b.finished) {
             n += 1;
@@ -553,15 +553,19 @@ async fn replay(
                 accept_encoding: params.replay_encoding(),
                 rec: rec.clone(),
             };
-            tasks.spawn(clients::runner(
-                process(),
-                cli,
-                build.slug.clone(),
-                params.pace,
-                corpus.clone(),
-                0xb01d ^ n,
-                deadline,
-            ));
+            threads.spawn(
+                &mut tasks,
+                Priority::Timed,
+                clients::runner(
+                    process(),
+                    cli,
+                    build.slug.clone(),
+                    params.pace,
+                    corpus.clone(),
+                    0xb01d ^ n,
+                    deadline,
+                ),
+            );
         }
     }
     tokio::time::sleep_until(deadline).await;
@@ -569,6 +573,7 @@ async fn replay(
     let rss_peak = server.peak_rss()?;
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    threads.stop();
     let totals = rec.take();
     // Memory 5 s after the load stops (the clients have gone).
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -115,8 +115,8 @@ pub fn latency(latencies: &[Duration]) -> String {
     )
 }
 
-/// Shared by every simulated process of one run (uncontended: the load
-/// generator has one runtime thread).
+/// Shared by every simulated process of one run, each on its own thread
+/// (`super::threads`): the lock is held only to push one figure.
 #[derive(Clone, Default)]
 pub struct Recorder {
     inner: Arc<Mutex<Totals>>,
