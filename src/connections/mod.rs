@@ -24,7 +24,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
+use tower::Service as _;
 
 pub use activity::Deadlines;
 use activity::{Activity, GuardedBody};
@@ -226,9 +226,13 @@ async fn serve_connection(
         let guard = service_activity.begin();
         let request = request
             .map(|body| axum::body::Body::new(body::StallBoundedBody::new(body, limits.body_read)));
-        let router = router.clone();
+        // Called here, not in the future: the future then holds the
+        // router's future alone, not also the request it was made from
+        // (a held read's future lives as long as it waits). A router is
+        // always ready.
+        let routed = router.clone().call(request);
         async move {
-            let response = router.oneshot(request).await?;
+            let response = routed.await?;
             Ok::<_, std::convert::Infallible>(response.map(|inner| GuardedBody {
                 inner,
                 guard: Some(guard),

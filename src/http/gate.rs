@@ -127,26 +127,53 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    /// The identity and protocol checks run here, synchronously; the
+    /// returned future holds the request only while a token is checked.
+    /// In open mode a route's future is boxed as it is: a held read keeps
+    /// no copy of its request in the gate while it waits.
+    fn call(&mut self, mut request: Request) -> Self::Future {
         let Gate { inner, rule, state } = self.clone();
-        Box::pin(async move { Ok(admit(&state, rule, inner, request).await) })
+        match reach(&state, rule, &mut request) {
+            Reached::Refused(refused) => Box::pin(std::future::ready(Ok(refused))),
+            Reached::Elsewhere => {
+                Box::pin(async move { Ok(unrouted_after_identity(&state, request).await) })
+            }
+            Reached::Route if !auth::needs_check(&state, rule.auth) => {
+                Box::pin(inner.oneshot(request))
+            }
+            Reached::Route => Box::pin(async move {
+                if let Err(refused) = auth::check(&state, rule.auth, &mut request).await {
+                    return Ok(refused.into_response());
+                }
+                inner.oneshot(request).await
+            }),
+        }
     }
 }
 
-/// The gate's checks in order (see the module doc), then `inner`.
-async fn admit<S>(state: &SharedState, rule: Rule, inner: S, mut request: Request) -> Response
-where
-    S: tower::Service<Request, Response = Response, Error = Infallible>,
-{
+/// Where the identity and protocol checks send a request.
+enum Reached {
+    /// On to the token check and the route.
+    Route,
+    /// Answered as a path no route takes: its client's protocol does not
+    /// reach the route.
+    Elsewhere,
+    /// Refused by the identity check (409).
+    Refused(Response),
+}
+
+/// The gate's identity and protocol checks in order (see the module doc);
+/// an accepted client's identity rides along in the request's extensions.
+fn reach(state: &SharedState, rule: Rule, request: &mut Request) -> Reached {
     match rule.reach {
         Reach::Anyone => {}
         Reach::Clients(protocols) => {
             let client = match identity::check(&state.access.clients, request.headers()) {
                 Ok(client) => client,
-                Err(refused) => return refused.into_response(),
+                Err(refused) => return Reached::Refused(refused.into_response()),
             };
             if !protocols.contains(client.protocol) {
-                return unrouted_after_identity(state, request).await;
+                return Reached::Elsewhere;
             }
             request.extensions_mut().insert(client);
         }
@@ -154,17 +181,11 @@ where
             if ResourcePath::family(request.uri().path()).is_some()
                 && let Err(refused) = identity::check(&state.access.clients, request.headers())
             {
-                return refused.into_response();
+                return Reached::Refused(refused.into_response());
             }
         }
     }
-    if let Err(refused) = auth::check(state, rule.auth, &mut request).await {
-        return refused.into_response();
-    }
-    match inner.oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    }
+    Reached::Route
 }
 
 /// A route its client's protocol does not reach: answered exactly as a path

@@ -2,13 +2,13 @@
 //! one boxed future instead of one (plus a cloned inner service) per
 //! concern. In order, outermost first: the request id (kept from the
 //! request or generated), a span carrying the id, method and matched route,
-//! the panic catch (a panic answers the protocol's `500 internal` instead of
-//! dropping the connection), the lingering drain of an unread body, the
-//! concurrency permit and request timeout, then the host check of open mode
-//! on loopback (403) before the route, whose own gate (`super::gate`) checks
-//! identity (409), protocol and token (401/403). On the way out: one log line (with the acting scope, or
-//! why authentication refused the request), the request metrics and the
-//! `x-request-id` response header.
+//! the host check of open mode on loopback (403), the lingering drain of an
+//! unread body, the concurrency permit and request timeout, then the panic
+//! catch (a panic answers the protocol's `500 internal` instead of dropping
+//! the connection) around the route, whose own gate (`super::gate`) checks
+//! identity (409), protocol and token (401/403). On the way out: one log
+//! line (with the acting scope, or why authentication refused the request),
+//! the request metrics and the `x-request-id` response header.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,9 +23,10 @@ use axum::Router;
 use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::Route;
+use axum::routing::future::RouteFuture;
 use futures_util::FutureExt as _;
 use tokio::time::Instant;
-use tower::ServiceExt as _;
+use tower::Service as _;
 use tracing::Instrument as _;
 
 use super::error::ApiError;
@@ -99,19 +100,23 @@ impl tower::Service<Request> for Middleware {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move { Ok(this.handle(request).await) })
+        Box::pin(self.start(request))
     }
 }
 
 impl Middleware {
     /// Everything around the route, outermost first (see the module doc).
-    async fn handle(self, request: Request) -> Response {
-        let Middleware {
-            route,
-            state,
-            gates,
-        } = self;
+    ///
+    /// The request is taken apart here, before the returned future first
+    /// waits: the future keeps only the route's future and what the log
+    /// line needs. A held read waits for up to `--max-wait` seconds, and
+    /// every byte of its future is held that long by each of thousands of
+    /// waiting clients; an async fn that took the request would keep a
+    /// copy of it (~240 bytes) per nesting level for the whole wait.
+    fn start(
+        &mut self,
+        request: Request,
+    ) -> impl Future<Output = Result<Response, Infallible>> + use<> {
         let started = Instant::now();
         let id = request_id::of(&request);
         let method = request.method().clone();
@@ -128,39 +133,76 @@ impl Middleware {
             scope = tracing::field::Empty,
             refused = tracing::field::Empty,
         );
-        let served = AssertUnwindSafe(drain_unread(&state, &gates, route, request))
-            .catch_unwind()
-            .instrument(span.clone())
-            .await;
-        let mut response = served.unwrap_or_else(|_panic| {
-            span.in_scope(|| ApiError::Internal("handler panicked".into()).into_response())
-        });
-        let latency = started.elapsed();
-        let status = response.status();
-        span.in_scope(|| {
-            tracing::info!(
-                status = status.as_u16(),
-                // Whole microseconds: `0.165`, not `0.16480999999999998`.
-                latency_ms = latency.as_micros() as f64 / 1000.0,
-                "request"
-            );
-        });
-        crate::metrics::record_request(route_label, &method, status, latency);
-        response.headers_mut().insert(request_id::X_REQUEST_ID, id);
-        response
+        let state = self.state.clone();
+        let gates = self.gates.clone();
+        let host_refused = span.in_scope(|| host_refusal(&state, &request));
+        let (request, unread) = track_unread(request);
+        // Calling a route only builds its future; nothing runs until the
+        // permit below is held. Boxed, so moving it into the bounds below
+        // moves a pointer: a moved future's old place stays reserved in the
+        // future it was moved out of.
+        let routed = match host_refused {
+            Some(refused) => Err(refused),
+            None => Ok(Box::pin(self.route.call(request))),
+        };
+        async move {
+            let mut response = match routed {
+                Err(refused) => refused,
+                Ok(route) => {
+                    bounded(&state, &gates, route)
+                        .instrument(span.clone())
+                        .await
+                }
+            };
+            if let Some(unread) = unread {
+                linger(&state, &gates, &unread, &mut response).await;
+            }
+            let latency = started.elapsed();
+            let status = response.status();
+            span.in_scope(|| {
+                tracing::info!(
+                    status = status.as_u16(),
+                    // Whole microseconds: `0.165`, not `0.16480999999999998`.
+                    latency_ms = latency.as_micros() as f64 / 1000.0,
+                    "request"
+                );
+            });
+            let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
+            crate::metrics::record_request(route_label, &method, status, latency);
+            response.headers_mut().insert(request_id::X_REQUEST_ID, id);
+            Ok(response)
+        }
     }
+}
+
+/// The host check of open mode on loopback: the `403` for a host that is
+/// not allowed, recorded on the request's span.
+fn host_refusal(state: &SharedState, request: &Request) -> Option<Response> {
+    let hosts = state.access.hosts.as_ref()?;
+    let refused = hosts.admit(request).err()?;
+    let reason = crate::auth::Failure::Host.label();
+    tracing::Span::current().record("refused", tracing::field::display(reason));
+    Some(refused.into_response())
 }
 
 /// The global bounds every request is under: a permit from the concurrency
 /// limit (waiting for one when all are taken) and the request timeout, which
-/// startup guarantees is longer than any held read.
-async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Request) -> Response {
+/// startup guarantees is longer than any held read; and the panic catch,
+/// which answers the protocol's `500 internal` instead of dropping the
+/// connection.
+async fn bounded(
+    state: &SharedState,
+    gates: &Gates,
+    route: Pin<Box<RouteFuture<Infallible>>>,
+) -> Response {
     let Ok(_permit) = gates.requests.acquire().await else {
         return ApiError::Internal("the concurrency limiter is closed".into()).into_response();
     };
     let limit = state.limits.request_timeout;
-    match tokio::time::timeout(limit, checked(state, route, request)).await {
-        Ok(response) => response,
+    match tokio::time::timeout(limit, AssertUnwindSafe(route).catch_unwind()).await {
+        Ok(Ok(Ok(response))) => response,
+        Ok(Ok(Err(never))) => match never {},
+        Ok(Err(_panic)) => ApiError::Internal("handler panicked".into()).into_response(),
         Err(_) => ApiError::Internal(format!(
             "request exceeded the {}-second request timeout",
             limit.as_secs()
@@ -169,20 +211,31 @@ async fn bounded(state: &SharedState, gates: &Gates, route: Route, request: Requ
     }
 }
 
-/// The host check (403, open mode on loopback only), then the route, whose
-/// own gate (`super::gate`) checks identity and token.
-async fn checked(state: &SharedState, route: Route, request: Request) -> Response {
-    if let Some(hosts) = &state.access.hosts
-        && let Err(refused) = hosts.admit(&request)
-    {
-        let reason = crate::auth::Failure::Host.label();
-        tracing::Span::current().record("refused", tracing::field::display(reason));
-        return refused.into_response();
+/// Where a tracked body leaves what its handler did not read.
+type Unread = Arc<std::sync::Mutex<Option<axum::body::Body>>>;
+
+/// A request with a body gets it wrapped in [`Tracked`], which hands back
+/// what the handler leaves unread for [`linger`] to drain.
+fn track_unread(request: Request) -> (Request, Option<Unread>) {
+    use axum::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+    let headers = request.headers();
+    let has_body = headers.contains_key(TRANSFER_ENCODING)
+        || headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+    if !has_body {
+        return (request, None);
     }
-    match route.oneshot(request).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    }
+    let unread = Unread::default();
+    let (parts, body) = request.into_parts();
+    let body = axum::body::Body::new(Tracked {
+        inner: Some(body),
+        finished: false,
+        unread: unread.clone(),
+    });
+    (Request::from_parts(parts, body), Some(unread))
 }
 
 /// Requests answered without reading their body to the end (a 401, 403, 404
@@ -197,44 +250,21 @@ async fn checked(state: &SharedState, route: Route, request: Request) -> Respons
 /// one frame per drain. It is bounded per request (the body limit and
 /// [`LINGER`]) and across the process ([`Gates::drains`]): with every drain
 /// slot taken, the connection closes without lingering.
-async fn drain_unread(
-    state: &SharedState,
-    gates: &Gates,
-    route: Route,
-    request: Request,
-) -> Response {
-    use axum::http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
-    let headers = request.headers();
-    let has_body = headers.contains_key(TRANSFER_ENCODING)
-        || headers
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .is_some_and(|n| n > 0);
-    if !has_body {
-        return bounded(state, gates, route, request).await;
-    }
-    let unread = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let (parts, body) = request.into_parts();
-    let body = axum::body::Body::new(Tracked {
-        inner: Some(body),
-        finished: false,
-        unread: unread.clone(),
-    });
-    let mut response = bounded(state, gates, route, Request::from_parts(parts, body)).await;
+async fn linger(state: &SharedState, gates: &Gates, unread: &Unread, response: &mut Response) {
+    use axum::http::header::CONNECTION;
     let rest = unread
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .take();
-    if let Some(rest) = rest {
-        if let Ok(_slot) = gates.drains.try_acquire() {
-            let _ = tokio::time::timeout(LINGER, discard(rest, state.limits.max_body_bytes)).await;
-        }
-        response
-            .headers_mut()
-            .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+    let Some(rest) = rest else {
+        return;
+    };
+    if let Ok(_slot) = gates.drains.try_acquire() {
+        let _ = tokio::time::timeout(LINGER, discard(rest, state.limits.max_body_bytes)).await;
     }
     response
+        .headers_mut()
+        .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
 }
 
 /// Longest a refused request's body is drained before the connection closes.
@@ -256,11 +286,11 @@ async fn discard(mut body: axum::body::Body, limit: usize) {
 }
 
 /// A request body that, when dropped before its end, hands what is left
-/// back to [`drain_unread`] to drain.
+/// back to [`linger`] to drain.
 struct Tracked {
     inner: Option<axum::body::Body>,
     finished: bool,
-    unread: std::sync::Arc<std::sync::Mutex<Option<axum::body::Body>>>,
+    unread: Unread,
 }
 
 impl http_body::Body for Tracked {

@@ -17,7 +17,7 @@ use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::Uri;
 use axum::http::request::Parts;
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use super::extract::{decode_segment, lookup_id};
 use crate::auth::Target;
 use crate::protocol::{ResourceKind, ResourceRef, ident};
@@ -165,10 +165,9 @@ pub fn unknown_stream(id: &str) -> ApiError {
     ApiError::NotFound(format!("unknown stream \"{}\"", ident::shown(id)))
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for ResourcePath {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+impl ResourcePath {
+    /// The path of a request a resource route matched (no await needed).
+    pub fn of_parts(parts: &Parts) -> ApiResult<ResourcePath> {
         let template = parts
             .extensions
             .get::<MatchedPath>()
@@ -179,6 +178,14 @@ impl<S: Send + Sync> FromRequestParts<S> for ResourcePath {
                 parts.uri.path()
             )))
         })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ResourcePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        ResourcePath::of_parts(parts)
     }
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
@@ -25,10 +25,9 @@ use super::error::{ApiError, ApiResult};
 use super::extract::query_param;
 use super::path::ResourcePath;
 use super::response::{json, json_response};
-use super::rows::{counted_rows_response, fixed_suffix, history_response, rows_response};
+use super::rows::{fixed_suffix, rows_response};
 use super::state::SharedState;
 use crate::blobs::blob_ref;
-use crate::held::PROBE_ROWS;
 use crate::protocol::base64::{self, DecodeError};
 use crate::protocol::numbers::{js_integer, wait_seconds};
 use crate::protocol::placeholders::{self, Assigned};
@@ -143,59 +142,6 @@ pub async fn append_conditional(
         Ok(None) => Ok(json_response(StatusCode::OK, "null".into())),
         Err(err) => Err(err.into()),
     }
-}
-
-/// `getEvents` / `getRepoEvents`: `GET …/events?since=&wait=`, with the
-/// bounded wait of section 3.
-pub async fn read_events(
-    State(state): State<SharedState>,
-    path: ResourcePath,
-    uri: Uri,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
-    let r = path.resource()?;
-    let (since, wait) = lookup_on_failure(&state, &r, async {
-        read_params(&uri, state.limits.max_wait)
-    })
-    .await?;
-    let listing = Listing::Events {
-        resource: r.clone(),
-        since,
-        until: None,
-    };
-    if wait.is_zero()
-        && since <= 0
-        && let Some(logs) = &state.short_logs
-        && !state.history.as_ref().is_some_and(|h| h.known_long(&r))
-    {
-        return super::kept::whole_log(&state, logs, &headers, r, listing).await;
-    }
-    if !wait.is_zero() {
-        // Held: wait on a probe of the first rows, which is the whole answer
-        // whenever it is short (a woken tail read: one new event).
-        let page = state.held.events(&r, since, wait).await?;
-        if (page.len() as i64) < PROBE_ROWS {
-            return Ok(json_response(
-                StatusCode::OK,
-                format!("[{}]", page.join(",")),
-            ));
-        }
-        // A long answer: streamed whole from a snapshot at least as new as
-        // the probe's (events are only ever appended).
-    } else if let Some(history) = &state.history
-        && super::accept::prefers_zstd(&headers)
-        && let Some(answer) = crate::history::answer(&state.store, history, &r, since)
-    {
-        return Ok(history_response(answer));
-    }
-    let rows = state.store.read(listing).await?;
-    let Some(history) = state.history.clone() else {
-        return Ok(rows_response(rows, "[", fixed_suffix("]")).await?);
-    };
-    // Every whole answer shows how far the log has grown: what lets the
-    // next zstd read of it come from the history cache.
-    let learn = move |count| history.learn(&r, since, count);
-    Ok(counted_rows_response(rows, "[", fixed_suffix("]"), learn).await?)
 }
 
 /// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).

@@ -13,6 +13,7 @@ use axum::http::Method;
 use axum::routing::{MethodFilter, MethodRouter, on};
 
 use super::auth::AuthRule;
+use super::event_reads::READ_EVENTS;
 use super::gate::{GateLayer, Rule, no_route};
 use super::state::SharedState;
 use super::{
@@ -48,7 +49,7 @@ pub fn table(options: Options) -> Table {
         .get("/builds", c(ALL, A::BuildCollection), builds::list_builds)
         .get("/builds/{id}", c(ALL, A::Build), any_family::get_record)
         .post("/builds/{id}/events", c(ALL, A::Build), any_family::append_event)
-        .get("/builds/{id}/events", c(ALL, A::Build), any_family::read_events)
+        .get("/builds/{id}/events", c(ALL, A::Build), READ_EVENTS)
         .post("/builds/{id}/events/conditional", c(ALL, A::Build), any_family::append_conditional)
         .post("/builds/{id}/deposits", c(ALL, A::Build), any_family::deposit)
         .post("/builds/{id}/artifacts", c(ALL, A::Build), any_family::put_artifact)
@@ -61,13 +62,13 @@ pub fn table(options: Options) -> Table {
         .get("/builds/{id}/streams", c(ALL, A::Build), streams::list_streams)
         .get("/builds/{id}/streams/{sid}", c(ALL, A::Build), streams::get_stream)
         .post("/builds/{id}/streams/{sid}/chunks", c(ALL, A::Build), streams::append_chunk)
-        .get("/builds/{id}/streams/{sid}/chunks", c(ALL, A::Build), streams::read_chunks)
+        .get("/builds/{id}/streams/{sid}/chunks", c(ALL, A::Build), streams::READ_CHUNKS)
         .post("/builds/{id}/streams/{sid}/close", c(ALL, A::Build), streams::close_stream)
         // Repositories (spec section 4); there is deliberately no `GET /repos`.
         .post("/repos", c(ALL, A::RepoCollection), repos::ensure_repo)
         .get("/repos/{id}", c(ALL, A::Repo), any_family::get_record)
         .post("/repos/{id}/events", c(ALL, A::Repo), any_family::append_event)
-        .get("/repos/{id}/events", c(ALL, A::Repo), any_family::read_events)
+        .get("/repos/{id}/events", c(ALL, A::Repo), READ_EVENTS)
         .post("/repos/{id}/deposits", c(ALL, A::Repo), any_family::deposit)
         .post("/repos/{id}/artifacts", c(ALL, A::Repo), any_family::put_artifact)
         .get("/repos/{id}/artifacts", c(ALL, A::Repo), any_family::get_artifact)
@@ -79,7 +80,7 @@ pub fn table(options: Options) -> Table {
         .get("/repos/{id}/streams", c(ALL, A::Repo), streams::list_streams)
         .get("/repos/{id}/streams/{sid}", c(ALL, A::Repo), streams::get_stream)
         .post("/repos/{id}/streams/{sid}/chunks", c(ALL, A::Repo), streams::append_chunk)
-        .get("/repos/{id}/streams/{sid}/chunks", c(ALL, A::Repo), streams::read_chunks)
+        .get("/repos/{id}/streams/{sid}/chunks", c(ALL, A::Repo), streams::READ_CHUNKS)
         .post("/repos/{id}/streams/{sid}/close", c(ALL, A::Repo), streams::close_stream)
         .post("/repos/{id}/sessions", c(ALL, A::RepoSessions), sessions::create_session)
         .get("/repos/{id}/sessions", c(ALL, A::RepoSessions), sessions::list_sessions)
@@ -96,7 +97,7 @@ pub fn table(options: Options) -> Table {
         // Operator sessions (spec section 8): no leases.
         .get("/sessions/{id}", c(ALL, A::Session), any_family::get_record)
         .post("/sessions/{id}/events", c(ALL, A::Session), any_family::append_event)
-        .get("/sessions/{id}/events", c(ALL, A::Session), any_family::read_events)
+        .get("/sessions/{id}/events", c(ALL, A::Session), READ_EVENTS)
         .post("/sessions/{id}/events/conditional", c(V3, A::Session), any_family::append_conditional)
         .post("/sessions/{id}/deposits", c(ALL, A::Session), any_family::deposit)
         .post("/sessions/{id}/artifacts", c(ALL, A::Session), any_family::put_artifact)
@@ -106,13 +107,13 @@ pub fn table(options: Options) -> Table {
         .get("/sessions/{id}/streams", c(ALL, A::Session), streams::list_streams)
         .get("/sessions/{id}/streams/{sid}", c(ALL, A::Session), streams::get_stream)
         .post("/sessions/{id}/streams/{sid}/chunks", c(ALL, A::Session), streams::append_chunk)
-        .get("/sessions/{id}/streams/{sid}/chunks", c(ALL, A::Session), streams::read_chunks)
+        .get("/sessions/{id}/streams/{sid}/chunks", c(ALL, A::Session), streams::READ_CHUNKS)
         .post("/sessions/{id}/streams/{sid}/close", c(ALL, A::Session), streams::close_stream)
         // Streams addressed by id alone (spec section 6), under the scope of
         // the resource that owns them.
         .get("/streams/{sid}", c(ALL, A::StreamOwner), streams::get_stream)
         .post("/streams/{sid}/chunks", c(ALL, A::StreamOwner), streams::append_chunk)
-        .get("/streams/{sid}/chunks", c(ALL, A::StreamOwner), streams::read_chunks)
+        .get("/streams/{sid}/chunks", c(ALL, A::StreamOwner), streams::READ_CHUNKS)
         .post("/streams/{sid}/close", c(ALL, A::StreamOwner), streams::close_stream)
         // Autobuild's hosted ticket protocol (docs/tickets.md): every POST
         // under /tickets/ is a ticket operation to the gate; an unknown one

@@ -8,14 +8,18 @@
 //! (400) → batch ceiling (413) → closed (409) → the stream's bounds on
 //! chunks and bytes (413, in the store); nothing is written on failure.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use axum::response::Response;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, ApiResult};
 use super::path::{ResourcePath, unknown_stream};
+use super::prepared::{Answer, Prepared};
 use super::resources::{lookup_on_failure, read_params};
 use super::response::{json, json_response};
 use super::rows::{Suffix, fixed_suffix, rows_response};
@@ -166,14 +170,23 @@ fn chunks_suffix(stream: &StreamRecord) -> String {
 const CHUNKS_PREFIX: &str = "{\"chunks\":[";
 
 /// `readStream`: `GET …/chunks?since=&wait=`; holds while the stream is open
-/// and has nothing new, never on a closed stream.
-pub(super) async fn read_chunks(
-    State(state): State<SharedState>,
-    path: ResourcePath,
-    uri: Uri,
+/// and has nothing new, never on a closed stream. A [`Prepared`] handler,
+/// so a held read keeps only the path and the parsed query while it waits.
+pub(super) const READ_CHUNKS: Prepared = Prepared(read_chunks);
+
+fn read_chunks(parts: Parts, state: SharedState) -> Answer {
+    let path = ResourcePath::of_parts(&parts);
+    let query = read_params(&parts.uri, state.limits.max_wait);
+    Box::pin(async move { chunks(state, path, query).await.into_response() })
+}
+
+async fn chunks(
+    state: SharedState,
+    path: ApiResult<ResourcePath>,
+    query: ApiResult<(i64, Duration)>,
 ) -> ApiResult<Response> {
-    let stream = resolve(&state, &path).await?;
-    let (since, wait) = read_params(&uri, state.limits.max_wait)?;
+    let stream = resolve(&state, &path?).await?;
+    let (since, wait) = query?;
     if !wait.is_zero() {
         // Held: wait on a probe of the first chunks, which is the whole
         // answer whenever it is short.
