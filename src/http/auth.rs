@@ -84,7 +84,7 @@ impl AuthRule {
 
 /// What `rule` asks the token of a request to `path` to cover; `None` for
 /// a top-level stream route, whose scope is the stream's own (looked up by
-/// [`authorize`]).
+/// [`OwnerLookup`]).
 fn target<'a>(rule: AuthRule, path: &'a ResourcePath) -> ApiResult<Option<Target<'a>>> {
     if let Some(target) = fixed_target(rule) {
         return Ok(Some(target));
@@ -115,37 +115,38 @@ fn fixed_target(rule: AuthRule) -> Option<Target<'static>> {
     })
 }
 
-/// Authorize `scope` for what `path` addresses under `rule`. A top-level
-/// stream route authorizes against the stream's own scope (spec section 6),
-/// so an unknown stream is 404 before scope is judged.
-async fn authorize(
-    state: &SharedState,
-    scope: &Scope,
-    rule: AuthRule,
-    path: &ResourcePath,
-) -> ApiResult<()> {
-    let owner;
-    let target = match target(rule, path)? {
-        Some(target) => target,
-        None => {
-            let id = path.stream_id()?;
-            let stream = state
-                .store
-                .get_stream(&id)
-                .await?
-                .ok_or_else(|| super::path::unknown_stream(&id))?;
-            owner = stream.scope;
-            match owner.kind {
-                ResourceKind::Build => Target::Build(&owner.id),
-                ResourceKind::Repo => Target::Repo(&owner.id),
-                ResourceKind::Session => Target::Session(&owner.id),
-                ResourceKind::Stream => {
-                    return Err(ApiError::Internal("a stream scoped to a stream".into()));
-                }
+/// A token check waiting on one lookup: a top-level stream route
+/// authorizes against the stream's own scope (spec section 6), so an
+/// unknown stream is 404 before scope is judged.
+pub struct OwnerLookup {
+    scope: Scope,
+    path: ResourcePath,
+}
+
+impl OwnerLookup {
+    /// Look the stream up, judge the token's scope against its owner's, and
+    /// let the scope ride along in the request's extensions.
+    pub async fn finish(self, state: &SharedState, request: &mut Request) -> ApiResult<()> {
+        let OwnerLookup { scope, path } = self;
+        let id = path.stream_id()?;
+        let stream = state
+            .store
+            .get_stream(&id)
+            .await?
+            .ok_or_else(|| super::path::unknown_stream(&id))?;
+        let owner = stream.scope;
+        let target = match owner.kind {
+            ResourceKind::Build => Target::Build(&owner.id),
+            ResourceKind::Repo => Target::Repo(&owner.id),
+            ResourceKind::Session => Target::Session(&owner.id),
+            ResourceKind::Stream => {
+                return Err(ApiError::Internal("a stream scoped to a stream".into()));
             }
-        }
-    };
-    permit(scope, &target)
+        };
+        permit(&scope, &target)?;
+        request.extensions_mut().insert(Caller(Arc::new(scope)));
+        Ok(())
+    }
 }
 
 /// `403` (counted) unless `scope` may address `target`.
@@ -156,36 +157,54 @@ fn permit(scope: &Scope, target: &Target<'_>) -> ApiResult<()> {
     })
 }
 
-/// Whether [`check`] has anything to check for `rule`: nothing in open mode
-/// (recorded on the request's span, as [`check`] does) or for a rule that
-/// takes no token. Lets the gate skip the asynchronous check, and the
-/// future that would hold the request across it.
-pub fn needs_check(state: &SharedState, rule: AuthRule) -> bool {
-    if state.access.secret.is_none() {
-        tracing::Span::current().record("scope", tracing::field::display("open"));
-        return false;
-    }
-    rule != AuthRule::None
+/// What the token check decided without waiting.
+pub enum Checked {
+    /// Admitted: open mode, a rule that takes no token, or a token whose
+    /// scope covers the target (the scope then rides along in the request's
+    /// extensions).
+    Admitted,
+    /// The 401 or 403 (or the path's own 400/404).
+    Refused(ApiError),
+    /// A top-level stream route: the stream's owner must be looked up.
+    Pending(OwnerLookup),
 }
 
 /// 401 unless the request carries a verifying bearer token, 403 unless its
 /// scope covers what `rule` names; the scope then rides along in the
 /// request's extensions. Open mode, or a rule needing no token: nothing to
-/// check.
+/// check. Synchronous but for a top-level stream route's owner
+/// ([`Checked::Pending`]), so the gate's future holds no request while
+/// any other route runs (a held read waits in it).
+pub fn check_at_once(state: &SharedState, rule: AuthRule, request: &mut Request) -> Checked {
+    match decide(state, rule, request) {
+        Ok(checked) => checked,
+        Err(refused) => Checked::Refused(refused),
+    }
+}
+
+/// [`check_at_once`], then the owner's lookup where one is needed.
 pub async fn check(state: &SharedState, rule: AuthRule, request: &mut Request) -> ApiResult<()> {
+    match check_at_once(state, rule, request) {
+        Checked::Admitted => Ok(()),
+        Checked::Refused(refused) => Err(refused),
+        Checked::Pending(lookup) => lookup.finish(state, request).await,
+    }
+}
+
+fn decide(state: &SharedState, rule: AuthRule, request: &mut Request) -> ApiResult<Checked> {
     let Some(secret) = &state.access.secret else {
         tracing::Span::current().record("scope", tracing::field::display("open"));
-        return Ok(());
+        return Ok(Checked::Admitted);
     };
     let path = match rule {
-        AuthRule::None => return Ok(()),
+        AuthRule::None => return Ok(Checked::Admitted),
         // Rules whose target no path names.
         AuthRule::TestClock | AuthRule::Tickets => None,
         AuthRule::Resembled => {
             // Only the machine families' paths need a token to learn that
             // nothing is there.
             let Some(path) = ResourcePath::parse(None, request.uri()) else {
-                return Ok(());
+                return Ok(Checked::Admitted);
             };
             Some(path)
         }
@@ -210,10 +229,16 @@ pub async fn check(state: &SharedState, rule: AuthRule, request: &mut Request) -
                 .ok_or_else(|| ApiError::Internal(format!("{rule:?} names no target")))?;
             permit(&scope, &target)?;
         }
-        Some(path) => authorize(state, &scope, rule, &path?).await?,
+        Some(path) => {
+            let path = path?;
+            match target(rule, &path)? {
+                Some(target) => permit(&scope, &target)?,
+                None => return Ok(Checked::Pending(OwnerLookup { scope, path })),
+            }
+        }
     }
     request.extensions_mut().insert(Caller(Arc::new(scope)));
-    Ok(())
+    Ok(Checked::Admitted)
 }
 
 /// The scope of the request's bearer token, if it verifies (see the module

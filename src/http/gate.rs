@@ -20,7 +20,7 @@ use axum::http::{Method, Uri};
 use axum::response::{IntoResponse as _, Response};
 use tower::ServiceExt as _;
 
-use super::auth::{self, AuthRule};
+use super::auth::{self, AuthRule, Checked};
 use super::error::ApiError;
 use super::identity;
 use super::path::ResourcePath;
@@ -127,10 +127,10 @@ where
         Poll::Ready(Ok(()))
     }
 
-    /// The identity and protocol checks run here, synchronously; the
-    /// returned future holds the request only while a token is checked.
-    /// In open mode a route's future is boxed as it is: a held read keeps
-    /// no copy of its request in the gate while it waits.
+    /// The identity, protocol and token checks run here, synchronously,
+    /// and an admitted route's future is boxed as it is: a held read keeps
+    /// no copy of its request in the gate while it waits. Only a top-level
+    /// stream route's owner is looked up in the returned future.
     fn call(&mut self, mut request: Request) -> Self::Future {
         let Gate { inner, rule, state } = self.clone();
         match reach(&state, rule, &mut request) {
@@ -138,15 +138,18 @@ where
             Reached::Elsewhere => {
                 Box::pin(async move { Ok(unrouted_after_identity(&state, request).await) })
             }
-            Reached::Route if !auth::needs_check(&state, rule.auth) => {
-                Box::pin(inner.oneshot(request))
-            }
-            Reached::Route => Box::pin(async move {
-                if let Err(refused) = auth::check(&state, rule.auth, &mut request).await {
-                    return Ok(refused.into_response());
+            Reached::Route => match auth::check_at_once(&state, rule.auth, &mut request) {
+                Checked::Admitted => Box::pin(inner.oneshot(request)),
+                Checked::Refused(refused) => {
+                    Box::pin(std::future::ready(Ok(refused.into_response())))
                 }
-                inner.oneshot(request).await
-            }),
+                Checked::Pending(lookup) => Box::pin(async move {
+                    if let Err(refused) = lookup.finish(&state, &mut request).await {
+                        return Ok(refused.into_response());
+                    }
+                    inner.oneshot(request).await
+                }),
+            },
         }
     }
 }
