@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::Request;
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 
@@ -208,18 +208,7 @@ fn decide(state: &SharedState, rule: AuthRule, request: &mut Request) -> ApiResu
             };
             Some(path)
         }
-        _ => {
-            let template = request.extensions().get::<MatchedPath>();
-            let template = template.map(MatchedPath::as_str);
-            Some(
-                ResourcePath::parse(template, request.uri()).unwrap_or_else(|| {
-                    Err(ApiError::Internal(format!(
-                        "{} is no resource route",
-                        request.uri().path()
-                    )))
-                }),
-            )
-        }
+        _ => Some(ResourcePath::matched(request.extensions(), request.uri())),
     };
     let scope = authenticate(state, secret, request.headers())?;
     record_scope(&scope);

@@ -83,11 +83,7 @@ async fn at_once(
             .as_ref()
             .is_some_and(|h| h.known_long(&resource))
     {
-        let listing = Listing::Events {
-            resource: resource.clone(),
-            since,
-            until: None,
-        };
+        let listing = everything_since(&resource, since);
         return super::kept::whole_log(&state, logs, &headers, resource, listing).await;
     }
     if let Some(history) = &state.history
@@ -101,12 +97,7 @@ async fn at_once(
 
 /// Every event of `resource` past `since`, streamed from the store.
 async fn from_store(state: &SharedState, resource: ResourceRef, since: i64) -> ApiResult<Response> {
-    let listing = Listing::Events {
-        resource: resource.clone(),
-        since,
-        until: None,
-    };
-    let rows = state.store.read(listing).await?;
+    let rows = state.store.read(everything_since(&resource, since)).await?;
     let Some(history) = state.history.clone() else {
         return Ok(rows_response(rows, "[", fixed_suffix("]")).await?);
     };
@@ -114,4 +105,13 @@ async fn from_store(state: &SharedState, resource: ResourceRef, since: i64) -> A
     // next zstd read of it come from the history cache.
     let learn = move |count| history.learn(&resource, since, count);
     Ok(counted_rows_response(rows, "[", fixed_suffix("]"), learn).await?)
+}
+
+/// Every event of `resource` past `since`.
+fn everything_since(resource: &ResourceRef, since: i64) -> Listing {
+    Listing::Events {
+        resource: resource.clone(),
+        since,
+        until: None,
+    }
 }

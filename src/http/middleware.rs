@@ -123,13 +123,12 @@ impl Middleware {
         // The matched route, never the raw path: ids stay out of logs' and
         // metrics' route labels.
         let matched = request.extensions().get::<MatchedPath>().cloned();
-        let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
         // `scope` and `refused` are filled by the auth check (`super::auth`).
         let span = tracing::info_span!(
             "request",
             request_id = %id.to_str().unwrap_or("-"),
             method = %method,
-            route = %route_label,
+            route = %route_label(&matched),
             scope = tracing::field::Empty,
             refused = tracing::field::Empty,
         );
@@ -167,12 +166,16 @@ impl Middleware {
                     "request"
                 );
             });
-            let route_label = matched.as_ref().map_or("(unmatched)", MatchedPath::as_str);
-            crate::metrics::record_request(route_label, &method, status, latency);
+            crate::metrics::record_request(route_label(&matched), &method, status, latency);
             response.headers_mut().insert(request_id::X_REQUEST_ID, id);
             Ok(response)
         }
     }
+}
+
+/// The label of a request's route in logs and metrics: its template.
+fn route_label(matched: &Option<MatchedPath>) -> &str {
+    matched.as_ref().map_or("(unmatched)", MatchedPath::as_str)
 }
 
 /// The host check of open mode on loopback: the `403` for a host that is

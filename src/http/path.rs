@@ -14,8 +14,8 @@
 //! unknown (404) → stream id (400) → stream unknown (404).
 
 use axum::extract::{FromRequestParts, MatchedPath};
-use axum::http::Uri;
 use axum::http::request::Parts;
+use axum::http::{Extensions, Uri};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{decode_segment, lookup_id};
@@ -168,14 +168,18 @@ pub fn unknown_stream(id: &str) -> ApiError {
 impl ResourcePath {
     /// The path of a request a resource route matched (no await needed).
     pub fn of_parts(parts: &Parts) -> ApiResult<ResourcePath> {
-        let template = parts
-            .extensions
-            .get::<MatchedPath>()
-            .map(MatchedPath::as_str);
-        ResourcePath::parse(template, &parts.uri).unwrap_or_else(|| {
+        ResourcePath::matched(&parts.extensions, &parts.uri)
+    }
+
+    /// The path of a request to a resource route, read from the route
+    /// template its `extensions` carry; a route that names no resource is
+    /// the server's own mistake (500).
+    pub fn matched(extensions: &Extensions, uri: &Uri) -> ApiResult<ResourcePath> {
+        let template = extensions.get::<MatchedPath>().map(MatchedPath::as_str);
+        ResourcePath::parse(template, uri).unwrap_or_else(|| {
             Err(ApiError::Internal(format!(
                 "{} is no resource route",
-                parts.uri.path()
+                uri.path()
             )))
         })
     }
