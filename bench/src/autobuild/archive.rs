@@ -213,12 +213,17 @@ mod tests {
     use super::*;
     use crate::autobuild::history::{Size, generate};
 
-    /// The server binary of this workspace (`cargo build --bin abstore`).
+    /// The server binary of this workspace (`cargo build --bin abstore`):
+    /// beside this test binary, which runs from `<target>/debug/deps/`. Not
+    /// from a path fixed at compile time: a test binary built in another
+    /// checkout sharing this `target/` is reused, and its path pointed there.
     pub(super) fn abstore() -> PathBuf {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-        let bin = target.join("debug/abstore");
+        let test_binary = std::env::current_exe().expect("the test binary's path");
+        let debug = test_binary
+            .parent()
+            .and_then(std::path::Path::parent)
+            .expect("a test binary under <target>/debug/deps");
+        let bin = debug.join("abstore");
         assert!(
             bin.is_file(),
             "{} is missing: run `cargo build --bin abstore`",
