@@ -1,8 +1,14 @@
 //! Writing one answer from the history cache: a task reads the live
-//! segments and the chunks the cache lacks, and hands zstd frames to the
-//! [`Answer`] the response's body drains, one frame at a time.
+//! segments and the chunks the cache lacks, and hands the answer to the
+//! [`Answer`] the response's body drains, one piece at a time. In zstd the
+//! pieces are frames; as text ([`Form::Text`], any other client) a cached
+//! chunk is its frame decompressed, in pieces of [`TEXT_PIECE`] bytes:
+//! decompressing a sealed chunk costs a fraction of reading its rows again
+//! (over TLS from PostgreSQL most of all), so a whole-history read that is
+//! not zstd is served from the same frames.
 
-use std::sync::Arc;
+use std::io::Read as _;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -18,27 +24,60 @@ use crate::protocol::ResourceRef;
 use crate::store::rows::{AnswerTimes, Next};
 use crate::store::{Listing, Rows, Store, StoreError};
 
-/// The answer to `seq > since` of `resource`'s log as zstd frames, built
-/// from complete chunks and prefixes; `None` when the ordinary read should
-/// answer (no complete chunk or prefix known in range; an unknown resource,
-/// whose `404` it gives, has none).
+/// How an answer is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// zstd frames, copied from the cache where it has them.
+    Zstd,
+    /// The JSON text itself (which the compression layer compresses for a
+    /// gzip or brotli client, as any answer).
+    Text,
+}
+
+/// The most a cached chunk's text is decompressed into before it is handed
+/// over: a chunk's text is bounded only by its events' sizes.
+const TEXT_PIECE: usize = 64 * 1024;
+
+/// Pieces of text the writer may have ready before the body takes them.
+/// Decompressing is several times faster than the compression layer's gzip
+/// or brotli, and that layer flushes its encoder whenever the body has
+/// nothing ready (async-compression's `bufread` encoder, on `Pending`): with
+/// a single piece in hand it flushed once a piece, which cost a gzip answer
+/// a quarter more CPU than the ordinary read's. At most this many pieces
+/// (256 KiB) an answer.
+const TEXT_AHEAD: usize = 4;
+
+/// The answer to `seq > since` of `resource`'s log in `form`, built from
+/// complete chunks and prefixes; `None` when the ordinary read should
+/// answer (no complete chunk or prefix known in range, or as text no
+/// complete chunk; an unknown resource, whose `404` it gives, has none).
 pub fn answer(
     store: &Arc<dyn Store>,
     cache: &Arc<HistoryCache>,
     resource: &ResourceRef,
     since: i64,
+    form: Form,
 ) -> Option<Answer> {
     let last = cache.known_last(resource)?;
     let n = cache.chunk_events;
     let cached = cache.cached_end(resource, last / n);
     let segments = plan(since, last, n, cached)?;
-    let (tx, rx) = mpsc::channel(1);
+    // As text, a prefix alone saves nothing: its rows are one short read
+    // (or kept whole, `short_logs`), where a frame must be decompressed.
+    if form == Form::Text && !segments.iter().any(|s| matches!(s, Segment::Complete(_))) {
+        return None;
+    }
+    let (tx, rx) = mpsc::channel(match form {
+        Form::Zstd => 1,
+        Form::Text => TEXT_AHEAD,
+    });
     let (store, cache, resource) = (store.clone(), cache.clone(), resource.clone());
     tokio::spawn(async move {
         let out = Out {
             tx,
             times: cache.times,
             started: Instant::now(),
+            form,
         };
         match write(&*store, &cache, &resource, segments, &out).await {
             Ok(()) => {
@@ -106,6 +145,7 @@ struct Out {
     tx: mpsc::Sender<Frame>,
     times: AnswerTimes,
     started: Instant,
+    form: Form,
 }
 
 impl Out {
@@ -123,6 +163,46 @@ impl Out {
             Ok(Err(_)) | Err(_) => Err(Stop::Gone),
         }
     }
+
+    /// A fixed piece of JSON framing in the answer's form.
+    async fn constant(
+        &self,
+        cell: &'static OnceLock<Bytes>,
+        text: &'static [u8],
+    ) -> Result<(), Stop> {
+        match self.form {
+            Form::Zstd => self.send(constant_frame(cell, text)).await,
+            Form::Text => self.send(Bytes::from_static(text)).await,
+        }
+    }
+
+    /// A chunk's frame in the answer's form: copied, or decompressed piece
+    /// by piece.
+    async fn chunk(&self, frame: Bytes) -> Result<(), Stop> {
+        if self.form == Form::Zstd {
+            return self.send(frame).await;
+        }
+        let mut text = zstd::stream::read::Decoder::with_buffer(&frame[..]).map_err(corrupt)?;
+        loop {
+            let mut piece = Vec::with_capacity(TEXT_PIECE);
+            let read = (&mut text)
+                .take(TEXT_PIECE as u64)
+                .read_to_end(&mut piece)
+                .map_err(corrupt)?;
+            if read == 0 {
+                return Ok(());
+            }
+            self.send(Bytes::from(piece)).await?;
+        }
+    }
+}
+
+/// A cached frame that does not decompress: the cache holds only frames it
+/// made, so this is memory gone bad; the answer is cut short.
+fn corrupt(err: std::io::Error) -> Stop {
+    Stop::Failed(StoreError::Corrupt(format!(
+        "a cached history frame: {err}"
+    )))
 }
 
 async fn write(
@@ -133,7 +213,7 @@ async fn write(
     out: &Out,
 ) -> Result<(), Stop> {
     let n = cache.chunk_events;
-    out.send(constant_frame(&OPEN, b"[")).await?;
+    out.constant(&OPEN, b"[").await?;
     // Whether a row was written: the next one needs a comma first.
     let mut any = false;
     for segment in segments {
@@ -150,42 +230,76 @@ async fn write(
             Segment::Complete(index) => (index, (index + 1) * n),
             Segment::Prefix { index, end } => (index, end),
         };
-        let frame = cached_or_read(store, cache, resource, index, end).await?;
         if any {
-            out.send(constant_frame(&COMMA, b",")).await?;
+            out.constant(&COMMA, b",").await?;
         }
-        out.send(frame).await?;
+        match cached(cache, resource, index, end) {
+            Some(frame) => out.chunk(frame).await?,
+            None => read_chunk(store, cache, resource, index, end, out).await?,
+        }
         any = true;
     }
-    out.send(constant_frame(&CLOSE, b"]")).await
+    out.constant(&CLOSE, b"]").await
 }
 
-/// The frame of `resource`'s chunk `index` up to `end`: from the cache when
-/// it holds exactly that, else read, compressed and kept.
-async fn cached_or_read(
+/// The frame of `resource`'s chunk `index` up to `end` when the cache holds
+/// exactly that.
+fn cached(cache: &HistoryCache, resource: &ResourceRef, index: i64, end: i64) -> Option<Bytes> {
+    let chunk = cache
+        .get(&(resource.clone(), index))
+        .filter(|chunk| chunk.end == end)?;
+    metrics::counter!("abstore_history_chunks_total", "source" => "cache").increment(1);
+    Some(chunk.frame)
+}
+
+/// `resource`'s chunk `index` up to `end`, which the cache lacks: read,
+/// compressed and kept, and sent in the answer's form (as text, each piece
+/// as it is read).
+async fn read_chunk(
     store: &dyn Store,
     cache: &HistoryCache,
     resource: &ResourceRef,
     index: i64,
     end: i64,
-) -> Result<Bytes, Stop> {
-    let key = (resource.clone(), index);
-    if let Some(chunk) = cache.get(&key).filter(|chunk| chunk.end == end) {
-        metrics::counter!("abstore_history_chunks_total", "source" => "cache").increment(1);
-        return Ok(chunk.frame);
-    }
+    out: &Out,
+) -> Result<(), Stop> {
     let start = index * cache.chunk_events;
-    let rows = store.read(events(resource, start, Some(end))).await?;
-    let frame = chunk_frame(rows, end - start).await?;
+    let mut rows = store.read(events(resource, start, Some(end))).await?;
+    let mut encoder = encoder(CHUNK_LEVEL);
+    while let Some(step) = rows.next().await {
+        match step? {
+            Next::Piece(piece) => {
+                compress(&mut encoder, &piece)?;
+                if out.form == Form::Text {
+                    out.send(piece).await?;
+                }
+            }
+            Next::End(()) => break,
+        }
+    }
+    // Fewer rows than the log was known to hold would mean the store lost
+    // committed events (replaced under a running server): nothing is
+    // kept, the answer is cut.
+    let got = rows.count().unwrap_or(0);
+    let expected = end - start;
+    if i64::try_from(got).ok() != Some(expected) {
+        return Err(Stop::Failed(StoreError::Corrupt(format!(
+            "a history chunk expected to hold {expected} committed events read {got}"
+        ))));
+    }
+    let frame = finish(encoder)?;
     metrics::counter!("abstore_history_chunks_total", "source" => "database").increment(1);
     cache.put(
-        key,
+        (resource.clone(), index),
         Chunk {
             end,
             frame: frame.clone(),
         },
     );
-    Ok(frame)
+    match out.form {
+        Form::Zstd => out.send(frame).await,
+        Form::Text => Ok(()),
+    }
 }
 
 fn events(resource: &ResourceRef, since: i64, until: Option<i64>) -> Listing {
@@ -196,29 +310,13 @@ fn events(resource: &ResourceRef, since: i64, until: Option<i64>) -> Listing {
     }
 }
 
-/// A chunk's rows, `expected` of them, as one zstd frame. Fewer rows than
-/// the log was known to hold would mean the store lost committed events
-/// (replaced under a running server): nothing is kept, the answer is cut.
-async fn chunk_frame(mut rows: Rows, expected: i64) -> Result<Bytes, Stop> {
-    let mut encoder = encoder(CHUNK_LEVEL);
-    while let Some(step) = rows.next().await {
-        match step? {
-            Next::Piece(piece) => compress(&mut encoder, &piece)?,
-            Next::End(()) => break,
-        }
-    }
-    let got = rows.count().unwrap_or(0);
-    if i64::try_from(got).ok() != Some(expected) {
-        return Err(Stop::Failed(StoreError::Corrupt(format!(
-            "a history chunk expected to hold {expected} committed events read {got}"
-        ))));
-    }
-    Ok(finish(encoder)?)
-}
-
-/// A live segment's rows as one zstd frame, sent as it fills (preceded by a
-/// comma when rows came before); whether it had any row.
+/// A live segment's rows, sent as they come (preceded by a comma when rows
+/// came before); in zstd as one frame, sent as it fills; whether it had any
+/// row.
 async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
+    if out.form == Form::Text {
+        return live_text(rows, after_rows, out).await;
+    }
     let mut encoder = encoder(LIVE_LEVEL);
     let mut any = false;
     while let Some(step) = rows.next().await {
@@ -237,6 +335,24 @@ async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop
     }
     if any {
         out.send(finish(encoder)?).await?;
+    }
+    Ok(any)
+}
+
+/// [`live`] as text.
+async fn live_text(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
+    let mut any = false;
+    while let Some(step) = rows.next().await {
+        match step? {
+            Next::Piece(piece) => {
+                if !any && after_rows {
+                    out.send(Bytes::from_static(b",")).await?;
+                }
+                any = true;
+                out.send(piece).await?;
+            }
+            Next::End(()) => break,
+        }
     }
     Ok(any)
 }

@@ -53,7 +53,7 @@ mod plan;
 mod short_logs;
 mod state_events;
 
-pub use answer::{Answer, answer};
+pub use answer::{Answer, Form, answer};
 pub use cache::HistoryCache;
 pub use kept::{KeptAnswer, collect};
 pub use short_logs::{ShortLogCache, Ticket as ShortLogTicket};

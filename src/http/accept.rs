@@ -10,9 +10,11 @@
 //! the two agree through the binary: entries of every `Accept-Encoding` header,
 //! unknown codings and malformed q-values ignored, `q=0` refused, and the
 //! highest q-value wins, ties going to zstd, then brotli, then gzip, then
-//! identity. Only zstd is answered from the history cache: it is what
-//! Autobuild's client (Bun's `fetch`) gets, and its frames concatenate into
-//! one valid stream (RFC 8878, section 3.1).
+//! identity. Only zstd is answered from the history cache's frames as they
+//! are: it is what Autobuild's client (Bun's `fetch`) gets, and its frames
+//! concatenate into one valid stream (RFC 8878, section 3.1). Any other
+//! client gets their text, which the compression layer compresses as it
+//! would any answer.
 
 use axum::http::{HeaderMap, header};
 

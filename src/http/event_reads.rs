@@ -17,6 +17,7 @@ use super::response::json_response;
 use super::rows::{counted_rows_response, fixed_suffix, history_response, rows_response};
 use super::state::SharedState;
 use crate::held::PROBE_ROWS;
+use crate::history::Form;
 use crate::protocol::ResourceRef;
 use crate::store::Listing;
 
@@ -68,8 +69,8 @@ async fn held(
 }
 
 /// A read that does not wait: a short whole log from memory where one is
-/// kept, a zstd answer from the history cache where it has one, else the
-/// store's rows.
+/// kept, an answer from the history cache where it has one (zstd frames
+/// copied, or as text for any other client), else the store's rows.
 async fn at_once(
     state: SharedState,
     resource: ResourceRef,
@@ -86,11 +87,16 @@ async fn at_once(
         let listing = everything_since(&resource, since);
         return super::kept::whole_log(&state, logs, &headers, resource, listing).await;
     }
-    if let Some(history) = &state.history
-        && super::accept::prefers_zstd(&headers)
-        && let Some(answer) = crate::history::answer(&state.store, history, &resource, since)
-    {
-        return Ok(history_response(answer));
+    if let Some(history) = &state.history {
+        let form = if super::accept::prefers_zstd(&headers) {
+            Form::Zstd
+        } else {
+            Form::Text
+        };
+        if let Some(answer) = crate::history::answer(&state.store, history, &resource, since, form)
+        {
+            return Ok(history_response(answer, form));
+        }
     }
     from_store(&state, resource, since).await
 }

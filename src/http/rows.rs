@@ -103,17 +103,22 @@ enum Stage {
     Done,
 }
 
-/// A whole-history answer from the history cache: its zstd frames, streamed
-/// as its writer hands them over (cut short like any streamed answer).
-pub fn history_response(answer: crate::history::Answer) -> Response {
+/// A whole-history answer from the history cache, streamed as its writer
+/// hands it over (cut short like any streamed answer): zstd frames, marked
+/// so, or text, which the compression layer treats as any answer.
+pub fn history_response(answer: crate::history::Answer, form: crate::history::Form) -> Response {
     use futures_util::TryStreamExt as _;
-    let mut response = Response::new(Body::from_stream(answer.into_stream().map_err(cut_short)));
+    // Fused: the compression layer's reader polls again after the end.
+    let body = Body::from_stream(answer.into_stream().map_err(cut_short).fuse());
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    super::response::mark_zstd(headers);
+    if form == crate::history::Form::Zstd {
+        super::response::mark_zstd(headers);
+    }
     response
 }
 

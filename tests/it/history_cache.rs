@@ -1,13 +1,13 @@
 //! The history cache (src/history/) through the binary, on a SQLite file
-//! and on PostgreSQL: a zstd read spanning complete chunks is
-//! exactly the identity answer for every `since` (before, on and after
-//! chunk boundaries), for build logs and repository journals, from the
-//! database the first time and from the cache after; where a log ends is
-//! learnt from the reads (a log's first read is an ordinary one); logs that
-//! grow complete new chunks; a log shorter than a chunk is answered from its
-//! cached prefix, made again only once it grew a quarter of a chunk; the
-//! cache keeps its byte bound; a client that leaves mid-answer leaves the
-//! server serving.
+//! and on PostgreSQL: a read spanning complete chunks, in zstd or as text
+//! (for any other client), is exactly the ordinary answer for every `since`
+//! (before, on and after chunk boundaries), for build logs and repository
+//! journals, from the database the first time and from the cache after;
+//! where a log ends is learnt from the reads (a log's first read is an
+//! ordinary one); logs that grow complete new chunks; a log shorter than a
+//! chunk is answered from its cached prefix in zstd, made again only once it
+//! grew a quarter of a chunk, and from the store as text; the cache keeps
+//! its byte bound; a client that leaves mid-answer leaves the server serving.
 
 use std::time::Duration;
 
@@ -74,8 +74,10 @@ async fn get(url: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
     support::get_decoded(&client(), url, accept).await
 }
 
-/// Every `since` of `events` (a log of `last` events) read in zstd equals
-/// the identity read; a range spanning a complete chunk comes in zstd.
+/// Every `since` of `events` (a log of `last` events) read in zstd, and as
+/// text (identity or gzip, which the cache answers as text too), equals the
+/// ordinary read of the store's rows (a held read finding events at once);
+/// a range spanning a complete chunk comes in zstd.
 async fn same_answers(events: &str, last: i64) {
     let sinces = [
         -3,
@@ -102,6 +104,21 @@ async fn same_answers(events: &str, last: i64) {
             String::from_utf8_lossy(&zstd),
             String::from_utf8_lossy(&identity)
         );
+        let (status, _, gzip) = get(&url, "gzip").await;
+        assert!(
+            status == 200 && gzip == identity,
+            "{url}: the gzip answer differs"
+        );
+        if since < last {
+            let held = format!("{url}&wait=1");
+            let (status, _, ordinary) = get(&held, "identity").await;
+            assert!(
+                status == 200 && ordinary == identity,
+                "{url}: the identity answer differs from the store's rows:\n{}\n{}",
+                String::from_utf8_lossy(&identity),
+                String::from_utf8_lossy(&ordinary)
+            );
+        }
         let expected: Vec<i64> = (since.max(0) + 1..=last).collect();
         let seqs: Vec<i64> = serde_json::from_slice::<Vec<Value>>(&identity)
             .unwrap()
@@ -298,7 +315,10 @@ async fn short_logs(database: &str) {
             (1.0, 0.0), // the prefix 1-5 read and kept
             (1.0, 1.0), // then copied
             (1.0, 3.0), // 6: prefix + tail, twice
-            (2.0, 5.0), // 8: prefix + tail; then chunk 0 complete; then copied
+            // 8: prefix + tail; then chunk 0 complete, read once (by the
+            // identity read, answered from it as text); then copied or
+            // decompressed, four times
+            (2.0, 8.0),
         ]
     );
 }
@@ -334,6 +354,80 @@ async fn complete_chunks_answer_every_range_exactly_on_sqlite_memory() {
 async fn complete_chunks_answer_every_range_exactly_on_postgres() {
     with_pg("history", |database| async move {
         complete_chunks(&database).await;
+    })
+    .await;
+}
+
+/// A client that does not take zstd (identity, gzip) is answered from the
+/// same frames as text: its first read teaches, its second reads and keeps
+/// the complete chunks, later ones read no chunk from the database; a log
+/// shorter than a chunk is never answered from its prefix as text.
+async fn text_answers(database: &str) {
+    let (server, metrics) = server(database, &["--short-log-cache-bytes", "0"]).await;
+    let base = server.url().to_owned();
+    let c = client();
+    build_with_events(&base, "text", 3 * CHUNK as usize + 3).await;
+    build_with_events(&base, "short", CHUNK as usize - 2).await;
+    let cache_hits = || async {
+        let name = "abstore_history_chunks_total{source=\"cache\"}";
+        metric(&c, &metrics, name).await.unwrap_or(0.0)
+    };
+    let log = format!("{base}/builds/text/events?since=0");
+    let mut seen = Vec::new();
+    for accept in ["identity", "identity", "identity", "gzip", "br"] {
+        let (status, encoding, body) = get(&log, accept).await;
+        assert_eq!(status, 200, "{accept}");
+        assert_eq!(
+            encoding.as_deref(),
+            Some(accept).filter(|a| *a != "identity"),
+            "{accept}"
+        );
+        let seqs: Vec<i64> = serde_json::from_slice::<Vec<Value>>(&body)
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_i64().unwrap())
+            .collect();
+        assert_eq!(seqs, (1..=3 * CHUNK + 3).collect::<Vec<_>>(), "{accept}");
+        seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (0.0, 0.0),  // the first read is an ordinary one, and teaches
+            (4.0, 0.0),  // three complete chunks and the last one's prefix read and kept
+            (4.0, 4.0),  // then decompressed
+            (4.0, 8.0),  // and for gzip
+            (4.0, 12.0), // and brotli
+        ]
+    );
+    same_answers(&format!("{base}/builds/text/events"), 3 * CHUNK + 3).await;
+
+    // A short log: a prefix alone is read from the store as text.
+    let short = format!("{base}/builds/short/events?since=0");
+    let before = (chunks_read(&c, &metrics).await, cache_hits().await);
+    for _ in 0..3 {
+        let (status, encoding, body) = get(&short, "identity").await;
+        assert_eq!((status, encoding), (200, None));
+        assert_eq!(
+            serde_json::from_slice::<Vec<Value>>(&body).unwrap().len(),
+            CHUNK as usize - 2
+        );
+    }
+    let after = (chunks_read(&c, &metrics).await, cache_hits().await);
+    assert_eq!(before, after, "no chunk for a short log's text");
+}
+
+#[tokio::test]
+async fn text_answers_come_from_the_cache_on_a_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("abstore.db").display());
+    text_answers(&database).await;
+}
+
+#[tokio::test]
+async fn text_answers_come_from_the_cache_on_postgres() {
+    with_pg("historytext", |database| async move {
+        text_answers(&database).await;
     })
     .await;
 }
