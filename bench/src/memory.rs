@@ -142,6 +142,24 @@ async fn held(ctx: &Ctx, db: &crate::harness::Db, backend: Backend) -> Result<Ve
             cpu.as_secs_f64(),
         ),
     ]);
+    // The same reads two seconds later, still held: what the ramp's
+    // transient allocations (queued probes, request parsing) left resident
+    // has had jemalloc's decay time (`dirty_decay_ms`, .cargo/config.toml)
+    // to go back; what stays is what a held read keeps for its wait.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = server.rss()?;
+    let still_held = server.held_reads(&control).await?;
+    rows.push(vec![
+        backend.label().into(),
+        format!("{still_held} held reads, 2 s later"),
+        mib(settled),
+        server.threads()?.to_string(),
+        format!(
+            "+{} MiB over {BUILDS} builds idle ({:.1} KiB per held read)",
+            mib(settled.saturating_sub(before)),
+            settled.saturating_sub(before) as f64 / 1024.0 / still_held.max(1) as f64,
+        ),
+    ]);
     // Release them (the client closes every connection) and see what is given back.
     for task in &tasks {
         task.abort();

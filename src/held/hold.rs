@@ -43,7 +43,13 @@ impl HeldReads {
         let deadline = Instant::now() + wait;
         // Whatever the database does, the answer leaves by here.
         let cutoff = deadline + OVERRUN;
-        let first = tokio::time::timeout_at(cutoff, fetch())
+        // The first query takes a turn like the re-queries: 10,000 held
+        // reads arriving together then wait on the semaphore, a few bytes
+        // each, instead of each holding a started query (on PostgreSQL
+        // several KiB, queued on the pool) whose freed memory fragmented
+        // the heap the held reads then keep (docs/benchmarks.md, issue 36,
+        // fourth pass).
+        let first = tokio::time::timeout_at(cutoff, self.in_turn(&fetch))
             .await
             .map_err(|_| StoreError::Unavailable)??;
         if ready(&first) || self.shutdown.is_cancelled() {
@@ -65,14 +71,7 @@ impl HeldReads {
             // same resource and `since` share one query at least as fresh as their
             // subscription, and those queries share half the pool so the writes
             // behind them still find connections.
-            let refetch = flights.share(resource, since, subscribed, || async {
-                let _turn = self
-                    .requeries
-                    .acquire()
-                    .await
-                    .map_err(|_| StoreError::Aborted("held-read limiter closed".into()))?;
-                fetch().await
-            });
+            let refetch = flights.share(resource, since, subscribed, || self.in_turn(&fetch));
             let current = match tokio::time::timeout_at(cutoff, refetch).await {
                 Ok(Ok(current)) => current,
                 // The database went away mid-hold (or stopped answering): it
@@ -92,5 +91,20 @@ impl HeldReads {
                 _ = self.shutdown.cancelled() => {}
             }
         }
+    }
+
+    /// `fetch()` once a turn among held reads' queries is free
+    /// ([`HeldReads::queries`]).
+    async fn in_turn<T, F, Fut>(&self, fetch: &F) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let _turn = self
+            .queries
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Aborted("held-read limiter closed".into()))?;
+        fetch().await
     }
 }

@@ -44,9 +44,10 @@ pub struct HeldReads {
     /// Cancelled: held reads answer at once and the sweep stops.
     shutdown: CancellationToken,
     cap: cap::Cap,
-    /// Held reads' queries after subscribing run at most this many at once
-    /// (half the database pool), so a wake storm cannot starve writes.
-    requeries: tokio::sync::Semaphore,
+    /// Held reads' queries, their first and those after subscribing, run
+    /// at most this many at once (half the database pool), so neither a
+    /// wake storm nor a crowd of new held reads can starve writes.
+    queries: tokio::sync::Semaphore,
     /// Shared re-queries of woken event reads and chunk reads.
     event_flights: flights::Flights<Vec<String>>,
     chunk_flights: flights::Flights<(StreamRecord, Vec<String>)>,
@@ -55,7 +56,7 @@ pub struct HeldReads {
 impl HeldReads {
     /// Held reads over `store`, woken through `notifier` (the one `store`
     /// signals its writes to); at most `max_held_reads` wait at once, and
-    /// their re-queries take at most half of a pool of `db_pool_size`.
+    /// their queries take at most half of a pool of `db_pool_size`.
     pub fn new(
         store: Arc<dyn Store>,
         notifier: Arc<Notifier>,
@@ -68,7 +69,7 @@ impl HeldReads {
             notifier,
             shutdown,
             cap: cap::Cap::new(max_held_reads),
-            requeries: tokio::sync::Semaphore::new((db_pool_size / 2).max(1)),
+            queries: tokio::sync::Semaphore::new((db_pool_size / 2).max(1)),
             event_flights: flights::Flights::default(),
             chunk_flights: flights::Flights::default(),
         }
