@@ -1,14 +1,16 @@
 //! Writing one answer from the history cache: a task reads the live
 //! segments and the chunks the cache lacks, and hands the answer to the
 //! [`Answer`] the response's body drains, one piece at a time. In zstd the
-//! pieces are frames; as text ([`Form::Text`], any other client) a cached
-//! chunk is its frame decompressed, in pieces of [`TEXT_PIECE`] bytes:
-//! decompressing a sealed chunk costs a fraction of reading its rows again
-//! (over TLS from PostgreSQL most of all), so a whole-history read that is
-//! not zstd is served from the same frames.
+//! pieces are frames; in gzip one member put together from deflated pieces
+//! (`super::gzip`), each cached chunk's deflated once and kept; as text
+//! ([`Form::Text`], any other client) a cached chunk is its frame
+//! decompressed, in pieces of [`TEXT_PIECE`] bytes. Decompressing a sealed
+//! chunk costs a fraction of reading its rows again (over TLS from
+//! PostgreSQL most of all), so a whole-history read is served from the same
+//! frames whatever its client takes.
 
 use std::io::Read as _;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -19,6 +21,7 @@ use super::cache::Chunk;
 use super::frames::{
     CHUNK_LEVEL, CLOSE, COMMA, LIVE_LEVEL, OPEN, compress, constant_frame, encoder, finish,
 };
+use super::gzip::{self, Member};
 use super::plan::{Segment, plan};
 use crate::protocol::ResourceRef;
 use crate::store::rows::{AnswerTimes, Next};
@@ -29,8 +32,10 @@ use crate::store::{Listing, Rows, Store, StoreError};
 pub enum Form {
     /// zstd frames, copied from the cache where it has them.
     Zstd,
+    /// One gzip member, the cached chunks' deflated text copied.
+    Gzip,
     /// The JSON text itself (which the compression layer compresses for a
-    /// gzip or brotli client, as any answer).
+    /// brotli client, as any answer).
     Text,
 }
 
@@ -62,14 +67,14 @@ pub fn answer(
     let n = cache.chunk_events;
     let cached = cache.cached_end(resource, last / n);
     let segments = plan(since, last, n, cached)?;
-    // As text, a prefix alone saves nothing: its rows are one short read
-    // (or kept whole, `short_logs`), where a frame must be decompressed.
-    if form == Form::Text && !segments.iter().any(|s| matches!(s, Segment::Complete(_))) {
+    // Other than zstd, a prefix alone saves nothing: its rows are one short
+    // read (or kept whole, `short_logs`), where a frame must be decoded.
+    if form != Form::Zstd && !segments.iter().any(|s| matches!(s, Segment::Complete(_))) {
         return None;
     }
     let (tx, rx) = mpsc::channel(match form {
         Form::Zstd => 1,
-        Form::Text => TEXT_AHEAD,
+        Form::Gzip | Form::Text => TEXT_AHEAD,
     });
     let (store, cache, resource) = (store.clone(), cache.clone(), resource.clone());
     tokio::spawn(async move {
@@ -78,6 +83,7 @@ pub fn answer(
             times: cache.times,
             started: Instant::now(),
             form,
+            member: Mutex::new(None),
         };
         match write(&*store, &cache, &resource, segments, &out).await {
             Ok(()) => {
@@ -146,6 +152,9 @@ struct Out {
     times: AnswerTimes,
     started: Instant,
     form: Form,
+    /// A gzip answer's member, from its start to its end (a lock only to
+    /// be shared by `&self` across awaits; never contended).
+    member: Mutex<Option<Member>>,
 }
 
 impl Out {
@@ -164,6 +173,39 @@ impl Out {
         }
     }
 
+    /// What a gzip answer starts with.
+    async fn start(&self) -> Result<(), Stop> {
+        if self.form != Form::Gzip {
+            return Ok(());
+        }
+        let (member, header) = Member::start();
+        *self.member() = Some(member);
+        self.send(header).await
+    }
+
+    /// What a gzip answer ends with.
+    async fn end(&self) -> Result<(), Stop> {
+        let member = self.member().take();
+        match member {
+            Some(member) => self.send(member.finish()).await,
+            None => Ok(()),
+        }
+    }
+
+    fn member(&self) -> std::sync::MutexGuard<'_, Option<Member>> {
+        self.member.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Text read now, in the answer's form (not zstd: the live segments
+    /// make their own frames).
+    async fn text(&self, text: Bytes) -> Result<(), Stop> {
+        let deflated = match self.member().as_mut() {
+            Some(member) => Some(member.text(&text)?),
+            None => None,
+        };
+        self.send(deflated.unwrap_or(text)).await
+    }
+
     /// A fixed piece of JSON framing in the answer's form.
     async fn constant(
         &self,
@@ -172,17 +214,39 @@ impl Out {
     ) -> Result<(), Stop> {
         match self.form {
             Form::Zstd => self.send(constant_frame(cell, text)).await,
-            Form::Text => self.send(Bytes::from_static(text)).await,
+            Form::Gzip | Form::Text => self.text(Bytes::from_static(text)).await,
         }
     }
 
-    /// A chunk's frame in the answer's form: copied, or decompressed piece
-    /// by piece.
-    async fn chunk(&self, frame: Bytes) -> Result<(), Stop> {
-        if self.form == Form::Zstd {
-            return self.send(frame).await;
+    /// A cached chunk (`key`'s) in the answer's form: its frame copied, its
+    /// deflated text copied (made and kept by the first gzip answer that
+    /// needs it), or its frame decompressed piece by piece.
+    async fn chunk(
+        &self,
+        cache: &HistoryCache,
+        key: &(ResourceRef, i64),
+        chunk: Chunk,
+    ) -> Result<(), Stop> {
+        match self.form {
+            Form::Zstd => return self.send(chunk.frame).await,
+            Form::Gzip => {
+                let deflated = match chunk.deflated {
+                    Some(deflated) => deflated,
+                    None => {
+                        let deflated = gzip::deflate_frame(&chunk.frame)?;
+                        cache.keep_deflated(key, chunk.end, deflated.clone());
+                        deflated
+                    }
+                };
+                if let Some(member) = self.member().as_mut() {
+                    member.chunk(&deflated);
+                }
+                return self.send(deflated.bytes).await;
+            }
+            Form::Text => {}
         }
-        let mut text = zstd::stream::read::Decoder::with_buffer(&frame[..]).map_err(corrupt)?;
+        let mut text =
+            zstd::stream::read::Decoder::with_buffer(&chunk.frame[..]).map_err(corrupt)?;
         loop {
             let mut piece = Vec::with_capacity(TEXT_PIECE);
             let read = (&mut text)
@@ -213,6 +277,7 @@ async fn write(
     out: &Out,
 ) -> Result<(), Stop> {
     let n = cache.chunk_events;
+    out.start().await?;
     out.constant(&OPEN, b"[").await?;
     // Whether a row was written: the next one needs a comma first.
     let mut any = false;
@@ -233,23 +298,22 @@ async fn write(
         if any {
             out.constant(&COMMA, b",").await?;
         }
-        match cached(cache, resource, index, end) {
-            Some(frame) => out.chunk(frame).await?,
+        let key = (resource.clone(), index);
+        match cached(cache, &key, end) {
+            Some(chunk) => out.chunk(cache, &key, chunk).await?,
             None => read_chunk(store, cache, resource, index, end, out).await?,
         }
         any = true;
     }
-    out.constant(&CLOSE, b"]").await
+    out.constant(&CLOSE, b"]").await?;
+    out.end().await
 }
 
-/// The frame of `resource`'s chunk `index` up to `end` when the cache holds
-/// exactly that.
-fn cached(cache: &HistoryCache, resource: &ResourceRef, index: i64, end: i64) -> Option<Bytes> {
-    let chunk = cache
-        .get(&(resource.clone(), index))
-        .filter(|chunk| chunk.end == end)?;
+/// The chunk `key` up to `end` when the cache holds exactly that.
+fn cached(cache: &HistoryCache, key: &(ResourceRef, i64), end: i64) -> Option<Chunk> {
+    let chunk = cache.get(key).filter(|chunk| chunk.end == end)?;
     metrics::counter!("abstore_history_chunks_total", "source" => "cache").increment(1);
-    Some(chunk.frame)
+    Some(chunk)
 }
 
 /// `resource`'s chunk `index` up to `end`, which the cache lacks: read,
@@ -270,8 +334,8 @@ async fn read_chunk(
         match step? {
             Next::Piece(piece) => {
                 compress(&mut encoder, &piece)?;
-                if out.form == Form::Text {
-                    out.send(piece).await?;
+                if out.form != Form::Zstd {
+                    out.text(piece).await?;
                 }
             }
             Next::End(()) => break,
@@ -294,11 +358,12 @@ async fn read_chunk(
         Chunk {
             end,
             frame: frame.clone(),
+            deflated: None,
         },
     );
     match out.form {
         Form::Zstd => out.send(frame).await,
-        Form::Text => Ok(()),
+        Form::Gzip | Form::Text => Ok(()),
     }
 }
 
@@ -314,7 +379,7 @@ fn events(resource: &ResourceRef, since: i64, until: Option<i64>) -> Listing {
 /// came before); in zstd as one frame, sent as it fills; whether it had any
 /// row.
 async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
-    if out.form == Form::Text {
+    if out.form != Form::Zstd {
         return live_text(rows, after_rows, out).await;
     }
     let mut encoder = encoder(LIVE_LEVEL);
@@ -339,17 +404,17 @@ async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop
     Ok(any)
 }
 
-/// [`live`] as text.
+/// [`live`] as text or gzip.
 async fn live_text(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
     let mut any = false;
     while let Some(step) = rows.next().await {
         match step? {
             Next::Piece(piece) => {
                 if !any && after_rows {
-                    out.send(Bytes::from_static(b",")).await?;
+                    out.text(Bytes::from_static(b",")).await?;
                 }
                 any = true;
-                out.send(piece).await?;
+                out.text(piece).await?;
             }
             Next::End(()) => break,
         }

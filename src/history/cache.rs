@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use bytes::Bytes;
 use hashlink::LruCache;
 
+use super::gzip::Deflated;
 use crate::protocol::ResourceRef;
 use crate::store::rows::AnswerTimes;
 
@@ -36,10 +37,19 @@ struct Cache {
 
 /// A chunk's frame: its events from its start up to `end`, a sequence the
 /// log had committed. The chunk is complete when `end` is the chunk's end.
+/// Its text deflated for gzip answers is kept too once one needed it.
 #[derive(Clone)]
 pub(super) struct Chunk {
     pub(super) end: i64,
     pub(super) frame: Bytes,
+    pub(super) deflated: Option<Deflated>,
+}
+
+impl Chunk {
+    /// The bytes it holds, as the cache's bound counts them.
+    fn size(&self) -> usize {
+        self.frame.len() + self.deflated.as_ref().map_or(0, |d| d.bytes.len())
+    }
 }
 
 impl HistoryCache {
@@ -105,21 +115,44 @@ impl HistoryCache {
     }
 
     /// Keep `chunk`, evicting the least recently used frames to make room.
-    /// A frame larger than an eighth of the cache is not kept: one huge
+    /// A chunk larger than an eighth of the cache is not kept: one huge
     /// chunk must not flush everything else.
     pub(super) fn put(&self, key: (ResourceRef, i64), chunk: Chunk) {
-        if chunk.frame.len() > self.capacity / 8 {
+        if chunk.size() > self.capacity / 8 {
             return;
         }
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let size = chunk.frame.len();
+        let size = chunk.size();
         if let Some(old) = cache.frames.insert(key, chunk) {
-            cache.bytes -= old.frame.len();
+            cache.bytes -= old.size();
         }
         cache.bytes += size;
+        self.evict(&mut cache);
+    }
+
+    /// Keep `deflated` beside the cached frame it was made from (`key`'s,
+    /// ending at `end`), if that frame is still the one cached.
+    pub(super) fn keep_deflated(&self, key: &(ResourceRef, i64), end: i64, deflated: Deflated) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(chunk) = cache.frames.get_mut(key) else {
+            return;
+        };
+        let added = deflated.bytes.len();
+        if chunk.end != end || chunk.deflated.is_some() || chunk.size() + added > self.capacity / 8
+        {
+            return;
+        }
+        chunk.deflated = Some(deflated);
+        cache.bytes += added;
+        self.evict(&mut cache);
+    }
+
+    /// Evict the least recently used chunks until the cache is within its
+    /// bound.
+    fn evict(&self, cache: &mut Cache) {
         while cache.bytes > self.capacity {
             match cache.frames.remove_lru() {
-                Some((_, evicted)) => cache.bytes -= evicted.frame.len(),
+                Some((_, evicted)) => cache.bytes -= evicted.size(),
                 None => break,
             }
         }
@@ -160,6 +193,7 @@ mod tests {
         let chunk = |size| Chunk {
             end: 10,
             frame: Bytes::from(vec![0u8; size]),
+            deflated: None,
         };
         for i in 0..10 {
             cache.put((r.clone(), i), chunk(100));

@@ -48,6 +48,7 @@
 mod answer;
 mod cache;
 mod frames;
+mod gzip;
 mod kept;
 mod plan;
 mod short_logs;

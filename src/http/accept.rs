@@ -10,11 +10,12 @@
 //! the two agree through the binary: entries of every `Accept-Encoding` header,
 //! unknown codings and malformed q-values ignored, `q=0` refused, and the
 //! highest q-value wins, ties going to zstd, then brotli, then gzip, then
-//! identity. Only zstd is answered from the history cache's frames as they
-//! are: it is what Autobuild's client (Bun's `fetch`) gets, and its frames
-//! concatenate into one valid stream (RFC 8878, section 3.1). Any other
-//! client gets their text, which the compression layer compresses as it
-//! would any answer.
+//! identity. zstd is answered from the history cache's frames as they are:
+//! it is what Autobuild's client (Bun's `fetch`) gets, and its frames
+//! concatenate into one valid stream (RFC 8878, section 3.1). gzip is one
+//! member put together from deflated chunks (`crate::history`'s `gzip`).
+//! Any other client gets their text, which the compression layer
+//! compresses as it would any answer.
 
 use axum::http::{HeaderMap, header};
 
@@ -30,6 +31,17 @@ enum Coding {
 
 /// Whether the compression layer would answer this request in zstd.
 pub fn prefers_zstd(headers: &HeaderMap) -> bool {
+    chosen(headers) == Some(Coding::Zstd)
+}
+
+/// Whether the compression layer would answer this request in gzip.
+pub fn prefers_gzip(headers: &HeaderMap) -> bool {
+    chosen(headers) == Some(Coding::Gzip)
+}
+
+/// The coding the compression layer would pick; `None` when nothing
+/// acceptable is named (it then answers identity).
+fn chosen(headers: &HeaderMap) -> Option<Coding> {
     let accepted = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
@@ -39,7 +51,7 @@ pub fn prefers_zstd(headers: &HeaderMap) -> bool {
     accepted
         .filter(|(_, q)| *q > 0)
         .max_by_key(|&(coding, q)| (q, coding))
-        .is_some_and(|(coding, _)| coding == Coding::Zstd)
+        .map(|(coding, _)| coding)
 }
 
 /// One `coding[;q=…]` entry; `None` for an unknown coding or a bad q-value.
@@ -112,6 +124,25 @@ mod tests {
         assert!(!zstd_for(&["gzip;q=1, zstd;q=0.999"]));
         assert!(!zstd_for(&["br, zstd;q=0.5"]));
         assert!(!zstd_for(&["identity;q=1, zstd;q=0.9"]));
+    }
+
+    #[test]
+    fn gzip_is_chosen_where_it_wins() {
+        let gzip_for = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_str(value).unwrap(),
+            );
+            prefers_gzip(&headers)
+        };
+        assert!(gzip_for("gzip, deflate"));
+        assert!(gzip_for("x-gzip"));
+        assert!(gzip_for("gzip;q=1, zstd;q=0.999"));
+        assert!(!gzip_for("gzip, deflate, br, zstd"));
+        assert!(!gzip_for("gzip, br"));
+        assert!(!gzip_for("gzip;q=0"));
+        assert!(!gzip_for("identity"));
     }
 
     #[test]

@@ -70,7 +70,8 @@ async fn held(
 
 /// A read that does not wait: a short whole log from memory where one is
 /// kept, an answer from the history cache where it has one (zstd frames
-/// copied, or as text for any other client), else the store's rows.
+/// or deflated chunks copied, or as text for any other client), else the
+/// store's rows.
 async fn at_once(
     state: SharedState,
     resource: ResourceRef,
@@ -90,6 +91,8 @@ async fn at_once(
     if let Some(history) = &state.history {
         let form = if super::accept::prefers_zstd(&headers) {
             Form::Zstd
+        } else if super::accept::prefers_gzip(&headers) {
+            Form::Gzip
         } else {
             Form::Text
         };

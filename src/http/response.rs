@@ -30,14 +30,14 @@ pub fn json_response_bytes(status: StatusCode, body: bytes::Bytes) -> Response {
 /// stream (the compression layer leaves an encoded answer alone).
 pub fn zstd_response(frames: bytes::Bytes) -> Response {
     let mut response = json_response_bytes(StatusCode::OK, frames);
-    mark_zstd(response.headers_mut());
+    mark_encoded(response.headers_mut(), "zstd");
     response
 }
 
-/// The headers of an answer in zstd, which another `Accept-Encoding` would
-/// have had otherwise.
-pub fn mark_zstd(headers: &mut axum::http::HeaderMap) {
-    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("zstd"));
+/// The headers of an answer encoded by the server itself in `coding`,
+/// which another `Accept-Encoding` would have had otherwise.
+pub fn mark_encoded(headers: &mut axum::http::HeaderMap, coding: &'static str) {
+    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding));
     headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
 }
 

@@ -104,8 +104,9 @@ enum Stage {
 }
 
 /// A whole-history answer from the history cache, streamed as its writer
-/// hands it over (cut short like any streamed answer): zstd frames, marked
-/// so, or text, which the compression layer treats as any answer.
+/// hands it over (cut short like any streamed answer): zstd frames or a
+/// gzip member, marked so, or text, which the compression layer treats as
+/// any answer.
 pub fn history_response(answer: crate::history::Answer, form: crate::history::Form) -> Response {
     use futures_util::TryStreamExt as _;
     // Fused: the compression layer's reader polls again after the end.
@@ -116,8 +117,10 @@ pub fn history_response(answer: crate::history::Answer, form: crate::history::Fo
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if form == crate::history::Form::Zstd {
-        super::response::mark_zstd(headers);
+    match form {
+        crate::history::Form::Zstd => super::response::mark_encoded(headers, "zstd"),
+        crate::history::Form::Gzip => super::response::mark_encoded(headers, "gzip"),
+        crate::history::Form::Text => {}
     }
     response
 }

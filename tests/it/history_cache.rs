@@ -358,10 +358,11 @@ async fn complete_chunks_answer_every_range_exactly_on_postgres() {
     .await;
 }
 
-/// A client that does not take zstd (identity, gzip) is answered from the
-/// same frames as text: its first read teaches, its second reads and keeps
-/// the complete chunks, later ones read no chunk from the database; a log
-/// shorter than a chunk is never answered from its prefix as text.
+/// A client that does not take zstd is answered from the same frames: as
+/// text (identity, brotli through the compression layer) or as one gzip
+/// member of deflated chunks; its first read teaches, its second reads and
+/// keeps the complete chunks, later ones read no chunk from the database;
+/// a log shorter than a chunk is never answered from its prefix so.
 async fn text_answers(database: &str) {
     let (server, metrics) = server(database, &["--short-log-cache-bytes", "0"]).await;
     let base = server.url().to_owned();
@@ -373,8 +374,14 @@ async fn text_answers(database: &str) {
         metric(&c, &metrics, name).await.unwrap_or(0.0)
     };
     let log = format!("{base}/builds/text/events?since=0");
+    let cache_bytes = || async {
+        metric(&c, &metrics, "abstore_history_cache_bytes")
+            .await
+            .unwrap_or(0.0)
+    };
     let mut seen = Vec::new();
-    for accept in ["identity", "identity", "identity", "gzip", "br"] {
+    let mut bytes = Vec::new();
+    for accept in ["identity", "identity", "identity", "gzip", "gzip", "br"] {
         let (status, encoding, body) = get(&log, accept).await;
         assert_eq!(status, 200, "{accept}");
         assert_eq!(
@@ -389,6 +396,7 @@ async fn text_answers(database: &str) {
             .collect();
         assert_eq!(seqs, (1..=3 * CHUNK + 3).collect::<Vec<_>>(), "{accept}");
         seen.push((chunks_read(&c, &metrics).await, cache_hits().await));
+        bytes.push(cache_bytes().await);
     }
     assert_eq!(
         seen,
@@ -396,10 +404,16 @@ async fn text_answers(database: &str) {
             (0.0, 0.0),  // the first read is an ordinary one, and teaches
             (4.0, 0.0),  // three complete chunks and the last one's prefix read and kept
             (4.0, 4.0),  // then decompressed
-            (4.0, 8.0),  // and for gzip
-            (4.0, 12.0), // and brotli
+            (4.0, 8.0),  // and deflated for gzip
+            (4.0, 12.0), // and copied deflated
+            (4.0, 16.0), // and decompressed for brotli
         ]
     );
+    // The first gzip answer kept each chunk's deflated text beside its
+    // frame; the second found it there.
+    assert!(bytes[3] > bytes[2], "deflated chunks kept: {bytes:?}");
+    assert_eq!(bytes[4], bytes[3], "{bytes:?}");
+    assert_eq!(bytes[5], bytes[4], "{bytes:?}");
     same_answers(&format!("{base}/builds/text/events"), 3 * CHUNK + 3).await;
 
     // A short log: a prefix alone is read from the store as text.

@@ -372,16 +372,31 @@ async fn fetch_decodes(runtime: &str) {
     let base = server.url().to_owned();
     long_history(&base).await;
     // A streamed answer (the whole log) and a whole one (its last 20 events:
-    // one piece, sent with its length).
+    // one piece, sent with its length). The whole log three times, as the
+    // runtime asks and then asking gzip: the first read is an ordinary one,
+    // the second fills the history cache, the third is put together from
+    // it (zstd frames, or one gzip member of deflated chunks).
     let since = EVENTS - 20;
-    let urls = [
-        format!("{base}/builds/long/events?since=0"),
-        format!("{base}/builds/long/events?since={since}"),
+    let whole = format!("{base}/builds/long/events?since=0");
+    let tail = format!("{base}/builds/long/events?since={since}");
+    let reads = [
+        (whole.clone(), ""),
+        (tail, ""),
+        (whole.clone(), ""),
+        (whole.clone(), ""),
+        (whole.clone(), "gzip"),
+        (whole, "gzip"),
     ];
+    let reads: Vec<Vec<&str>> = reads
+        .iter()
+        .map(|(url, accept)| vec![url.as_str(), accept])
+        .collect();
     let script = format!(
-        "const seen = []; for (const url of {urls:?}) {{ \
-         const r = await fetch(url, {{headers: {{'x-autobuild-version': '{VERSION}', \
-         'x-autobuild-protocol-version': '{PROTOCOL}'}}}}); const events = await r.json(); \
+        "const seen = []; for (const [url, accept] of {reads:?}) {{ \
+         const headers = {{'x-autobuild-version': '{VERSION}', \
+         'x-autobuild-protocol-version': '{PROTOCOL}'}}; \
+         if (accept) headers['accept-encoding'] = accept; \
+         const r = await fetch(url, {{headers}}); const events = await r.json(); \
          seen.push({{encoding: r.headers.get('content-encoding'), \
          count: events.length, last: events[events.length - 1].seq}}); }} \
          console.log(JSON.stringify(seen));"
@@ -398,7 +413,8 @@ async fn fetch_decodes(runtime: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for (answer, count) in [(&seen[0], EVENTS), (&seen[1], 20)] {
+    let counts = [EVENTS, 20, EVENTS, EVENTS, EVENTS, EVENTS];
+    for (answer, count) in seen.as_array().unwrap().iter().zip(counts) {
         assert_eq!(answer["count"], count, "{runtime}: {seen}");
         assert_eq!(answer["last"], EVENTS, "{runtime}: {seen}");
         assert!(
@@ -406,6 +422,7 @@ async fn fetch_decodes(runtime: &str) {
             "{runtime} was sent an uncompressed answer: {seen}"
         );
     }
+    assert_eq!(seen[5]["encoding"], "gzip", "{runtime}: {seen}");
 }
 
 /// `name` on PATH, or (Bun) where `ABSTORE_TEST_BUN` points.
