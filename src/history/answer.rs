@@ -4,12 +4,11 @@
 //! pieces are frames; in gzip one member put together from deflated pieces
 //! (`super::gzip`), each cached chunk's deflated once and kept; as text
 //! ([`Form::Text`], any other client) a cached chunk is its frame
-//! decompressed, in pieces of [`TEXT_PIECE`] bytes. Decompressing a sealed
+//! decompressed, in pieces of 64 KiB. Decompressing a sealed
 //! chunk costs a fraction of reading its rows again (over TLS from
 //! PostgreSQL most of all), so a whole-history read is served from the same
 //! frames whatever its client takes.
 
-use std::io::Read as _;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
@@ -20,6 +19,7 @@ use super::HistoryCache;
 use super::cache::Chunk;
 use super::frames::{
     CHUNK_LEVEL, CLOSE, COMMA, LIVE_LEVEL, OPEN, compress, constant_frame, encoder, finish,
+    text_pieces,
 };
 use super::gzip::{self, Member};
 use super::plan::{Segment, plan};
@@ -38,10 +38,6 @@ pub enum Form {
     /// brotli client, as any answer).
     Text,
 }
-
-/// The most a cached chunk's text is decompressed into before it is handed
-/// over: a chunk's text is bounded only by its events' sizes.
-const TEXT_PIECE: usize = 64 * 1024;
 
 /// Pieces of text the writer may have ready before the body takes them.
 /// Decompressing is several times faster than the compression layer's gzip
@@ -245,28 +241,11 @@ impl Out {
             }
             Form::Text => {}
         }
-        let mut text =
-            zstd::stream::read::Decoder::with_buffer(&chunk.frame[..]).map_err(corrupt)?;
-        loop {
-            let mut piece = Vec::with_capacity(TEXT_PIECE);
-            let read = (&mut text)
-                .take(TEXT_PIECE as u64)
-                .read_to_end(&mut piece)
-                .map_err(corrupt)?;
-            if read == 0 {
-                return Ok(());
-            }
-            self.send(Bytes::from(piece)).await?;
+        for piece in text_pieces(&chunk.frame)? {
+            self.send(Bytes::from(piece?)).await?;
         }
+        Ok(())
     }
-}
-
-/// A cached frame that does not decompress: the cache holds only frames it
-/// made, so this is memory gone bad; the answer is cut short.
-fn corrupt(err: std::io::Error) -> Stop {
-    Stop::Failed(StoreError::Corrupt(format!(
-        "a cached history frame: {err}"
-    )))
 }
 
 async fn write(
@@ -376,48 +355,37 @@ fn events(resource: &ResourceRef, since: i64, until: Option<i64>) -> Listing {
 }
 
 /// A live segment's rows, sent as they come (preceded by a comma when rows
-/// came before); in zstd as one frame, sent as it fills; whether it had any
-/// row.
+/// came before): in zstd as one frame, sent as it fills, else in the
+/// answer's form; whether it had any row.
 async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
-    if out.form != Form::Zstd {
-        return live_text(rows, after_rows, out).await;
-    }
-    let mut encoder = encoder(LIVE_LEVEL);
+    let mut frame = (out.form == Form::Zstd).then(|| encoder(LIVE_LEVEL));
     let mut any = false;
     while let Some(step) = rows.next().await {
-        match step? {
-            Next::Piece(piece) => {
-                if !any && after_rows {
-                    compress(&mut encoder, b",")?;
+        let piece = match step? {
+            Next::Piece(piece) => piece,
+            Next::End(()) => break,
+        };
+        let comma = !any && after_rows;
+        any = true;
+        match frame.as_mut() {
+            Some(encoder) => {
+                if comma {
+                    compress(encoder, b",")?;
                 }
-                any = true;
-                compress(&mut encoder, &piece)?;
+                compress(encoder, &piece)?;
                 let ready = std::mem::take(encoder.get_mut());
                 out.send(Bytes::from(ready)).await?;
             }
-            Next::End(()) => break,
-        }
-    }
-    if any {
-        out.send(finish(encoder)?).await?;
-    }
-    Ok(any)
-}
-
-/// [`live`] as text or gzip.
-async fn live_text(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop> {
-    let mut any = false;
-    while let Some(step) = rows.next().await {
-        match step? {
-            Next::Piece(piece) => {
-                if !any && after_rows {
+            None => {
+                if comma {
                     out.text(Bytes::from_static(b",")).await?;
                 }
-                any = true;
                 out.text(piece).await?;
             }
-            Next::End(()) => break,
         }
+    }
+    if let Some(encoder) = frame.filter(|_| any) {
+        out.send(finish(encoder)?).await?;
     }
     Ok(any)
 }

@@ -118,7 +118,7 @@ impl HistoryCache {
     /// A chunk larger than an eighth of the cache is not kept: one huge
     /// chunk must not flush everything else.
     pub(super) fn put(&self, key: (ResourceRef, i64), chunk: Chunk) {
-        if chunk.size() > self.capacity / 8 {
+        if self.too_large(chunk.size()) {
             return;
         }
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
@@ -138,13 +138,18 @@ impl HistoryCache {
             return;
         };
         let added = deflated.bytes.len();
-        if chunk.end != end || chunk.deflated.is_some() || chunk.size() + added > self.capacity / 8
-        {
+        if chunk.end != end || chunk.deflated.is_some() || self.too_large(chunk.size() + added) {
             return;
         }
         chunk.deflated = Some(deflated);
         cache.bytes += added;
         self.evict(&mut cache);
+    }
+
+    /// Whether a chunk of `size` bytes is too large to keep: over an eighth
+    /// of the cache, so that one huge chunk cannot flush everything else.
+    fn too_large(&self, size: usize) -> bool {
+        size > self.capacity / 8
     }
 
     /// Evict the least recently used chunks until the cache is within its

@@ -1,7 +1,7 @@
 //! zstd frames: each complete chunk, prefix and live segment is one frame,
 //! and frames concatenate into one valid stream (RFC 8878, section 3.1).
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -32,6 +32,43 @@ pub(super) fn finish(encoder: Encoder) -> Result<Bytes, StoreError> {
         .finish()
         .map(Bytes::from)
         .map_err(|err| StoreError::Corrupt(format!("zstd: {err}")))
+}
+
+/// The most of a frame's text decoded at a time: a chunk's text is bounded
+/// only by its events' sizes.
+pub(super) const TEXT_PIECE: usize = 64 * 1024;
+
+/// The text of a frame the cache made, in pieces of at most [`TEXT_PIECE`]
+/// bytes.
+pub(super) struct TextPieces<'a> {
+    decoder: zstd::stream::read::Decoder<'static, &'a [u8]>,
+}
+
+pub(super) fn text_pieces(frame: &[u8]) -> Result<TextPieces<'_>, StoreError> {
+    let decoder = zstd::stream::read::Decoder::with_buffer(frame).map_err(corrupt)?;
+    Ok(TextPieces { decoder })
+}
+
+impl Iterator for TextPieces<'_> {
+    type Item = Result<Vec<u8>, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut piece = Vec::with_capacity(TEXT_PIECE);
+        match (&mut self.decoder)
+            .take(TEXT_PIECE as u64)
+            .read_to_end(&mut piece)
+        {
+            Ok(0) => None,
+            Ok(_) => Some(Ok(piece)),
+            Err(err) => Some(Err(corrupt(err))),
+        }
+    }
+}
+
+/// A cached frame that does not decompress: the cache holds only frames it
+/// made, so this is memory gone bad; the answer is cut short.
+fn corrupt(err: std::io::Error) -> StoreError {
+    StoreError::Corrupt(format!("a cached history frame: {err}"))
 }
 
 pub(super) static OPEN: OnceLock<Bytes> = OnceLock::new();

@@ -12,11 +12,10 @@
 //! same way. No crate offers this assembly; flate2 and crc32fast do the
 //! compressing and the checksums.
 
-use std::io::Read as _;
-
 use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress};
 
+use super::frames::text_pieces;
 use crate::store::StoreError;
 
 /// The member's header: deflate, no name or time, unknown OS.
@@ -40,21 +39,15 @@ pub(super) struct Deflated {
     len: u64,
 }
 
-/// Deflate the text of a zstd `frame` (one the cache made), read in 64 KiB
-/// pieces: a chunk's text is bounded only by its events' sizes.
+/// Deflate the text of a zstd `frame` (one the cache made), piece by piece.
 pub(super) fn deflate_frame(frame: &[u8]) -> Result<Deflated, StoreError> {
-    let mut text = zstd::stream::read::Decoder::with_buffer(frame).map_err(corrupt)?;
     let mut deflate = Compress::new(level(), false);
     let mut crc = crc32fast::Hasher::new();
     let mut out = Vec::with_capacity(frame.len());
-    let mut piece = vec![0u8; 64 * 1024];
-    loop {
-        let read = text.read(&mut piece).map_err(corrupt)?;
-        if read == 0 {
-            break;
-        }
-        crc.update(&piece[..read]);
-        compress(&mut deflate, &piece[..read], &mut out, FlushCompress::None)?;
+    for piece in text_pieces(frame)? {
+        let piece = piece?;
+        crc.update(&piece);
+        compress(&mut deflate, &piece, &mut out, FlushCompress::None)?;
     }
     compress(&mut deflate, &[], &mut out, FlushCompress::Sync)?;
     let len = crc.total_len();
@@ -135,10 +128,6 @@ fn compress(
             return Ok(());
         }
     }
-}
-
-fn corrupt(err: std::io::Error) -> StoreError {
-    StoreError::Corrupt(format!("a cached history frame: {err}"))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, header};
 /// The codings the compression layer knows, least preferred first (the
 /// order breaks ties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Coding {
+pub enum Coding {
     Identity,
     Gzip,
     Brotli,
@@ -34,14 +34,9 @@ pub fn prefers_zstd(headers: &HeaderMap) -> bool {
     chosen(headers) == Some(Coding::Zstd)
 }
 
-/// Whether the compression layer would answer this request in gzip.
-pub fn prefers_gzip(headers: &HeaderMap) -> bool {
-    chosen(headers) == Some(Coding::Gzip)
-}
-
 /// The coding the compression layer would pick; `None` when nothing
 /// acceptable is named (it then answers identity).
-fn chosen(headers: &HeaderMap) -> Option<Coding> {
+pub fn chosen(headers: &HeaderMap) -> Option<Coding> {
     let accepted = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
@@ -134,7 +129,7 @@ mod tests {
                 header::ACCEPT_ENCODING,
                 HeaderValue::from_str(value).unwrap(),
             );
-            prefers_gzip(&headers)
+            chosen(&headers) == Some(Coding::Gzip)
         };
         assert!(gzip_for("gzip, deflate"));
         assert!(gzip_for("x-gzip"));

@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use super::accept::Coding;
 use super::error::ApiResult;
 use super::path::ResourcePath;
 use super::prepared::{Answer, Prepared};
@@ -89,12 +90,10 @@ async fn at_once(
         return super::kept::whole_log(&state, logs, &headers, resource, listing).await;
     }
     if let Some(history) = &state.history {
-        let form = if super::accept::prefers_zstd(&headers) {
-            Form::Zstd
-        } else if super::accept::prefers_gzip(&headers) {
-            Form::Gzip
-        } else {
-            Form::Text
+        let form = match super::accept::chosen(&headers) {
+            Some(Coding::Zstd) => Form::Zstd,
+            Some(Coding::Gzip) => Form::Gzip,
+            _ => Form::Text,
         };
         if let Some(answer) = crate::history::answer(&state.store, history, &resource, since, form)
         {
