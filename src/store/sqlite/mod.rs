@@ -1,16 +1,19 @@
 //! The embedded backend: one SQLite file in WAL mode with `synchronous=FULL`,
 //! on rusqlite.
 //!
-//! - Writes: one dedicated thread owns the write connection and commits
-//!   queued operations in groups (`writer`); callers hand it a job and
-//!   await a oneshot answer.
+//! - Writes: one dedicated thread owns a file's write connection and
+//!   commits queued operations in groups (`writer`); callers hand it a job
+//!   and await a oneshot answer. In memory the callers run the queue
+//!   themselves (`combining`): there is no `fsync` to wait for, and the
+//!   hand-off would cost more than the job.
 //! - Reads: a small pool of read-only connections, each read one hop onto
 //!   tokio's blocking pool (never a hop per row).
 //! - `sqlite::memory:`: an in-memory database exists per connection, so the
-//!   writer thread's connection serves reads and writes alike and lives as
-//!   long as the store.
+//!   writer's connection serves reads and writes alike and lives as long
+//!   as the store.
 //! - A lock file beside the database admits one process per file.
 
+mod combining;
 mod errors;
 mod fill_types;
 mod migrate;
@@ -26,6 +29,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rusqlite::Connection;
 
+use self::combining::{Combining, Length};
 use self::primitives::{Conn, run_synchronously};
 use self::readers::Readers;
 use self::writer::{Done, Failure, Job};
@@ -81,8 +85,30 @@ fn lock_database(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     }
 }
 
+/// Where jobs for the write connection go.
+enum Writer {
+    /// A file's: the writer thread.
+    Thread(Sender<Job>),
+    /// In memory: run by the callers themselves.
+    Combining(Arc<Combining>),
+}
+
+impl Writer {
+    fn submit(&self, job: Job, length: Length) -> StoreResult<()> {
+        match self {
+            Writer::Thread(jobs) => jobs
+                .send(job)
+                .map_err(|_| StoreError::Commit("the SQLite writer has stopped".into())),
+            Writer::Combining(combining) => {
+                combining.submit(job, length);
+                Ok(())
+            }
+        }
+    }
+}
+
 pub struct SqliteBackend {
-    jobs: Sender<Job>,
+    writer: Writer,
     /// `None` in memory: reads go to the writer.
     readers: Option<Arc<Readers>>,
     pool_size: u32,
@@ -132,12 +158,17 @@ impl SqliteBackend {
                  run `abstore migrate` (or start without --no-migrate)"
             );
         }
-        let (jobs, queue) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("abstore-sqlite-writer".into())
-            .spawn(move || writer::run(conn, queue))?;
+        let writer = if *location == Location::Memory {
+            Writer::Combining(Combining::new(conn))
+        } else {
+            let (jobs, queue) = std::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("abstore-sqlite-writer".into())
+                .spawn(move || writer::run(conn, queue))?;
+            Writer::Thread(jobs)
+        };
         Ok(SqliteBackend {
-            jobs,
+            writer,
             readers,
             pool_size: options.pool_size.max(1),
             clock,
@@ -146,10 +177,11 @@ impl SqliteBackend {
         })
     }
 
-    /// Queue `op` on the writer thread and await its answer: what
+    /// Queue `op` for the write connection and await its answer: what
     /// `answer` makes of its outcome once the batch committed.
     async fn run_on_writer<T: Send + 'static, W: Send + 'static>(
         &self,
+        length: Length,
         op: impl FnOnce(&mut Conn<'_>) -> StoreResult<Written<W>> + Send + 'static,
         answer: impl FnOnce(Written<W>) -> T + Send + 'static,
     ) -> StoreResult<T> {
@@ -190,9 +222,7 @@ impl SqliteBackend {
                 }
             }
         });
-        self.jobs
-            .send(job)
-            .map_err(|_| StoreError::Commit("the SQLite writer has stopped".into()))?;
+        self.writer.submit(job, length)?;
         replied
             .await
             .map_err(|_| StoreError::Commit("the SQLite writer refused the write".into()))?
@@ -203,13 +233,14 @@ impl Backend for SqliteBackend {
     type Tx<'t> = Conn<'t>;
     type Read<'r> = Conn<'r>;
 
-    /// A job on the writer thread, answered once its batch committed.
+    /// A job for the write connection, answered once its batch committed.
     async fn write<T, F>(&self, op: F, after_commit: AfterCommit) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'a, 't> FnOnce(&'a mut Self::Tx<'t>) -> OpFuture<'a, Written<T>> + Send + 'static,
     {
         self.run_on_writer(
+            Length::Short,
             move |conn| run_synchronously(op(conn)),
             move |written| after_commit.answer(written),
         )
@@ -232,6 +263,7 @@ impl Backend for SqliteBackend {
             }
             None => {
                 self.run_on_writer(
+                    Length::Short,
                     move |conn| Ok(Written::unchanged(run_synchronously(op(conn))?)),
                     |read| read.value,
                 )
@@ -241,8 +273,9 @@ impl Backend for SqliteBackend {
     }
 
     /// A file's: on a reader's blocking task, pieces sent as they fill. In
-    /// memory: gathered whole on the writer thread (the rows are in memory
-    /// anyway, and the one connection must not wait for a client).
+    /// memory: gathered whole by the write connection on the blocking pool
+    /// (the rows are in memory anyway, the one connection must not wait for
+    /// a client, and a long listing must not hold a runtime worker).
     async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
         match &self.readers {
             Some(readers) => {
@@ -256,6 +289,7 @@ impl Backend for SqliteBackend {
             }
             None => {
                 self.run_on_writer(
+                    Length::Long,
                     move |conn| {
                         let mut sink = RowSink::gathering();
                         run_synchronously(stream_listing(conn, &listing, &mut sink))?;
@@ -330,7 +364,7 @@ mod tests {
             conn.pragma_update(None, "max_page_count", pages + room)
                 .unwrap();
         });
-        store.jobs.send(job).unwrap();
+        store.writer.submit(job, super::Length::Short).unwrap();
         answered.await.unwrap().unwrap();
     }
 
@@ -381,7 +415,11 @@ mod tests {
         let (hold, held) = job_running(move |_| {
             let _ = released.recv();
         });
-        store.backend.jobs.send(hold).unwrap();
+        store
+            .backend
+            .writer
+            .submit(hold, super::Length::Short)
+            .unwrap();
         let mut appends: Vec<_> = (1..=40)
             .map(|n| store.append(&build, event(n), None))
             .collect();

@@ -3,8 +3,10 @@
 //!
 //! It blocks for the first job, drains whatever else is already queued (up
 //! to [`MAX_BATCH`]), opens one `BEGIN IMMEDIATE`, runs each job inside its
-//! own `SAVEPOINT` (a failed or no-op job rolls back only itself), commits
-//! once — one fsync for the whole batch — and only then answers every job.
+//! own `SAVEPOINT` (a failed or no-op job rolls back only itself; a job
+//! alone in its batch needs none), commits once — one fsync for the whole
+//! batch — and only then answers every job. [`run_batch`] is also what the
+//! in-memory store's callers run themselves (`super::combining`).
 //! A failed `COMMIT` fails every job of the batch. A job runs to the end
 //! whether or not anyone still waits for its answer (docs/decisions.md, 14).
 //!
@@ -22,7 +24,7 @@ use rusqlite::Connection;
 use crate::store::error::StoreError;
 
 /// Jobs per transaction: bounds the latency one batch adds to its first job.
-const MAX_BATCH: usize = 256;
+pub(super) const MAX_BATCH: usize = 256;
 
 /// A unit of work for the writer: runs against the connection inside its
 /// savepoint and says whether to keep its changes; `finish` is called with
@@ -122,26 +124,45 @@ fn refuse(jobs: impl IntoIterator<Item = Job>, failure: &Failure) {
     }
 }
 
-fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
-    if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
+/// One transaction-control statement, prepared once per connection: each
+/// batch runs four of them, and preparing them anew cost an append about
+/// 7,000 instructions (docs/benchmarks.md, "Issue 36, fifth pass").
+fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+/// Run `batch` in one transaction. A job alone in its batch runs without
+/// a savepoint: the transaction is its own, so rolling it back undoes that
+/// job and nothing else (two statements fewer for the common case of one
+/// client writing at a time).
+pub(super) fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
+    if let Err(err) = control(conn, "BEGIN IMMEDIATE") {
         let failure = Failure::of(&err);
         failure.log("SQLite BEGIN failed");
         // Outside a transaction nothing may run: the jobs are refused unrun.
         refuse(batch, &failure);
         return;
     }
+    let alone = batch.len() == 1;
+    let mut kept = false;
     let mut finished = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
     for job in jobs.by_ref() {
-        let (finish, failed) = run_job(conn, job);
-        finished.push(finish);
+        let ran = if alone {
+            Ran::from(run_guarded(conn, job))
+        } else {
+            run_job(conn, job)
+        };
+        kept |= ran.keep;
+        finished.push(ran.finish);
         // Some errors (disk full, I/O) make SQLite roll the whole
         // transaction back by itself: nothing of this batch is kept, so
         // every job of it fails with the cause, and the rest are refused
         // unrun.
         if conn.is_autocommit() {
-            let failure =
-                failed.unwrap_or_else(|| Failure::other("the transaction was rolled back"));
+            let failure = ran
+                .failed
+                .unwrap_or_else(|| Failure::other("the transaction was rolled back"));
             failure.log("SQLite rolled the batch's transaction back");
             for finish in finished {
                 finish(Err(failure.clone()));
@@ -150,59 +171,93 @@ fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
             return;
         }
     }
-    let committed = conn.execute_batch("COMMIT").map_err(|err| {
+    // A lone job that keeps nothing (a read, a refused write) is undone by
+    // rolling its transaction back; a batch's are already undone by their
+    // savepoints, and its commit keeps the rest.
+    let end = if alone && !kept { "ROLLBACK" } else { "COMMIT" };
+    let ended = control(conn, end).map_err(|err| {
         let failure = Failure::of(&err);
-        failure.log("SQLite group COMMIT failed");
+        failure.log(if end == "COMMIT" {
+            "SQLite group COMMIT failed"
+        } else {
+            "SQLite ROLLBACK failed"
+        });
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
         failure
     });
     for finish in finished {
-        finish(committed.clone());
+        finish(ended.clone());
     }
 }
 
-/// One job inside its savepoint; returns its `finish` and, when it failed,
-/// why. A savepoint that cannot be opened or closed fails the job alone.
-fn run_job(conn: &mut Connection, job: Job) -> (Finish, Option<Failure>) {
-    if let Err(err) = conn.execute_batch("SAVEPOINT job") {
+/// What running one job left: its `finish`, whether its changes stay, and
+/// why it failed, when it did.
+struct Ran {
+    finish: Finish,
+    keep: bool,
+    failed: Option<Failure>,
+}
+
+impl From<Done> for Ran {
+    fn from(done: Done) -> Ran {
+        Ran {
+            finish: done.finish,
+            keep: done.keep,
+            failed: done.failed,
+        }
+    }
+}
+
+/// `job` on `conn`. A panicking job fails alone: it keeps nothing, and its
+/// answer channel is dropped, so its caller sees an error.
+fn run_guarded(conn: &mut Connection, job: Job) -> Done {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(&mut *conn)))) {
+        Ok(done) => done,
+        Err(_) => {
+            tracing::error!("a SQLite write job panicked; rolled back");
+            Done {
+                keep: false,
+                failed: None,
+                finish: Box::new(|_| ()),
+            }
+        }
+    }
+}
+
+/// One job inside its savepoint. A savepoint that cannot be opened or
+/// closed fails the job alone.
+fn run_job(conn: &mut Connection, job: Job) -> Ran {
+    if let Err(err) = control(conn, "SAVEPOINT job") {
         let failure = Failure::of(&err);
         failure.log("SQLite SAVEPOINT failed");
         let finish = job(None).finish;
         let answer = failure.clone();
-        return (Box::new(move |_| finish(Err(answer))), Some(failure));
-    }
-    // A panicking job fails alone: its answer channel is dropped (the
-    // caller sees an error) and its savepoint is rolled back.
-    let done =
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Some(&mut *conn)))) {
-            Ok(done) => done,
-            Err(_) => {
-                tracing::error!("a SQLite write job panicked; rolled back");
-                Done {
-                    keep: false,
-                    failed: None,
-                    finish: Box::new(|_| ()),
-                }
-            }
+        return Ran {
+            finish: Box::new(move |_| finish(Err(answer))),
+            keep: false,
+            failed: Some(failure),
         };
+    }
+    let done = run_guarded(conn, job);
     let closed = if done.keep {
-        conn.execute_batch("RELEASE job")
+        control(conn, "RELEASE job")
     } else {
         conn.execute_batch("ROLLBACK TO job; RELEASE job")
     };
     match closed {
-        Ok(()) => (done.finish, done.failed),
+        Ok(()) => Ran::from(done),
         Err(err) => {
             let failure = Failure::of(&err);
             let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
             let answer = failure.clone();
             let finish = done.finish;
-            (
-                Box::new(move |_| finish(Err(answer))),
-                Some(done.failed.unwrap_or(failure)),
-            )
+            Ran {
+                finish: Box::new(move |_| finish(Err(answer))),
+                keep: false,
+                failed: Some(done.failed.unwrap_or(failure)),
+            }
         }
     }
 }
