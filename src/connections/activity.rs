@@ -5,8 +5,11 @@
 //! hyper 1.x has a single header-read timer that also runs while a
 //! keep-alive connection waits for its next request, so it cannot give the
 //! two bounds separately; this does, from the connection's own reads and
-//! requests. Everything here happens on the connection's task (hyper polls
-//! the service future there), so relaxed atomics are enough.
+//! requests. Everything here happens on the connection's task, inside its
+//! poll of hyper's connection (hyper polls the service future and drops
+//! the answer's body there), so relaxed atomics are enough, and the
+//! connection's watch reads the deadline after each such poll instead of
+//! being woken for each change (`super::serve_connection`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -30,8 +33,6 @@ pub struct Activity {
     /// Milliseconds since `epoch` when the last request finished (or the
     /// connection opened).
     last_finished: AtomicU64,
-    /// Wakes the connection's watch when its deadline moves.
-    changed: tokio::sync::Notify,
 }
 
 /// The per-connection bounds.
@@ -64,7 +65,6 @@ impl Activity {
             request_started: AtomicU64::new(0),
             write_blocked: AtomicU64::new(NONE),
             last_finished: AtomicU64::new(0),
-            changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -84,7 +84,6 @@ impl Activity {
     pub fn on_read(&self) {
         if !self.in_flight() && self.head_started.load(Relaxed) == NONE {
             self.head_started.store(self.now_ms(), Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -97,7 +96,6 @@ impl Activity {
             started => started,
         };
         self.request_started.store(started, Relaxed);
-        self.changed.notify_one();
         RequestGuard(self.clone())
     }
 
@@ -105,7 +103,6 @@ impl Activity {
     pub fn on_write_blocked(&self) {
         if self.write_blocked.load(Relaxed) == NONE {
             self.write_blocked.store(self.now_ms(), Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -114,11 +111,6 @@ impl Activity {
         if self.write_blocked.load(Relaxed) != NONE {
             self.write_blocked.store(NONE, Relaxed);
         }
-    }
-
-    /// Resolves when the deadline may have moved.
-    pub async fn changed(&self) {
-        self.changed.notified().await;
     }
 
     /// When the connection is due to close if nothing changes: while a
@@ -150,7 +142,6 @@ impl Drop for RequestGuard {
         activity.in_flight.fetch_sub(1, Relaxed);
         activity.write_blocked.store(NONE, Relaxed);
         activity.last_finished.store(activity.now_ms(), Relaxed);
-        activity.changed.notify_one();
     }
 }
 

@@ -13,8 +13,11 @@
 mod activity;
 mod body;
 mod io;
+mod repoll;
 
+use std::future::Future as _;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
@@ -241,34 +244,43 @@ async fn serve_connection(
     });
     let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     tokio::pin!(connection);
+    let deadline = tokio::time::sleep_until(activity.deadline(limits.deadlines));
+    tokio::pin!(deadline);
+    let cancelled = shutdown.cancelled();
+    tokio::pin!(cancelled);
     let mut draining = false;
-    loop {
-        let wake = activity.deadline(limits.deadlines);
-        tokio::select! {
-            served = connection.as_mut() => {
-                if let Err(err) = served {
-                    tracing::debug!(error = %err, "connection ended with an error");
-                }
-                return;
-            }
-            () = tokio::time::sleep_until(wake) => {
-                if activity.deadline(limits.deadlines) <= tokio::time::Instant::now() {
-                    // Idle, too slow sending a head (nothing in progress,
-                    // so closing loses nothing), or too slow taking an
-                    // answer (which is cut: the client learns it from the
-                    // connection closing before the answer's end).
-                    if activity.in_flight() {
-                        metrics::counter!("abstore_answers_cut_total").increment(1);
-                    }
-                    return;
-                }
-            }
-            () = activity.changed() => {}
-            () = shutdown.cancelled(), if !draining => {
-                draining = true;
-                connection.as_mut().graceful_shutdown();
-            }
+    let served = repoll::Repoll::new(std::future::poll_fn(|cx| {
+        if !draining && cancelled.as_mut().poll(cx).is_ready() {
+            draining = true;
+            connection.as_mut().graceful_shutdown();
         }
+        if let Poll::Ready(served) = connection.as_mut().poll(cx) {
+            return Poll::Ready(Some(served));
+        }
+        // Whatever moves the deadline happened inside the poll just made
+        // (`activity`'s module doc), so it is read here rather than each
+        // change waking this task: a task woken inside its own poll is
+        // rescheduled through tokio's yield path, which rouses an idle
+        // worker for nothing, on every request.
+        let due = activity.deadline(limits.deadlines);
+        if due != deadline.deadline() {
+            deadline.as_mut().reset(due);
+        }
+        if deadline.as_mut().poll(cx).is_ready() {
+            // Idle, too slow sending a head (nothing in progress, so
+            // closing loses nothing), or too slow taking an answer (which
+            // is cut: the client learns it from the connection closing
+            // before the answer's end).
+            if activity.in_flight() {
+                metrics::counter!("abstore_answers_cut_total").increment(1);
+            }
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }))
+    .await;
+    if let Some(Err(err)) = served {
+        tracing::debug!(error = %err, "connection ended with an error");
     }
 }
 
