@@ -27,8 +27,9 @@ use crate::store::error::StoreError;
 pub(super) const MAX_BATCH: usize = 256;
 
 /// A unit of work for the writer: runs against the connection inside its
-/// savepoint and says whether to keep its changes; `finish` is called with
-/// the batch's commit result. Given no connection, the job is refused
+/// savepoint (alone in its batch, inside the batch's transaction) and says
+/// whether to keep its changes; `finish` is called with the batch's result
+/// (its `COMMIT`'s, or the `ROLLBACK`'s of a lone job that kept nothing). Given no connection, the job is refused
 /// unrun: it does nothing, and `finish` is called with why.
 pub(super) type Job = Box<dyn FnOnce(Option<&mut Connection>) -> Done + Send>;
 
@@ -148,19 +149,19 @@ pub(super) fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
     let mut finished = Vec::with_capacity(batch.len());
     let mut jobs = batch.into_iter();
     for job in jobs.by_ref() {
-        let ran = if alone {
-            Ran::from(run_guarded(conn, job))
+        let done = if alone {
+            run_guarded(conn, job)
         } else {
             run_job(conn, job)
         };
-        kept |= ran.keep;
-        finished.push(ran.finish);
+        kept |= done.keep;
+        finished.push(done.finish);
         // Some errors (disk full, I/O) make SQLite roll the whole
         // transaction back by itself: nothing of this batch is kept, so
         // every job of it fails with the cause, and the rest are refused
         // unrun.
         if conn.is_autocommit() {
-            let failure = ran
+            let failure = done
                 .failed
                 .unwrap_or_else(|| Failure::other("the transaction was rolled back"));
             failure.log("SQLite rolled the batch's transaction back");
@@ -174,14 +175,14 @@ pub(super) fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
     // A lone job that keeps nothing (a read, a refused write) is undone by
     // rolling its transaction back; a batch's are already undone by their
     // savepoints, and its commit keeps the rest.
-    let end = if alone && !kept { "ROLLBACK" } else { "COMMIT" };
+    let (end, what) = if alone && !kept {
+        ("ROLLBACK", "SQLite ROLLBACK failed")
+    } else {
+        ("COMMIT", "SQLite group COMMIT failed")
+    };
     let ended = control(conn, end).map_err(|err| {
         let failure = Failure::of(&err);
-        failure.log(if end == "COMMIT" {
-            "SQLite group COMMIT failed"
-        } else {
-            "SQLite ROLLBACK failed"
-        });
+        failure.log(what);
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
@@ -189,24 +190,6 @@ pub(super) fn run_batch(conn: &mut Connection, batch: Vec<Job>) {
     });
     for finish in finished {
         finish(ended.clone());
-    }
-}
-
-/// What running one job left: its `finish`, whether its changes stay, and
-/// why it failed, when it did.
-struct Ran {
-    finish: Finish,
-    keep: bool,
-    failed: Option<Failure>,
-}
-
-impl From<Done> for Ran {
-    fn from(done: Done) -> Ran {
-        Ran {
-            finish: done.finish,
-            keep: done.keep,
-            failed: done.failed,
-        }
     }
 }
 
@@ -228,13 +211,13 @@ fn run_guarded(conn: &mut Connection, job: Job) -> Done {
 
 /// One job inside its savepoint. A savepoint that cannot be opened or
 /// closed fails the job alone.
-fn run_job(conn: &mut Connection, job: Job) -> Ran {
+fn run_job(conn: &mut Connection, job: Job) -> Done {
     if let Err(err) = control(conn, "SAVEPOINT job") {
         let failure = Failure::of(&err);
         failure.log("SQLite SAVEPOINT failed");
         let finish = job(None).finish;
         let answer = failure.clone();
-        return Ran {
+        return Done {
             finish: Box::new(move |_| finish(Err(answer))),
             keep: false,
             failed: Some(failure),
@@ -247,13 +230,13 @@ fn run_job(conn: &mut Connection, job: Job) -> Ran {
         conn.execute_batch("ROLLBACK TO job; RELEASE job")
     };
     match closed {
-        Ok(()) => Ran::from(done),
+        Ok(()) => done,
         Err(err) => {
             let failure = Failure::of(&err);
             let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
             let answer = failure.clone();
             let finish = done.finish;
-            Ran {
+            Done {
                 finish: Box::new(move |_| finish(Err(answer))),
                 keep: false,
                 failed: Some(done.failed.unwrap_or(failure)),
