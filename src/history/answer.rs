@@ -2,7 +2,9 @@
 //! segments and the chunks the cache lacks, and hands the answer to the
 //! [`Answer`] the response's body drains, one piece at a time. In zstd the
 //! pieces are frames; in gzip one member put together from deflated pieces
-//! (`super::gzip`), each cached chunk's deflated once and kept; as text
+//! (`super::gzip`), each cached chunk's deflated once and kept; in brotli
+//! one stream put together from catable streams (`super::brotli`), each
+//! cached chunk's compressed once and kept; as text
 //! ([`Form::Text`], any other client) a cached chunk is its frame
 //! decompressed, in pieces of 64 KiB. Decompressing a sealed
 //! chunk costs a fraction of reading its rows again (over TLS from
@@ -16,7 +18,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::HistoryCache;
-use super::cache::Chunk;
+use super::brotli;
+use super::cache::{Chunk, Recoded};
 use super::frames::{
     CHUNK_LEVEL, CLOSE, COMMA, LIVE_LEVEL, OPEN, compress, constant_frame, encoder, finish,
     text_pieces,
@@ -34,8 +37,10 @@ pub enum Form {
     Zstd,
     /// One gzip member, the cached chunks' deflated text copied.
     Gzip,
-    /// The JSON text itself (which the compression layer compresses for a
-    /// brotli client, as any answer).
+    /// One brotli stream, the cached chunks' streams copied.
+    Brotli,
+    /// The JSON text itself (which the compression layer compresses, if
+    /// the client asks, as any answer).
     Text,
 }
 
@@ -69,7 +74,7 @@ pub fn answer(
         return None;
     }
     let (tx, rx) = mpsc::channel(match form {
-        Form::Zstd => 1,
+        Form::Zstd | Form::Brotli => 1,
         Form::Gzip | Form::Text => TEXT_AHEAD,
     });
     let (store, cache, resource) = (store.clone(), cache.clone(), resource.clone());
@@ -179,8 +184,11 @@ impl Out {
         self.send(header).await
     }
 
-    /// What a gzip answer ends with.
+    /// What a gzip or brotli answer ends with.
     async fn end(&self) -> Result<(), Stop> {
+        if self.form == Form::Brotli {
+            return self.send(Bytes::from_static(brotli::END)).await;
+        }
         let member = self.member().take();
         match member {
             Some(member) => self.send(member.finish()).await,
@@ -195,6 +203,9 @@ impl Out {
     /// Text read now, in the answer's form (not zstd: the live segments
     /// make their own frames).
     async fn text(&self, text: Bytes) -> Result<(), Stop> {
+        if self.form == Form::Brotli {
+            return self.send(brotli::text(&text)?).await;
+        }
         let deflated = match self.member().as_mut() {
             Some(member) => Some(member.text(&text)?),
             None => None,
@@ -210,13 +221,14 @@ impl Out {
     ) -> Result<(), Stop> {
         match self.form {
             Form::Zstd => self.send(constant_frame(cell, text)).await,
+            Form::Brotli => self.send(brotli::constant(text)).await,
             Form::Gzip | Form::Text => self.text(Bytes::from_static(text)).await,
         }
     }
 
     /// A cached chunk (`key`'s) in the answer's form: its frame copied, its
-    /// deflated text copied (made and kept by the first gzip answer that
-    /// needs it), or its frame decompressed piece by piece.
+    /// deflated text or brotli stream copied (made and kept by the first
+    /// answer that needs it), or its frame decompressed piece by piece.
     async fn chunk(
         &self,
         cache: &HistoryCache,
@@ -230,7 +242,8 @@ impl Out {
                     Some(deflated) => deflated,
                     None => {
                         let deflated = gzip::deflate_frame(&chunk.frame)?;
-                        cache.keep_deflated(key, chunk.end, deflated.clone());
+                        let kept = Recoded::Deflated(deflated.clone());
+                        cache.keep_recoded(key, chunk.end, kept);
                         deflated
                     }
                 };
@@ -238,6 +251,18 @@ impl Out {
                     member.chunk(&deflated);
                 }
                 return self.send(deflated.bytes).await;
+            }
+            Form::Brotli => {
+                let stream = match chunk.brotli {
+                    Some(stream) => stream,
+                    None => {
+                        let stream = brotli::compress_frame(&chunk.frame)?;
+                        let kept = Recoded::Brotli(stream.clone());
+                        cache.keep_recoded(key, chunk.end, kept);
+                        stream
+                    }
+                };
+                return self.send(stream).await;
             }
             Form::Text => {}
         }
@@ -296,8 +321,9 @@ fn cached(cache: &HistoryCache, key: &(ResourceRef, i64), end: i64) -> Option<Ch
 }
 
 /// `resource`'s chunk `index` up to `end`, which the cache lacks: read,
-/// compressed and kept, and sent in the answer's form (as text, each piece
-/// as it is read).
+/// compressed and kept, and sent in the answer's form (as text or gzip,
+/// each piece as it is read; in brotli, compressed beside the frame and
+/// kept too).
 async fn read_chunk(
     store: &dyn Store,
     cache: &HistoryCache,
@@ -309,12 +335,15 @@ async fn read_chunk(
     let start = index * cache.chunk_events;
     let mut rows = store.read(events(resource, start, Some(end))).await?;
     let mut encoder = encoder(CHUNK_LEVEL);
+    let mut stream = (out.form == Form::Brotli).then(brotli::Stream::chunk);
     while let Some(step) = rows.next().await {
         match step? {
             Next::Piece(piece) => {
                 compress(&mut encoder, &piece)?;
-                if out.form != Form::Zstd {
-                    out.text(piece).await?;
+                match stream.as_mut() {
+                    Some(stream) => stream.write(&piece)?,
+                    None if out.form != Form::Zstd => out.text(piece).await?,
+                    None => {}
                 }
             }
             Next::End(()) => break,
@@ -332,17 +361,14 @@ async fn read_chunk(
     }
     let frame = finish(encoder)?;
     metrics::counter!("abstore_history_chunks_total", "source" => "database").increment(1);
-    cache.put(
-        (resource.clone(), index),
-        Chunk {
-            end,
-            frame: frame.clone(),
-            deflated: None,
-        },
-    );
-    match out.form {
-        Form::Zstd => out.send(frame).await,
-        Form::Gzip | Form::Text => Ok(()),
+    let mut chunk = Chunk::new(end, frame.clone());
+    chunk.brotli = stream.map(brotli::Stream::finish);
+    let brotli = chunk.brotli.clone();
+    cache.put((resource.clone(), index), chunk);
+    match (out.form, brotli) {
+        (Form::Zstd, _) => out.send(frame).await,
+        (_, Some(stream)) => out.send(stream).await,
+        _ => Ok(()),
     }
 }
 

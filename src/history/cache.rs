@@ -37,18 +37,38 @@ struct Cache {
 
 /// A chunk's frame: its events from its start up to `end`, a sequence the
 /// log had committed. The chunk is complete when `end` is the chunk's end.
-/// Its text deflated for gzip answers is kept too once one needed it.
+/// Its text deflated for gzip answers, or as a brotli stream, is kept too
+/// once an answer needed it.
 #[derive(Clone)]
 pub(super) struct Chunk {
     pub(super) end: i64,
     pub(super) frame: Bytes,
     pub(super) deflated: Option<Deflated>,
+    pub(super) brotli: Option<Bytes>,
+}
+
+/// A chunk's text in another coding, made from its frame.
+pub(super) enum Recoded {
+    Deflated(Deflated),
+    Brotli(Bytes),
 }
 
 impl Chunk {
+    /// A chunk of `frame` alone.
+    pub(super) fn new(end: i64, frame: Bytes) -> Chunk {
+        Chunk {
+            end,
+            frame,
+            deflated: None,
+            brotli: None,
+        }
+    }
+
     /// The bytes it holds, as the cache's bound counts them.
     fn size(&self) -> usize {
-        self.frame.len() + self.deflated.as_ref().map_or(0, |d| d.bytes.len())
+        self.frame.len()
+            + self.deflated.as_ref().map_or(0, |d| d.bytes.len())
+            + self.brotli.as_ref().map_or(0, Bytes::len)
     }
 }
 
@@ -130,18 +150,25 @@ impl HistoryCache {
         self.evict(&mut cache);
     }
 
-    /// Keep `deflated` beside the cached frame it was made from (`key`'s,
-    /// ending at `end`), if that frame is still the one cached.
-    pub(super) fn keep_deflated(&self, key: &(ResourceRef, i64), end: i64, deflated: Deflated) {
+    /// Keep `recoded` beside the cached frame it was made from (`key`'s,
+    /// ending at `end`), if that frame is still the one cached and has no
+    /// such coding yet.
+    pub(super) fn keep_recoded(&self, key: &(ResourceRef, i64), end: i64, recoded: Recoded) {
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(chunk) = cache.frames.get_mut(key) else {
             return;
         };
-        let added = deflated.bytes.len();
-        if chunk.end != end || chunk.deflated.is_some() || self.too_large(chunk.size() + added) {
+        let (added, held) = match &recoded {
+            Recoded::Deflated(deflated) => (deflated.bytes.len(), chunk.deflated.is_some()),
+            Recoded::Brotli(stream) => (stream.len(), chunk.brotli.is_some()),
+        };
+        if chunk.end != end || held || self.too_large(chunk.size() + added) {
             return;
         }
-        chunk.deflated = Some(deflated);
+        match recoded {
+            Recoded::Deflated(deflated) => chunk.deflated = Some(deflated),
+            Recoded::Brotli(stream) => chunk.brotli = Some(stream),
+        }
         cache.bytes += added;
         self.evict(&mut cache);
     }
@@ -195,11 +222,7 @@ mod tests {
     fn the_cache_keeps_its_bound_by_evicting_the_least_recently_used() {
         let cache = HistoryCache::new(10, 800, AnswerTimes::default());
         let r = ResourceRef::new(ResourceKind::Build, "b");
-        let chunk = |size| Chunk {
-            end: 10,
-            frame: Bytes::from(vec![0u8; size]),
-            deflated: None,
-        };
+        let chunk = |size| Chunk::new(10, Bytes::from(vec![0u8; size]));
         for i in 0..10 {
             cache.put((r.clone(), i), chunk(100));
         }

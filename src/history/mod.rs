@@ -46,6 +46,7 @@
 //! `crate::http::resources`.
 
 mod answer;
+mod brotli;
 mod cache;
 mod frames;
 mod gzip;

@@ -93,7 +93,8 @@ async fn at_once(
         let form = match super::accept::chosen(&headers) {
             Some(Coding::Zstd) => Form::Zstd,
             Some(Coding::Gzip) => Form::Gzip,
-            _ => Form::Text,
+            Some(Coding::Brotli) => Form::Brotli,
+            Some(Coding::Identity) | None => Form::Text,
         };
         if let Some(answer) = crate::history::answer(&state.store, history, &resource, since, form)
         {

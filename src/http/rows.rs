@@ -105,7 +105,7 @@ enum Stage {
 
 /// A whole-history answer from the history cache, streamed as its writer
 /// hands it over (cut short like any streamed answer): zstd frames or a
-/// gzip member, marked so, or text, which the compression layer treats as
+/// gzip member or a brotli stream, marked so, or text, which the compression layer treats as
 /// any answer.
 pub fn history_response(answer: crate::history::Answer, form: crate::history::Form) -> Response {
     use futures_util::TryStreamExt as _;
@@ -120,6 +120,7 @@ pub fn history_response(answer: crate::history::Answer, form: crate::history::Fo
     match form {
         crate::history::Form::Zstd => super::response::mark_encoded(headers, "zstd"),
         crate::history::Form::Gzip => super::response::mark_encoded(headers, "gzip"),
+        crate::history::Form::Brotli => super::response::mark_encoded(headers, "br"),
         crate::history::Form::Text => {}
     }
     response

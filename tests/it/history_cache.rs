@@ -74,8 +74,8 @@ async fn get(url: &str, accept: &str) -> (u16, Option<String>, Vec<u8>) {
     support::get_decoded(&client(), url, accept).await
 }
 
-/// Every `since` of `events` (a log of `last` events) read in zstd, and as
-/// text (identity or gzip, which the cache answers as text too), equals the
+/// Every `since` of `events` (a log of `last` events) read in zstd, gzip,
+/// brotli and identity (the cache answers them all), equals the
 /// ordinary read of the store's rows (a held read finding events at once);
 /// a range spanning a complete chunk comes in zstd.
 async fn same_answers(events: &str, last: i64) {
@@ -108,6 +108,11 @@ async fn same_answers(events: &str, last: i64) {
         assert!(
             status == 200 && gzip == identity,
             "{url}: the gzip answer differs"
+        );
+        let (status, _, brotli) = get(&url, "br").await;
+        assert!(
+            status == 200 && brotli == identity,
+            "{url}: the brotli answer differs"
         );
         if since < last {
             let held = format!("{url}&wait=1");
@@ -359,8 +364,8 @@ async fn complete_chunks_answer_every_range_exactly_on_postgres() {
 }
 
 /// A client that does not take zstd is answered from the same frames: as
-/// text (identity, brotli through the compression layer) or as one gzip
-/// member of deflated chunks; its first read teaches, its second reads and
+/// text, as one gzip member of deflated chunks or as one brotli stream of
+/// catable chunk streams; its first read teaches, its second reads and
 /// keeps the complete chunks, later ones read no chunk from the database;
 /// a log shorter than a chunk is never answered from its prefix so.
 async fn text_answers(database: &str) {
@@ -381,7 +386,7 @@ async fn text_answers(database: &str) {
     };
     let mut seen = Vec::new();
     let mut bytes = Vec::new();
-    for accept in ["identity", "identity", "identity", "gzip", "gzip", "br"] {
+    for accept in ["identity", "br", "br", "identity", "gzip", "gzip"] {
         let (status, encoding, body) = get(&log, accept).await;
         assert_eq!(status, 200, "{accept}");
         assert_eq!(
@@ -402,17 +407,18 @@ async fn text_answers(database: &str) {
         seen,
         vec![
             (0.0, 0.0),  // the first read is an ordinary one, and teaches
-            (4.0, 0.0),  // three complete chunks and the last one's prefix read and kept
-            (4.0, 4.0),  // then decompressed
-            (4.0, 8.0),  // and deflated for gzip
-            (4.0, 12.0), // and copied deflated
-            (4.0, 16.0), // and decompressed for brotli
+            (4.0, 0.0), // three complete chunks and the last one's prefix read, kept with their brotli streams
+            (4.0, 4.0), // then the streams copied
+            (4.0, 8.0), // the frames decompressed
+            (4.0, 12.0), // and deflated for gzip
+            (4.0, 16.0), // and copied deflated
         ]
     );
-    // The first gzip answer kept each chunk's deflated text beside its
-    // frame; the second found it there.
-    assert!(bytes[3] > bytes[2], "deflated chunks kept: {bytes:?}");
-    assert_eq!(bytes[4], bytes[3], "{bytes:?}");
+    // The first brotli and gzip answers kept each chunk's stream and
+    // deflated text beside its frame; the second of each found it there.
+    assert_eq!(bytes[2], bytes[1], "{bytes:?}");
+    assert_eq!(bytes[3], bytes[2], "{bytes:?}");
+    assert!(bytes[4] > bytes[3], "deflated chunks kept: {bytes:?}");
     assert_eq!(bytes[5], bytes[4], "{bytes:?}");
     same_answers(&format!("{base}/builds/text/events"), 3 * CHUNK + 3).await;
 
