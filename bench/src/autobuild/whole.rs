@@ -7,6 +7,8 @@
 //!   CPU;
 //! - compressed: the same with `Accept-Encoding: zstd`, `gzip` and `br`; MB of
 //!   *identity* answer per server-CPU second, and compressed ÷ identity bytes;
+//!   the first gzip and brotli read, which recodes the cached chunks once, on
+//!   its own;
 //! - memory: VmRSS before, the peak while five whole reads run at once
 //!   (sampled every 5 ms), and 5 s after they end.
 
@@ -20,7 +22,7 @@ use crate::harness::{Backend, Ctx, Server, ServerOpts, Table, mib, with_db};
 /// Journal sizes: the memory target's 60,000 and a week's 120,000.
 const JOURNALS: [u64; 2] = [60_000, 120_000];
 const IDENTITY_READS: usize = 8;
-const COMPRESSED_READS: usize = 4;
+const COMPRESSED_READS: usize = 8;
 const CONCURRENT: usize = 5;
 
 pub async fn whole(ctx: &Ctx) -> Result<Vec<Table>> {
@@ -137,12 +139,18 @@ async fn measure(
         format!("{:.0}", identity_bytes as f64 / 1e6 / cpu.max(1e-9)),
         format!("{:.3}", sent as f64 / identity_bytes as f64),
     ]);
-    for encoding in [None, Some("zstd"), Some("gzip"), Some("br")] {
-        let reads = if encoding.is_none() {
-            IDENTITY_READS
-        } else {
-            COMPRESSED_READS
-        };
+    // gzip and brotli answers recode each cached chunk the first time one
+    // is asked for (deflated, or compressed as a brotli stream) and keep
+    // it: that read is measured on its own, the later ones copy.
+    let phases = [
+        (None, "identity", IDENTITY_READS),
+        (Some("zstd"), "zstd", COMPRESSED_READS),
+        (Some("gzip"), "gzip, recoding the cached chunks", 1),
+        (Some("gzip"), "gzip", COMPRESSED_READS),
+        (Some("br"), "br, recoding the cached chunks", 1),
+        (Some("br"), "br", COMPRESSED_READS),
+    ];
+    for (encoding, label, reads) in phases {
         let cpu_before = server.cpu()?;
         let mut sent = 0;
         for _ in 0..reads {
@@ -154,7 +162,7 @@ async fn measure(
             backend.label().into(),
             journal.to_string(),
             format!("{:.1}", identity_bytes as f64 / 1e6),
-            encoding.unwrap_or("identity").into(),
+            label.into(),
             reads.to_string(),
             format!("{:.1}", cpu * 1000.0 / reads as f64),
             format!("{:.0}", answered / 1e6 / cpu.max(1e-9)),
