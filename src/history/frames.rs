@@ -86,6 +86,15 @@ pub(super) fn constant_frame(cell: &'static OnceLock<Bytes>, text: &'static [u8]
     .clone()
 }
 
+/// A chunk's frame of `text`, as the cache makes one (for other modules'
+/// tests).
+#[cfg(test)]
+pub(super) fn chunk_frame(text: &[u8]) -> Bytes {
+    let mut encoder = encoder(CHUNK_LEVEL);
+    compress(&mut encoder, text).unwrap();
+    finish(encoder).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,13 +135,7 @@ mod tests {
     use std::io::Read as _;
 
     use super::*;
-    use crate::history::frames::{CHUNK_LEVEL, compress as zstd_compress, encoder, finish};
-
-    fn frame(text: &[u8]) -> Bytes {
-        let mut encoder = encoder(CHUNK_LEVEL);
-        zstd_compress(&mut encoder, text).unwrap();
-        finish(encoder).unwrap()
-    }
+    use crate::history::frames::chunk_frame as frame;
 
     /// Live pieces and cached chunks in any order make one member that
     /// decodes to their text, with the right checksum and length.
