@@ -373,9 +373,10 @@ async fn fetch_decodes(runtime: &str) {
     long_history(&base).await;
     // A streamed answer (the whole log) and a whole one (its last 20 events:
     // one piece, sent with its length). The whole log three times, as the
-    // runtime asks and then asking gzip: the first read is an ordinary one,
-    // the second fills the history cache, the third is put together from
-    // it (zstd frames, or one gzip member of deflated chunks).
+    // runtime asks and then asking gzip and br: the first read is an
+    // ordinary one, the second fills the history cache, the third is put
+    // together from it (zstd frames, one gzip member of deflated chunks, or
+    // one brotli stream of the chunks' catable streams).
     let since = EVENTS - 20;
     let whole = format!("{base}/builds/long/events?since=0");
     let tail = format!("{base}/builds/long/events?since={since}");
@@ -385,7 +386,9 @@ async fn fetch_decodes(runtime: &str) {
         (whole.clone(), ""),
         (whole.clone(), ""),
         (whole.clone(), "gzip"),
-        (whole, "gzip"),
+        (whole.clone(), "gzip"),
+        (whole.clone(), "br"),
+        (whole, "br"),
     ];
     let reads: Vec<Vec<&str>> = reads
         .iter()
@@ -413,7 +416,7 @@ async fn fetch_decodes(runtime: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let counts = [EVENTS, 20, EVENTS, EVENTS, EVENTS, EVENTS];
+    let counts = [EVENTS, 20, EVENTS, EVENTS, EVENTS, EVENTS, EVENTS, EVENTS];
     for (answer, count) in seen.as_array().unwrap().iter().zip(counts) {
         assert_eq!(answer["count"], count, "{runtime}: {seen}");
         assert_eq!(answer["last"], EVENTS, "{runtime}: {seen}");
@@ -423,6 +426,10 @@ async fn fetch_decodes(runtime: &str) {
         );
     }
     assert_eq!(seen[5]["encoding"], "gzip", "{runtime}: {seen}");
+    // brotli: the chunks' streams made, then copied (the runtime's own
+    // decoder, not the crate that encoded them, reads both).
+    assert_eq!(seen[6]["encoding"], "br", "{runtime}: {seen}");
+    assert_eq!(seen[7]["encoding"], "br", "{runtime}: {seen}");
 }
 
 /// `name` on PATH, or (Bun) where `ABSTORE_TEST_BUN` points.
