@@ -335,7 +335,7 @@ async fn read_chunk(
     let start = index * cache.chunk_events;
     let mut rows = store.read(events(resource, start, Some(end))).await?;
     let mut encoder = encoder(CHUNK_LEVEL);
-    let mut stream = (out.form == Form::Brotli).then(brotli::Stream::chunk);
+    let mut stream = (out.form == Form::Brotli).then(brotli::Stream::catable);
     while let Some(step) = rows.next().await {
         match step? {
             Next::Piece(piece) => {
@@ -404,7 +404,7 @@ async fn live(rows: &mut Rows, after_rows: bool, out: &Out) -> Result<bool, Stop
             }
             None => {
                 if comma {
-                    out.text(Bytes::from_static(b",")).await?;
+                    out.constant(&COMMA, b",").await?;
                 }
                 out.text(piece).await?;
             }

@@ -44,9 +44,9 @@ pub(super) const END: &[u8] = &[0x03];
 
 /// The encoder's settings for a piece that follows others (`catable`), or
 /// for the one that starts the stream.
-fn params(quality: i32, first: bool) -> BrotliEncoderParams {
+fn params(first: bool) -> BrotliEncoderParams {
     BrotliEncoderParams {
-        quality,
+        quality: QUALITY,
         lgwin: WINDOW,
         bare_stream: true,
         appendable: true,
@@ -64,17 +64,17 @@ fn params(quality: i32, first: bool) -> BrotliEncoderParams {
 pub(super) struct Stream(Box<brotli::CompressorWriter<Vec<u8>>>);
 
 impl Stream {
-    fn with(params: &BrotliEncoderParams) -> Stream {
+    fn with(first: bool) -> Stream {
         Stream(Box::new(brotli::CompressorWriter::with_params(
             Vec::new(),
             16 * 1024,
-            params,
+            &params(first),
         )))
     }
 
-    /// A cached chunk's stream: catable.
-    pub(super) fn chunk() -> Stream {
-        Stream::with(&params(QUALITY, false))
+    /// A stream that follows others: a chunk's, or a live piece's.
+    pub(super) fn catable() -> Stream {
+        Stream::with(false)
     }
 
     pub(super) fn write(&mut self, text: &[u8]) -> Result<(), StoreError> {
@@ -93,7 +93,7 @@ impl Stream {
 /// The text of a zstd `frame` (one the cache made), as a cached chunk's
 /// stream.
 pub(super) fn compress_frame(frame: &[u8]) -> Result<Bytes, StoreError> {
-    let mut stream = Stream::chunk();
+    let mut stream = Stream::catable();
     for piece in text_pieces(frame)? {
         stream.write(&piece?)?;
     }
@@ -105,7 +105,7 @@ pub(super) fn text(text: &[u8]) -> Result<Bytes, StoreError> {
     if text.is_empty() {
         return Ok(Bytes::new());
     }
-    let mut stream = Stream::with(&params(QUALITY, false));
+    let mut stream = Stream::catable();
     stream.write(text)?;
     Ok(stream.finish())
 }
@@ -125,7 +125,7 @@ pub(super) fn constant(text: &'static [u8]) -> Bytes {
         _ => return self::text(text).unwrap_or_default(),
     };
     cell.get_or_init(|| {
-        let mut stream = Stream::with(&params(QUALITY, first));
+        let mut stream = Stream::with(first);
         stream
             .write(text)
             .expect("compressing a constant in memory");
