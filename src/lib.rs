@@ -29,6 +29,7 @@
 //! - [`notify`]: wake-ups keyed by resource: writers notify, held reads wait.
 //! - [`history`]: the history cache: whole-history reads in zstd from cached chunk frames.
 //! - [`clock`]: the one injectable clock.
+//! - [`logging`]: log lines on stderr, as text or JSON.
 //! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
 
@@ -44,6 +45,7 @@ pub mod healthcheck;
 pub mod held;
 pub mod history;
 pub mod http;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod protocol;

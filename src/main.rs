@@ -1,12 +1,10 @@
 //! The `abstore` binary: parse the command line, set up logging, run the
 //! command (`abstore::cli`), turn its outcome into an exit code.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::Write as _;
 
+use abstore::cli::Cli;
 use clap::Parser as _;
-use tracing_subscriber::EnvFilter;
-
-use abstore::cli::{Cli, LogFormat};
 
 /// jemalloc, for two measured reasons (docs/benchmarks/per-request.md,
 /// "Held-read and connection memory"): it returns freed memory to the
@@ -35,7 +33,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
         }
     };
-    init_logging(cli.log_format);
+    abstore::logging::init(cli.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -54,21 +52,5 @@ fn main() -> std::process::ExitCode {
             let _ = writeln!(std::io::stderr(), "error: {err:#}");
             std::process::ExitCode::FAILURE
         }
-    }
-}
-
-/// `RUST_LOG` filters; `--log-format json` (`ABSTORE_LOG_FORMAT=json`)
-/// switches to JSON lines.
-fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour codes only for a terminal: a log file or collector gets plain
-    // text, and the request path skips the styling work.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
     }
 }

@@ -324,3 +324,75 @@ async fn metrics_describe_themselves_and_the_process() {
     assert!(value("process_open_fds") >= 3.0);
     assert!(value("process_cpu_seconds_total") >= 0.0);
 }
+
+/// Each request's line, as a log collector reads it: `json` lines are JSON
+/// objects with the request's span and numbers as numbers, `text` lines the
+/// documented `key=value` form; a client's text with control characters
+/// stays on its line in both.
+#[tokio::test]
+async fn request_lines_in_json_and_text() {
+    let hostile = "/builds/x%0Ay%1B%5B2J";
+    for format in ["json", "text"] {
+        let served = Server::builder().flag("--log-format", format).start().await;
+        let client = reqwest::Client::new();
+        let reply = client
+            .get(format!("{}/health", served.url()))
+            .header("x-request-id", format!("lines-{format}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+        // A path the router does not know, with an encoded newline and
+        // escape, refused: it must not reach the log as raw control
+        // characters.
+        let reply = client
+            .get(format!("{}{hostile}", served.url()))
+            .send()
+            .await
+            .unwrap();
+        assert!(reply.status().is_client_error(), "{}", reply.status());
+        let id = format!("lines-{format}");
+        until_logged(&served, &id).await;
+        let refused = if format == "json" {
+            "\"status\":4"
+        } else {
+            "status=4"
+        };
+        until_logged(&served, refused).await;
+        let log = served.stderr();
+        assert!(!log.contains(['\x1b', '\r']), "{log}");
+        let line = log.lines().find(|l| l.contains(&id)).unwrap();
+        if format == "json" {
+            for line in log.lines() {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .unwrap_or_else(|e| panic!("{e}: {line}"));
+            }
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(line["level"], "INFO", "{line}");
+            assert_eq!(line["target"], "abstore::http::middleware", "{line}");
+            assert_eq!(line["fields"]["message"], "request", "{line}");
+            assert_eq!(line["fields"]["status"], 200, "{line}");
+            assert!(line["fields"]["latency_ms"].is_f64(), "{line}");
+            assert_eq!(line["span"]["request_id"], id.as_str(), "{line}");
+            assert_eq!(line["span"]["method"], "GET", "{line}");
+            assert_eq!(line["span"]["route"], "/health", "{line}");
+            assert_eq!(line["span"]["scope"], "open", "{line}");
+            assert_eq!(line["span"]["name"], "request", "{line}");
+            assert_eq!(line["spans"][0], line["span"], "{line}");
+            let timestamp = line["timestamp"].as_str().unwrap();
+            assert_eq!(timestamp.len(), 27, "{line}");
+            assert!(timestamp.ends_with('Z'), "{line}");
+        } else {
+            let (timestamp, rest) = line.split_once(' ').unwrap();
+            assert_eq!(timestamp.len(), 27, "{line}");
+            assert_eq!(
+                rest.split(" latency_ms=").next().unwrap(),
+                format!(
+                    " INFO request{{request_id={id} method=GET route=/health scope=open}}: \
+                     abstore::http::middleware: request status=200"
+                ),
+                "{line}"
+            );
+        }
+    }
+}
