@@ -13,9 +13,9 @@
 //! write). A terminal gets tracing-subscriber's coloured text unchanged:
 //! colours are for a person, and a person reads few lines.
 //!
-//! - [`clock`]: the line's timestamp.
-//! - [`text`]: `text` lines.
-//! - [`json`]: `json` lines.
+//! - `clock`: the line's timestamp.
+//! - `text`: `text` lines.
+//! - `json`: `json` lines.
 
 mod clock;
 mod json;

@@ -64,13 +64,64 @@ fn events() {
     tracing::warn!(r#type = "raw", "raw identifiers lose their r#");
     tracing::info!(message = "the message as a field", after = 1_u64);
     tracing::info!(ratio = 1e-7, whole = 2.0, large = 1e16, "floats");
+    let failure = Failure("cannot write", Some(&Failure("disk full", None)));
+    tracing::error!(error = &failure as &dyn std::error::Error, "write failed");
+    let alone = Failure("alone", None);
+    tracing::error!(error = &alone as &dyn std::error::Error, "no source");
+}
+
+/// An error with an optional source.
+#[derive(Debug)]
+struct Failure(&'static str, Option<&'static Failure>);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.1.map(|e| e as &(dyn std::error::Error + 'static))
+    }
 }
 
 /// What `events` writes through a subscriber built by `make`.
-fn written(make: impl FnOnce(Lines) -> Box<dyn tracing::Subscriber + Send + Sync>) -> Vec<String> {
+fn written(
+    events: impl FnOnce(),
+    make: impl FnOnce(Lines) -> Box<dyn tracing::Subscriber + Send + Sync>,
+) -> String {
     let lines = Lines::default();
     tracing::subscriber::with_default(make(lines.clone()), events);
-    lines.text().lines().map(str::to_owned).collect()
+    lines.text()
+}
+
+/// What `events` writes as our `text` lines.
+fn text_lines(events: impl FnOnce()) -> String {
+    written(events, |lines| {
+        Box::new(
+            builder(lines)
+                .fmt_fields(TextFields)
+                .event_format(TextLine)
+                .finish(),
+        )
+    })
+}
+
+/// What `events` writes as our `json` lines.
+fn json_lines(events: impl FnOnce()) -> String {
+    written(events, |lines| {
+        Box::new(
+            builder(lines)
+                .fmt_fields(JsonFields)
+                .event_format(JsonLine)
+                .finish(),
+        )
+    })
+}
+
+fn split(text: &str) -> Vec<String> {
+    text.lines().map(str::to_owned).collect()
 }
 
 fn builder(
@@ -105,16 +156,9 @@ fn check_timestamp(timestamp: &str) {
 
 #[test]
 fn text_lines_are_tracing_subscribers_full_format() {
-    let ours = written(|lines| {
-        Box::new(
-            builder(lines)
-                .fmt_fields(TextFields)
-                .event_format(TextLine)
-                .finish(),
-        )
-    });
-    let theirs = written(|lines| Box::new(builder(lines).finish()));
-    assert_eq!(ours.len(), 9, "{ours:#?}");
+    let ours = split(&text_lines(events));
+    let theirs = split(&written(events, |lines| Box::new(builder(lines).finish())));
+    assert_eq!(ours.len(), 11, "{ours:#?}");
     assert_eq!(ours.len(), theirs.len());
     for (ours, theirs) in ours.iter().zip(&theirs) {
         assert_eq!(without_timestamp(ours), without_timestamp(theirs));
@@ -132,16 +176,11 @@ fn text_lines_are_tracing_subscribers_full_format() {
 
 #[test]
 fn json_lines_are_tracing_subscribers_json_format() {
-    let ours = written(|lines| {
-        Box::new(
-            builder(lines)
-                .fmt_fields(JsonFields)
-                .event_format(JsonLine)
-                .finish(),
-        )
-    });
-    let theirs = written(|lines| Box::new(builder(lines).json().finish()));
-    assert_eq!(ours.len(), 9, "{ours:#?}");
+    let ours = split(&json_lines(events));
+    let theirs = split(&written(events, |lines| {
+        Box::new(builder(lines).json().finish())
+    }));
+    assert_eq!(ours.len(), 11, "{ours:#?}");
     assert_eq!(ours.len(), theirs.len());
     let parsed = |line: &str| {
         let mut value: serde_json::Value =
@@ -166,26 +205,14 @@ fn control_characters_never_break_a_line() {
         let _span = span.enter();
         tracing::warn!(value = %hostile, text = hostile, "say {hostile}");
     };
-    let text = Lines::default();
-    let subscriber = builder(text.clone())
-        .fmt_fields(TextFields)
-        .event_format(TextLine)
-        .finish();
-    tracing::subscriber::with_default(subscriber, event);
-    let text = text.text();
+    let text = text_lines(event);
     assert_eq!(text.matches('\n').count(), 1, "{text}");
     assert!(!text.contains(['\r', '\x1b', '\u{85}', '\0']), "{text}");
     assert!(
         text.contains("request_id=a\\nb\\r\\x1b[2J\\u{85}\\x00\"\\}"),
         "{text}"
     );
-    let json = Lines::default();
-    let subscriber = builder(json.clone())
-        .fmt_fields(JsonFields)
-        .event_format(JsonLine)
-        .finish();
-    tracing::subscriber::with_default(subscriber, event);
-    let json = json.text();
+    let json = json_lines(event);
     assert_eq!(json.matches('\n').count(), 1, "{json}");
     let line: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(line["span"]["request_id"], hostile);

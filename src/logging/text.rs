@@ -139,6 +139,27 @@ impl Visit for TextVisitor<'_> {
             self.result = write!(Escaped(&mut self.out), "{value:?}");
         }
     }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        if !self.start(field) {
+            return;
+        }
+        // The error, then what caused it: `err=… err.sources=[…, …]`.
+        let mut out = Escaped(&mut self.out);
+        self.result = write!(out, "{value}");
+        let Some(mut source) = value.source() else {
+            return;
+        };
+        let name = shown_name(field.name());
+        self.result = self
+            .result
+            .and_then(|()| write!(out, " {name}.sources=[{source}"));
+        while let Some(next) = source.source() {
+            self.result = self.result.and_then(|()| write!(out, ", {next}"));
+            source = next;
+        }
+        self.result = self.result.and_then(|()| out.write_char(']'));
+    }
 }
 
 /// Passes text through with its control characters escaped: C0 (but the

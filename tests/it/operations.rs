@@ -121,7 +121,8 @@ async fn a_created_secret_file_is_private_and_mints_working_tokens() {
         "abstore token mint --secret-file {} --admin",
         path.display()
     );
-    assert!(served.stderr().contains(&command), "{}", served.stderr());
+    // The log is read by a task of this test's runtime: wait for the line.
+    until_logged(&served, &command).await;
     let secret = std::fs::read_to_string(&path).unwrap();
     assert!(
         !served.stderr().contains(secret.trim()),
