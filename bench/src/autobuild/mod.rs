@@ -5,10 +5,11 @@
 //! server's SQLite file); then dashboards, dispatchers, build runners and
 //! agents run against each server in turn for the modelled seconds, and the
 //! server's CPU, the bytes it sent, append and heartbeat latencies and its
-//! memory are reported.
+//! memory are reported, with the disk's own `fsync` latency in the same run.
 
 mod archive;
 mod clients;
+mod disk;
 mod history;
 mod protocol3;
 mod protocols;
@@ -176,6 +177,7 @@ pub async fn autobuild(ctx: &Ctx, params: &Params) -> Result<Vec<Table>> {
             "append p50 / p99 ms (n)",
             "heartbeat p50 / p99 ms (n)",
             "deposit p50 / p99 ms (n)",
+            "disk fsync p50 / p99 ms (n)",
             "RSS MiB idle / peak / 5 s after",
             "notes",
         ],
@@ -340,7 +342,7 @@ async fn run_abstore(
     .map(String::from)
     .to_vec();
     let server = Server::start(ctx, opts).await?;
-    let run = replay(&server, params, history, corpus).await;
+    let run = replay(&server, params, history, corpus, &ctx.work_dir).await;
     server.stop().await?;
     let _ = std::fs::remove_dir_all(&blobs);
     Ok((seeded, run?))
@@ -377,7 +379,7 @@ async fn run_reference(
         seeded.as_secs_f64()
     );
     let server = reference.start(ctx, &args, "autobuild-reference").await?;
-    let run = replay(&server, params, history, corpus).await;
+    let run = replay(&server, params, history, corpus, &dir).await;
     server.stop().await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok((seeded, run?))
@@ -392,6 +394,8 @@ struct Run {
     rss_peak: u64,
     rss_after: u64,
     dashboards: usize,
+    /// The disk's `fsync` latencies in the same run ([`disk`]).
+    disk_fsyncs: Vec<Duration>,
 }
 
 impl Run {
@@ -446,6 +450,7 @@ impl Run {
             stats::latency(&appends),
             t.latency(Op::Heartbeat),
             t.latency(Op::Deposit),
+            stats::latency(&self.disk_fsyncs),
             format!(
                 "{} / {} / {}",
                 mib(self.rss_idle),
@@ -506,6 +511,7 @@ async fn replay(
     params: &Params,
     history: &History,
     corpus: Arc<String>,
+    disk: &Path,
 ) -> Result<Run> {
     let rec = Recorder::new();
     // Long whole-history reads on a slow server must not time out early.
@@ -523,6 +529,7 @@ async fn replay(
     let seconds = params.seconds;
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(seconds);
     let cpu0 = server.cpu()?;
+    let probe = disk::Probe::start(disk)?;
     let mut tasks = tokio::task::JoinSet::new();
     let mut threads = threads::ProcessThreads::default();
     let mut n = 0u64;
@@ -571,6 +578,7 @@ async fn replay(
     tokio::time::sleep_until(deadline).await;
     let cpu = server.cpu()? - cpu0;
     let rss_peak = server.peak_rss()?;
+    let disk_fsyncs = probe.stop()?;
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     threads.stop();
@@ -586,5 +594,6 @@ async fn replay(
         rss_peak,
         rss_after,
         dashboards: params.dashboards * params.repos,
+        disk_fsyncs,
     })
 }
