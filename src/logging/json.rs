@@ -162,7 +162,8 @@ impl<'a> JsonVisitor<'a> {
         self.result.is_ok()
     }
 
-    fn number(&mut self, field: &Field, value: impl fmt::Display) {
+    /// A value whose `Display` is its JSON: an integer or a boolean.
+    fn unquoted(&mut self, field: &Field, value: impl fmt::Display) {
         if self.start(field) {
             self.result = write!(self.out, "{value}");
         }
@@ -171,28 +172,29 @@ impl<'a> JsonVisitor<'a> {
 
 impl Visit for JsonVisitor<'_> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        if !value.is_finite() {
-            // JSON has no NaN or infinity; serde_json writes `null`.
-            if self.start(field) {
-                self.result = self.out.write_str("null");
-            }
-        } else if self.start(field) {
+        if !self.start(field) {
+            return;
+        }
+        self.result = if value.is_finite() {
             // `Debug` writes the shortest text that reads back as the same
             // float, with a fraction or exponent: a JSON number.
-            self.result = write!(self.out, "{value:?}");
-        }
+            write!(self.out, "{value:?}")
+        } else {
+            // JSON has no NaN or infinity; serde_json writes `null`.
+            self.out.write_str("null")
+        };
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.number(field, value);
+        self.unquoted(field, value);
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.number(field, value);
+        self.unquoted(field, value);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.number(field, value);
+        self.unquoted(field, value);
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
@@ -225,7 +227,7 @@ impl Visit for JsonVisitor<'_> {
         self.result = self
             .out
             .write_char('"')
-            .and_then(|()| write!(Escaped(&mut self.out), "{value:?}"))
+            .and_then(|()| write!(JsonEscaped(&mut self.out), "{value:?}"))
             .and_then(|()| self.out.write_char('"'));
     }
 }
@@ -233,7 +235,7 @@ impl Visit for JsonVisitor<'_> {
 /// `text` as a JSON string.
 fn string(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
     out.write_char('"')?;
-    Escaped(out).write_str(text)?;
+    JsonEscaped(out).write_str(text)?;
     out.write_char('"')
 }
 
@@ -243,9 +245,9 @@ fn string(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
 /// Hand-written: serde_json escapes into an `io::Write` of bytes, and a
 /// line is a `fmt::Write` of text; going through bytes would copy every
 /// string once more and check it is UTF-8 again.
-struct Escaped<'a, W>(&'a mut W);
+struct JsonEscaped<'a, W>(&'a mut W);
 
-impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
+impl<W: fmt::Write> fmt::Write for JsonEscaped<'_, W> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         let mut clean = 0;
         for (at, byte) in text.bytes().enumerate() {

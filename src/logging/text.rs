@@ -125,7 +125,7 @@ impl Visit for TextVisitor<'_> {
         if !self.start(field) {
             return;
         }
-        let mut out = Escaped(&mut self.out);
+        let mut out = ControlsEscaped(&mut self.out);
         // The message as written; any other text quoted, as `Debug` does.
         self.result = if field.name() == "message" {
             out.write_str(value)
@@ -136,7 +136,7 @@ impl Visit for TextVisitor<'_> {
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if self.start(field) {
-            self.result = write!(Escaped(&mut self.out), "{value:?}");
+            self.result = write!(ControlsEscaped(&mut self.out), "{value:?}");
         }
     }
 
@@ -145,7 +145,7 @@ impl Visit for TextVisitor<'_> {
             return;
         }
         // The error, then what caused it: `err=… err.sources=[…, …]`.
-        let mut out = Escaped(&mut self.out);
+        let mut out = ControlsEscaped(&mut self.out);
         self.result = write!(out, "{value}");
         let Some(mut source) = value.source() else {
             return;
@@ -168,9 +168,9 @@ impl Visit for TextVisitor<'_> {
 /// Hand-written: the escaping tracing-subscriber uses is private to it, and
 /// `str::escape_debug` would also escape quotes, backslashes and
 /// non-printable letters a line keeps as they are.
-struct Escaped<'a, W>(&'a mut W);
+struct ControlsEscaped<'a, W>(&'a mut W);
 
-impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
+impl<W: fmt::Write> fmt::Write for ControlsEscaped<'_, W> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         // Most text has none: one scan, one copy. 0xC2 starts the UTF-8 of
         // C1 controls (and of other Latin-1 characters, which the slow path
@@ -201,7 +201,7 @@ mod tests {
 
     fn escaped(text: &str) -> String {
         let mut out = String::new();
-        Escaped(&mut out).write_str(text).unwrap();
+        ControlsEscaped(&mut out).write_str(text).unwrap();
         out
     }
 
