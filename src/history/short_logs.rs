@@ -6,7 +6,8 @@
 //! kept, whole, and served from memory until the log is written again.
 //!
 //! Exactness rests on one fact: on a SQLite file this process is the only
-//! writer of event logs (the store's `PATH.lock` keeps other servers out;
+//! writer of event logs (the store's lock on the database file keeps other
+//! servers out, whatever path names the file;
 //! `abstore import` only adds resources that do not exist or are identical;
 //! no command deletes events or resources), and every write to a log is
 //! announced by the notifier after its commit and before its client is

@@ -183,6 +183,65 @@ async fn one_process_per_sqlite_file() {
     let _m2 = Server::builder().start().await;
 }
 
+/// The one-process lock holds for the file itself, whatever path names it
+/// (issue 49, item 1), through the release binary: a second server on the
+/// same file through a symlink, a hard link or a symlinked directory
+/// refuses to start, naming the file; so a write through a second process
+/// can never be missing from the first's cached whole-log reads. Once the
+/// first is gone, the file opens through any of its names.
+#[tokio::test]
+async fn one_process_per_sqlite_file_whatever_path_names_it() {
+    let Some(release) = Server::builder().release() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.db");
+    let url = |path: &std::path::Path| format!("sqlite://{}", path.display());
+    let mut first = release.clone().database(&url(&file)).start().await;
+    let symlink = dir.path().join("two-link.db");
+    std::os::unix::fs::symlink(&file, &symlink).unwrap();
+    let hard_link = dir.path().join("two-hard.db");
+    std::fs::hard_link(&file, &hard_link).unwrap();
+    let alias = dir.path().join("alias");
+    std::os::unix::fs::symlink(dir.path(), &alias).unwrap();
+    for other in [&symlink, &hard_link, &alias.join("two.db")] {
+        let second = tokio::time::timeout(
+            Duration::from_secs(60),
+            release.clone().database(&url(other)).try_start(),
+        )
+        .await
+        .expect("the second server neither failed nor stopped");
+        let Err(second) = second else {
+            panic!("a second server started on {}", other.display());
+        };
+        let stderr = second.stderr;
+        assert!(
+            second.status.is_some_and(|s| !s.success()),
+            "{}: {stderr}",
+            other.display()
+        );
+        assert!(
+            stderr.contains("another abstore process is using the SQLite database"),
+            "{stderr}"
+        );
+    }
+    // Through the hard link the message names the file itself.
+    let second = release.clone().database(&url(&hard_link)).try_start().await;
+    let stderr = second.err().expect("refused").stderr;
+    assert!(
+        stderr.contains("the database file itself, device"),
+        "{stderr}"
+    );
+    first.stop().await.unwrap();
+    let again = release.database(&url(&symlink)).start().await;
+    let listed = client()
+        .get(format!("{}/builds", again.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status().as_u16(), 200);
+}
+
 /// Spec section 10 over HTTP: with the test clock moved BACKWARDS behind the
 /// build's `updatedAt`, leases are still judged and extended by the clock's
 /// own time (claim, heartbeat, release, expiry), on SQLite and PostgreSQL

@@ -11,7 +11,8 @@
 //! - `sqlite::memory:`: an in-memory database exists per connection, so the
 //!   writer's connection serves reads and writes alike and lives as long
 //!   as the store.
-//! - A lock file beside the database admits one process per file.
+//! - A lock on the database file itself (and on `PATH.lock`) admits one
+//!   process per file, whatever path names it (`FileGuard`).
 
 mod combining;
 mod errors;
@@ -58,30 +59,79 @@ fn configure(conn: &Connection, in_memory: bool) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// An exclusive advisory lock on `<database>.lock`, held as long as the
-/// returned file is open: a second server on the same file would bypass the
-/// single writer (and its group commit) and break the `tails` sweep's view.
-fn lock_database(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    let mut lock_path = path.as_os_str().to_owned();
-    lock_path.push(".lock");
-    let lock_path = PathBuf::from(lock_path);
+/// The one-process guard of a database file (docs/decisions.md, 25): an
+/// exclusive `flock` on the database file itself, so it holds for the file
+/// whatever path names it (a symlink, a hard link, `..` in the path), and
+/// one on `<path>.lock`, the only lock servers before this one took, so
+/// that neither kind starts beside the other. A second server on the file
+/// would bypass the single writer (and its group commit), the short-log
+/// cache's promise that this process writes every log, and the `tails`
+/// sweep's view.
+///
+/// `flock` and SQLite's own `fcntl` locks do not interact on Linux. But
+/// closing *any* descriptor of a file drops every `fcntl` lock the process
+/// holds on it, so the guard's descriptor is closed only after every
+/// SQLite connection of the store: the writer thread and the readers each
+/// hold the guard (`Arc<FileGuard>`) and drop their connections first.
+struct FileGuard {
+    _database: std::fs::File,
+    _beside: std::fs::File,
+}
+
+fn lock_database(path: &std::path::Path) -> anyhow::Result<FileGuard> {
+    let mut beside = path.as_os_str().to_owned();
+    beside.push(".lock");
+    let beside = PathBuf::from(beside);
+    let held_elsewhere = |what: &str| {
+        anyhow::anyhow!(
+            "another abstore process is using the SQLite database {} ({what} is locked); \
+             one process per SQLite file, whatever path names it",
+            path.display(),
+        )
+    };
+    let beside_file = exclusive_lock(&beside, &|| {
+        held_elsewhere(&format!("lock file {}", beside.display()))
+    })?;
+    let database = exclusive_lock(path, &|| held_elsewhere(&describe_file(path)))?;
+    Ok(FileGuard {
+        _database: database,
+        _beside: beside_file,
+    })
+}
+
+/// `path` opened (created when missing) and locked exclusively, or the
+/// error `held` makes when another process holds its lock.
+fn exclusive_lock(
+    path: &std::path::Path,
+    held: &dyn Fn() -> anyhow::Error,
+) -> anyhow::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening lock file {}", lock_path.display()))?;
+        .open(path)
+        .with_context(|| format!("opening {} to lock it", path.display()))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "another abstore process is using the SQLite database {} (lock file {} is held); \
-             one process per SQLite file",
-            path.display(),
-            lock_path.display()
-        ),
+        Err(std::fs::TryLockError::WouldBlock) => Err(held()),
         Err(std::fs::TryLockError::Error(err)) => {
-            Err(err).with_context(|| format!("locking {}", lock_path.display()))
+            Err(err).with_context(|| format!("locking {}", path.display()))
         }
+    }
+}
+
+/// The database file as the message names it: the file another name of it
+/// locked (its device and inode), so an operator can find that other name.
+fn describe_file(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    match std::fs::metadata(path) {
+        Ok(meta) => format!(
+            "the database file itself, device {} inode {}, perhaps under another name",
+            meta.dev(),
+            meta.ino()
+        ),
+        Err(_) => "the database file itself".to_owned(),
     }
 }
 
@@ -115,7 +165,27 @@ pub struct SqliteBackend {
     clock: Arc<dyn Clock>,
     /// The bounds of streamed reads.
     reads: StreamedReads,
-    _lock: Option<std::fs::File>,
+    /// A file's writer thread, joined when the store is dropped: it holds
+    /// the file's guard, which must be gone before the same process may
+    /// open the file again.
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for SqliteBackend {
+    /// Stop the writer thread and wait for it: it answers the jobs already
+    /// queued, closes its connection, then releases its share of the
+    /// file's guard. The thread stops once its queue's sender is gone, so
+    /// the sender is swapped for one whose queue nobody reads.
+    fn drop(&mut self) {
+        if let Writer::Thread(jobs) = &mut self.writer {
+            drop(std::mem::replace(jobs, std::sync::mpsc::channel().0));
+        }
+        if let Some(thread) = self.writer_thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!("the SQLite writer thread panicked");
+        }
+    }
 }
 
 impl SqliteBackend {
@@ -124,28 +194,28 @@ impl SqliteBackend {
         options: &StoreOptions,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
-        let (mut conn, lock, readers) = match location {
-            Location::Memory => (Connection::open_in_memory()?, None, None),
+        // Declared first, so dropped last if a step below fails: the guard's
+        // descriptor outlives every connection (see `FileGuard`).
+        let (guard, mut conn, readers) = match location {
+            Location::Memory => (None, Connection::open_in_memory()?, None),
             Location::File(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent)?;
                 }
-                let lock = if options.exclusive {
-                    Some(lock_database(path)?)
+                let guard = if options.exclusive {
+                    Some(Arc::new(lock_database(path)?))
                 } else {
                     None
                 };
                 let conn = Connection::open(path)
                     .with_context(|| format!("opening {}", path.display()))?;
-                (
-                    conn,
-                    lock,
-                    Some(Arc::new(Readers::new(
-                        path.clone(),
-                        options.pool_size,
-                        options.acquire_timeout,
-                    ))),
-                )
+                let readers = Readers::new(
+                    path.clone(),
+                    options.pool_size,
+                    options.acquire_timeout,
+                    guard.clone(),
+                );
+                (guard, conn, Some(Arc::new(readers)))
             }
         };
         configure(&conn, *location == Location::Memory)?;
@@ -158,22 +228,22 @@ impl SqliteBackend {
                  run `abstore migrate` (or start without --no-migrate)"
             );
         }
-        let writer = if *location == Location::Memory {
-            Writer::Combining(Combining::new(conn))
+        let (writer, writer_thread) = if *location == Location::Memory {
+            (Writer::Combining(Combining::new(conn)), None)
         } else {
             let (jobs, queue) = std::sync::mpsc::channel();
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name("abstore-sqlite-writer".into())
-                .spawn(move || writer::run(conn, queue))?;
-            Writer::Thread(jobs)
+                .spawn(move || writer::run(conn, queue, guard))?;
+            (Writer::Thread(jobs), Some(thread))
         };
         Ok(SqliteBackend {
             writer,
+            writer_thread,
             readers,
             pool_size: options.pool_size.max(1),
             clock,
             reads: options.streamed_reads(),
-            _lock: lock,
         })
     }
 

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 
-use super::BUSY_TIMEOUT;
+use super::{BUSY_TIMEOUT, FileGuard};
 use crate::store::api::PoolStats;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::rows::Rows;
@@ -24,16 +24,25 @@ pub(super) struct Readers {
     /// How long a read waits for a turn before it is refused (`Busy`).
     acquire_timeout: std::time::Duration,
     opened: std::sync::atomic::AtomicU32,
+    /// The file's guard, declared after `idle` so that it is released
+    /// after the pooled connections close (see `FileGuard`).
+    _guard: Option<Arc<FileGuard>>,
 }
 
 impl Readers {
-    pub(super) fn new(path: PathBuf, size: u32, acquire_timeout: std::time::Duration) -> Self {
+    pub(super) fn new(
+        path: PathBuf,
+        size: u32,
+        acquire_timeout: std::time::Duration,
+        guard: Option<Arc<FileGuard>>,
+    ) -> Self {
         Readers {
             path,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(size.max(1) as usize)),
             acquire_timeout,
             opened: std::sync::atomic::AtomicU32::new(0),
+            _guard: guard,
         }
     }
 

@@ -17,10 +17,12 @@
 //! itself: once space is freed, the next `BEGIN … COMMIT` writes the WAL
 //! again.
 
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 
 use rusqlite::Connection;
 
+use super::FileGuard;
 use crate::store::error::StoreError;
 
 /// Jobs per transaction: bounds the latency one batch adds to its first job.
@@ -105,7 +107,8 @@ impl From<Failure> for StoreError {
 }
 
 /// Run batches until every sender is gone (the store was dropped).
-pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>) {
+/// The connection closes before `guard` is released (see `FileGuard`).
+pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>, guard: Option<Arc<FileGuard>>) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -116,6 +119,8 @@ pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>) {
         }
         run_batch(&mut conn, batch);
     }
+    drop(conn);
+    drop(guard);
 }
 
 /// Answer `jobs` without running them.
