@@ -52,6 +52,8 @@ pub(super) async fn open(
 pub(super) struct Harness {
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<TestClock>,
+    /// The store's notifier: what its writes announce after their commit.
+    pub(super) notifier: Arc<Notifier>,
     _dir: Option<tempfile::TempDir>,
     pub(super) pg_database: Option<abstore_testkit::scratch_pg::ScratchDb>,
 }
@@ -59,17 +61,14 @@ pub(super) struct Harness {
 impl Harness {
     pub(super) async fn sqlite_memory(options: StoreOptions) -> Harness {
         let clock = Arc::new(TestClock::new(T0));
-        let store = open(
-            "sqlite::memory:",
-            &options,
-            clock.clone(),
-            Arc::new(Notifier::new()),
-        )
-        .await
-        .expect("open sqlite memory");
+        let notifier = Arc::new(Notifier::new());
+        let store = open("sqlite::memory:", &options, clock.clone(), notifier.clone())
+            .await
+            .expect("open sqlite memory");
         Harness {
             store,
             clock,
+            notifier,
             _dir: None,
             pg_database: None,
         }
@@ -82,12 +81,14 @@ impl Harness {
             dir.path().join("nested/abstore.db").display()
         );
         let clock = Arc::new(TestClock::new(T0));
-        let store = open(&url, &options, clock.clone(), Arc::new(Notifier::new()))
+        let notifier = Arc::new(Notifier::new());
+        let store = open(&url, &options, clock.clone(), notifier.clone())
             .await
             .expect("open sqlite file");
         Harness {
             store,
             clock,
+            notifier,
             _dir: Some(dir),
             pg_database: None,
         }
@@ -101,17 +102,14 @@ impl Harness {
                 .await?;
         let url = db.url.clone();
         let clock = Arc::new(TestClock::new(T0));
-        let store = open(
-            url.as_str(),
-            &options,
-            clock.clone(),
-            Arc::new(Notifier::new()),
-        )
-        .await
-        .expect("open postgres");
+        let notifier = Arc::new(Notifier::new());
+        let store = open(url.as_str(), &options, clock.clone(), notifier.clone())
+            .await
+            .expect("open postgres");
         Some(Harness {
             store,
             clock,
+            notifier,
             _dir: None,
             pg_database: Some(db),
         })

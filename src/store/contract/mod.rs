@@ -49,6 +49,7 @@ contract!(
     streams::streams,
     streams::concurrent_chunks,
     sessions::sessions,
+    sessions::session_creation_is_announced,
     concurrency::mixed_batches,
     leases::leases_by_the_clock,
     artifacts::retention,

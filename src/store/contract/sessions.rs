@@ -76,3 +76,40 @@ pub(super) async fn sessions(h: &Harness) {
             .all(|r| r["operator"] == "alice")
     );
 }
+
+/// Creating a session writes its log (`session.created` as sequence 1), so
+/// it is announced after its commit like every other write to a log: the
+/// short-log cache drops what a whole-log read that raced the creation may
+/// have found (no rows, then the session: two statements on a SQLite
+/// file) instead of keeping `[]` for a log that has an event (issue 49).
+pub(super) async fn session_creation_is_announced(h: &Harness) {
+    let announced = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = announced.clone();
+    assert!(
+        h.notifier
+            .observe_writes(Box::new(move |r: &ResourceRef| {
+                seen.lock().unwrap().push(r.clone());
+            }))
+            .is_ok()
+    );
+    h.store.ensure_repo("acme/w").await.unwrap();
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), "acme/w".into());
+    attrs.insert("operator".into(), "alice".into());
+    let first = || -> StoreResult<NewEvent> { Ok(event(1)) };
+    h.store
+        .create_session("acme/w", "os_announced", attrs, Box::new(first))
+        .await
+        .unwrap();
+    let session = ResourceRef::new(ResourceKind::Session, "os_announced");
+    assert!(
+        announced.lock().unwrap().contains(&session),
+        "the creation was not announced: {:?}",
+        announced.lock().unwrap()
+    );
+    assert_eq!(
+        envelopes(&h.store, &session, 0).await.unwrap().len(),
+        1,
+        "announced after its commit: the event is there"
+    );
+}

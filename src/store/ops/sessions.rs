@@ -37,14 +37,22 @@ impl<B: Backend> Sessions for Engine<B> {
                 tx.run(insert).await?;
                 let event = make_event()?;
                 append_after(tx, &session, 0, now, &event).await?;
-                Ok(Written::kept(Record {
-                    resource: session,
-                    attrs,
-                    created_at: now,
-                    updated_at: now,
-                    lease: None,
-                    heartbeat_at: None,
-                }))
+                // Announced like every other write to a log: a whole-log read
+                // that began before this commit may have found no rows and
+                // then the session (two statements, two snapshots on a
+                // SQLite file), and must not keep that `[]`
+                // (`history::ShortLogCache`).
+                Ok(Written::waking(
+                    Record {
+                        resource: session.clone(),
+                        attrs,
+                        created_at: now,
+                        updated_at: now,
+                        lease: None,
+                        heartbeat_at: None,
+                    },
+                    session,
+                ))
             })
         })
         .await
