@@ -50,7 +50,9 @@ impl App {
             .await
             .with_context(|| format!("binding {}", settings.listen))?;
         let metrics = match settings.metrics_listen {
-            Some(addr) => Some(crate::metrics::MetricsServer::bind(addr).await?),
+            Some(addr) => {
+                Some(crate::metrics::MetricsServer::bind(addr, &settings.auth.allow_hosts).await?)
+            }
             None => None,
         };
         let test_clock = settings.test_clock.map(|now| {
@@ -241,16 +243,20 @@ fn resolve_secret(settings: &Settings) -> anyhow::Result<Option<crate::secret::S
 }
 
 /// Open mode on a loopback address answers only loopback `Host` names and
-/// the `--allow-host` ones (`crate::http::HostCheck`); otherwise any.
-fn host_check(settings: &Settings, authenticated: bool) -> Option<crate::http::HostCheck> {
+/// the `--allow-host` ones (`crate::hosts::HostCheck`); otherwise any.
+fn host_check(settings: &Settings, authenticated: bool) -> Option<crate::hosts::HostCheck> {
     let guarded = !authenticated && settings.listen.ip().is_loopback();
     let allowed = &settings.auth.allow_hosts;
-    if !guarded && !allowed.is_empty() {
+    let metrics_guarded = settings
+        .metrics_listen
+        .is_some_and(|m| m.ip().is_loopback());
+    if !guarded && !metrics_guarded && !allowed.is_empty() {
         tracing::info!(
-            "--allow-host has no effect: only open mode on a loopback address checks the Host"
+            "--allow-host has no effect: only open mode on a loopback address, and a metrics \
+             listener on one, check the Host"
         );
     }
-    guarded.then(|| crate::http::HostCheck::new(allowed))
+    guarded.then(|| crate::hosts::HostCheck::new(allowed))
 }
 
 /// The connection caps in force: the global one lowered to what the

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::auth::MaxLifetime;
 use crate::connections::Deadlines;
-use crate::http::{AllowedHost, Limits};
+use crate::hosts::AllowedHost;
+use crate::http::Limits;
 use crate::protocol::ClientIdentity;
 use crate::store::{DatabaseUrl, StoreOptions};
 

@@ -1,4 +1,5 @@
-//! The DNS-rebinding defence of open mode on loopback.
+//! The DNS-rebinding defence of open mode on loopback, for the server's
+//! listener and the metrics listener alike.
 //!
 //! An open-mode server on `127.0.0.1` trusts whoever can reach it, and a web
 //! page can: it rebinds its own DNS name to `127.0.0.1`, and the browser then
@@ -10,17 +11,22 @@
 //! (`--allow-host`), and refuses the rest with `403 auth` before anything
 //! else, `/health` included: one rule for every route.
 //!
+//! Every authority a request names must pass: each `Host` header it carries
+//! (a second one must not smuggle a name past the first) and, for an
+//! absolute-form target (`GET http://localhost/builds`), the target's own
+//! authority. HTTP lets a server prefer the target's authority to `Host`,
+//! but a client that sends two different names is not one to guess for.
+//!
 //! Only open mode on a loopback address is guarded. With a secret, a
 //! rebinding page has no token and gets `401`. With `--open` on a network
 //! address, anyone who reaches the port is already trusted by choice, so the
-//! `Host` adds nothing. A request with no `Host` at all is served: a browser
-//! always sends one, so such a request does not come from a page.
+//! `Host` adds nothing. The metrics listener has no tokens at all, so it is
+//! guarded whenever it listens on loopback. A request with no `Host` at all
+//! is served: a browser always sends one, so such a request does not come
+//! from a page.
 
-use axum::extract::Request;
 use axum::http::header::HOST;
-
-use super::error::ApiError;
-use crate::auth::Failure;
+use axum::http::{HeaderMap, Uri};
 
 /// A `--allow-host` name: lowercase, without a port or a final dot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,28 +86,35 @@ impl HostCheck {
         }
     }
 
-    /// `403 auth` (counted) unless `request` names a loopback or an allowed
-    /// host. The authority of an absolute-form target wins over `Host`, as
-    /// HTTP says it does.
-    pub fn admit(&self, request: &Request) -> Result<(), ApiError> {
-        let sent = match request.uri().authority() {
-            Some(authority) => Some(authority.as_str().as_bytes()),
-            None => request.headers().get(HOST).map(|v| v.as_bytes()),
-        };
-        let Some(sent) = sent else {
-            return Ok(());
-        };
-        let name = std::str::from_utf8(sent)
-            .ok()
-            .and_then(host_name)
-            .map(|name| name.trim_end_matches('.').to_ascii_lowercase());
-        if let Some(name) = &name
-            && (is_loopback_name(name) || self.allowed.iter().any(|a| a.as_str() == name))
-        {
-            return Ok(());
+    /// `Ok` unless `uri` or `headers` name a host that is neither loopback
+    /// nor allowed; the refusal's text names the first such host and the
+    /// way out.
+    pub fn admit(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), HostRefused> {
+        let target = uri.authority().map(|a| a.as_str().as_bytes());
+        let hosts = headers.get_all(HOST).iter().map(|v| v.as_bytes());
+        for sent in target.into_iter().chain(hosts) {
+            let name = std::str::from_utf8(sent)
+                .ok()
+                .and_then(host_name)
+                .map(|name| name.trim_end_matches('.').to_ascii_lowercase());
+            let admitted = name.as_deref().is_some_and(|name| {
+                is_loopback_name(name) || self.allowed.iter().any(|a| a.as_str() == name)
+            });
+            if !admitted {
+                return Err(HostRefused(refusal(sent, name.as_deref())));
+            }
         }
-        crate::metrics::record_auth_failure(Failure::Host);
-        Err(ApiError::Forbidden(refusal(sent, name.as_deref())))
+        Ok(())
+    }
+}
+
+/// Why [`HostCheck::admit`] refused a request: the text its `403` says.
+#[derive(Debug)]
+pub struct HostRefused(pub String);
+
+impl std::fmt::Display for HostRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -157,12 +170,18 @@ fn is_loopback_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn request(host: Option<&str>) -> Request {
-        let mut builder = Request::builder().uri("/builds");
-        if let Some(host) = host {
-            builder = builder.header(HOST, host);
+    /// What `check` says of a request to `uri` with these `Host` headers.
+    fn admit(check: &HostCheck, uri: &str, hosts: &[&str]) -> Result<(), HostRefused> {
+        let mut headers = HeaderMap::new();
+        for host in hosts {
+            headers.append(HOST, host.parse().unwrap());
         }
-        builder.body(axum::body::Body::empty()).unwrap()
+        check.admit(&uri.parse().unwrap(), &headers)
+    }
+
+    /// A request in origin form (`/builds`) with one `Host`.
+    fn one(check: &HostCheck, host: &str) -> Result<(), HostRefused> {
+        admit(check, "/builds", &[host])
     }
 
     #[test]
@@ -181,10 +200,10 @@ mod tests {
             "[::1]:8787",
             "[::ffff:127.0.0.1]:80",
         ] {
-            assert!(check.admit(&request(Some(host))).is_ok(), "{host}");
+            assert!(one(&check, host).is_ok(), "{host}");
         }
         assert!(
-            check.admit(&request(None)).is_ok(),
+            admit(&check, "/builds", &[]).is_ok(),
             "no Host: not a browser"
         );
     }
@@ -210,9 +229,8 @@ mod tests {
             "::1",
             "",
         ] {
-            let refused = check.admit(&request(Some(host))).unwrap_err();
-            assert!(matches!(refused, ApiError::Forbidden(_)), "{host}");
-            assert_eq!(refused.kind(), "auth");
+            let refused = one(&check, host).unwrap_err();
+            assert!(refused.0.contains("is not a loopback name"), "{host}");
         }
     }
 
@@ -225,25 +243,32 @@ mod tests {
         assert_eq!(allowed[0].as_str(), "abstore.internal");
         let check = HostCheck::new(&allowed);
         for host in ["abstore.internal", "ABSTORE.internal:443", "[fd00::1]:8787"] {
-            assert!(check.admit(&request(Some(host))).is_ok(), "{host}");
+            assert!(one(&check, host).is_ok(), "{host}");
         }
-        let refused = check
-            .admit(&request(Some("evil.example:8787")))
-            .unwrap_err()
-            .to_string();
+        let refused = one(&check, "evil.example:8787").unwrap_err().to_string();
         assert!(refused.contains("\"evil.example:8787\""), "{refused}");
         assert!(refused.contains("--allow-host evil.example "), "{refused}");
         // A long host is shown bounded.
         let long = "x".repeat(5000);
-        let refused = check.admit(&request(Some(&long))).unwrap_err().to_string();
+        let refused = one(&check, &long).unwrap_err().to_string();
         assert!(refused.len() < 600, "{refused}");
-        // An absolute-form target's authority wins over Host.
-        let absolute = Request::builder()
-            .uri("http://evil.example/builds")
-            .header(HOST, "localhost")
-            .body(axum::body::Body::empty())
-            .unwrap();
-        assert!(check.admit(&absolute).is_err());
+    }
+
+    #[test]
+    fn every_authority_a_request_names_must_pass() {
+        let check = HostCheck::default();
+        // An absolute-form target's authority and its Host, either way round.
+        assert!(admit(&check, "http://evil.example/builds", &["localhost"]).is_err());
+        let refused = admit(&check, "http://localhost/builds", &["evil.example"]).unwrap_err();
+        assert!(refused.0.contains("\"evil.example\""), "{refused}");
+        assert!(admit(&check, "http://localhost:8787/builds", &["127.0.0.1:8787"]).is_ok());
+        // Absolute form without Host is judged by its authority alone.
+        assert!(admit(&check, "http://evil.example/builds", &[]).is_err());
+        assert!(admit(&check, "http://[::1]:1/health", &[]).is_ok());
+        // A second Host may not smuggle a name past the first.
+        assert!(admit(&check, "/builds", &["localhost", "evil.example"]).is_err());
+        assert!(admit(&check, "/builds", &["evil.example", "localhost"]).is_err());
+        assert!(admit(&check, "/builds", &["localhost", "127.0.0.1"]).is_ok());
     }
 
     #[test]

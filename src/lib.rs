@@ -44,6 +44,7 @@ pub mod connections;
 pub mod healthcheck;
 pub mod held;
 pub mod history;
+pub mod hosts;
 pub mod http;
 pub mod logging;
 pub mod metrics;

@@ -4,6 +4,10 @@
 //!
 //! Labels are bounded: matched route templates, methods, status codes and
 //! resource families. Never slugs, ids or tokens.
+//!
+//! The listener has no tokens, so on a loopback address it answers only
+//! loopback and `--allow-host` names, as open mode does ([`crate::hosts`]):
+//! a page rebinding its DNS name to `127.0.0.1` must not read it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,6 +24,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::hosts::{AllowedHost, HostCheck};
 use crate::store::PoolStats;
 
 /// Install the process-wide recorder and describe every metric; call once,
@@ -233,20 +238,31 @@ fn record_process() {
     }
 }
 
-/// The bound metrics listener and the recorder's handle.
+/// The bound metrics listener, the recorder's handle and, on a loopback
+/// address, the names it answers.
 pub struct MetricsServer {
     listener: TcpListener,
     handle: PrometheusHandle,
+    hosts: Option<Arc<HostCheck>>,
 }
 
 impl MetricsServer {
-    /// Install the recorder and bind `addr`.
-    pub async fn bind(addr: SocketAddr) -> anyhow::Result<MetricsServer> {
+    /// Install the recorder and bind `addr`; on a loopback address only
+    /// loopback names and `allowed` are answered.
+    pub async fn bind(addr: SocketAddr, allowed: &[AllowedHost]) -> anyhow::Result<MetricsServer> {
         let handle = install()?;
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding --metrics-listen {addr}"))?;
-        Ok(MetricsServer { listener, handle })
+        let hosts = addr
+            .ip()
+            .is_loopback()
+            .then(|| Arc::new(HostCheck::new(allowed)));
+        Ok(MetricsServer {
+            listener,
+            handle,
+            hosts,
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -261,10 +277,32 @@ impl MetricsServer {
         sample: impl Fn() -> Gauges + Send + Sync + 'static,
     ) {
         let sampler: Sampler = Arc::new(sample);
-        let app = Router::new()
+        let mut app = Router::new()
             .route("/metrics", get(render))
             .with_state((self.handle, sampler));
+        if let Some(hosts) = self.hosts {
+            app = app.layer(axum::middleware::from_fn(move |request, next| {
+                admit_host(hosts.clone(), request, next)
+            }));
+        }
         serve(self.listener, app, shutdown);
+    }
+}
+
+/// `403` (counted as a `host` refusal) for a request naming a host the
+/// check refuses; the scrape otherwise.
+async fn admit_host(
+    hosts: Arc<HostCheck>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match hosts.admit(request.uri(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => {
+            record_auth_failure(crate::auth::Failure::Host);
+            (StatusCode::FORBIDDEN, format!("{refused}\n")).into_response()
+        }
     }
 }
 

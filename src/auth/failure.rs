@@ -1,6 +1,8 @@
 //! Why a request was refused before its handler, as the server counts it
 //! (`abstore_auth_failures_total{reason}`). A client sees only the 401 or
-//! 403 answer, whose text never says which check failed.
+//! 403 answer, whose text never says which check failed, but for
+//! [`Failure::Lifetime`]: a token signed by a secret in force learns that
+//! its lifetime is the problem, and the bound.
 
 /// One reason for an authentication or authorization refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,31 @@ impl MaxLifetime {
     pub fn admits(self, exp: i64, now_ms: i64) -> bool {
         self.0.is_none_or(|max| exp.saturating_sub(now_ms) <= max)
     }
+
+    /// What a client is told of a token this bound refused at `now_ms`.
+    /// Unlike the other refusals this one says why: it is checked only once
+    /// the signature verified, so its holder learns nothing a forger could
+    /// use, while an operator moving tokens minted for years (Autobuild's
+    /// own tool sets no cap) must learn that they are not expired.
+    pub fn refusal(self, exp: i64, now_ms: i64) -> String {
+        format!(
+            "token lifetime too long: it expires in {} (more than this server's \
+             --max-token-lifetime of {self}); mint a token that expires sooner, or raise \
+             --max-token-lifetime (ABSTORE_MAX_TOKEN_LIFETIME)",
+            whole_units(exp.saturating_sub(now_ms))
+        )
+    }
+}
+
+/// `ms` in the largest unit it fills at least once, rounded down (`400d`,
+/// `2h`, `1500ms` as `1s`): how far off an `exp` is, for a person.
+fn whole_units(ms: i64) -> String {
+    let (unit, factor) = UNITS
+        .iter()
+        .rev()
+        .find(|(_, factor)| ms >= *factor)
+        .unwrap_or(&UNITS[0]);
+    format!("{}{unit}", ms / factor)
 }
 
 impl std::str::FromStr for MaxLifetime {
@@ -92,6 +117,18 @@ pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_say_how_far_off_and_name_the_bound() {
+        let text = MaxLifetime::DEFAULT.refusal(400 * DAY_MS + 5, 0);
+        assert!(text.contains("expires in 400d"), "{text}");
+        assert!(text.contains("--max-token-lifetime of 90d"), "{text}");
+        let text = MaxLifetime(Some(3_600_000)).refusal(7_200_001, 1);
+        assert!(text.contains("expires in 2h"), "{text}");
+        assert_eq!(whole_units(1500), "1s");
+        assert_eq!(whole_units(999), "999ms");
+        assert_eq!(whole_units(i64::MAX), format!("{}d", i64::MAX / DAY_MS));
+    }
 
     #[test]
     fn durations() {

@@ -9,7 +9,8 @@
 //! state but the digests of revoked tokens (`crate::revocation`); whoever holds
 //! the secret can mint ([`mint`]), and the server trusts whatever a correctly
 //! signed, unexpired, unrevoked scope says ([`verify`]). Every verification
-//! failure is the same opaque `401 invalid or expired token`.
+//! failure is the same opaque `401 invalid or expired token`; a verified
+//! token beyond [`MaxLifetime`] is told so ([`MaxLifetime::refusal`]).
 //!
 //! A scope ([`Scope`]) has up to three dimensions:
 //! - a **resource** it may address: admin (legacy `build: "*"`), one build, one
@@ -25,7 +26,8 @@
 //! route's [`Target`] (403, before the body is read or anything looked up), and
 //! for event-bearing writes [`attribute`] (403, before catalog validation). In
 //! open mode (no secret) none of this runs. Every refusal has a [`Failure`]
-//! reason the server counts; the client sees only the spec's answer.
+//! reason the server counts; the client sees only the spec's answer (and,
+//! for the lifetime bound alone, why).
 //!
 //! # Layout
 //! - [`token`]: the wire format, signing and verification.

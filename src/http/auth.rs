@@ -8,9 +8,11 @@
 //!
 //! A token verifies when a secret in force signed it, it has not expired,
 //! its `exp` lies within `--max-token-lifetime` of now, and it is not
-//! revoked; every failure is the same opaque `401 invalid or expired token`,
-//! and its reason is counted (`abstore_auth_failures_total`) and logged with
-//! the request (`refused=…`), never sent.
+//! revoked; every failure is the same opaque `401 invalid or expired token`
+//! but the lifetime's, which says why (its token verified: see
+//! `MaxLifetime::refusal`). Each reason is counted
+//! (`abstore_auth_failures_total`) and logged with the request
+//! (`refused=…`).
 //!
 //! What the token must cover is the route's [`AuthRule`], declared with the
 //! route (`super::routes`). `POST /_test/clock` (only with `--test-clock`)
@@ -252,8 +254,12 @@ fn authenticate(
     let scope = secret
         .check(token, now)
         .map_err(|refusal| invalid(refusal.into()))?;
-    if !state.access.max_token_lifetime.admits(scope.exp(), now) {
-        return Err(invalid(Failure::Lifetime));
+    let lifetime = state.access.max_token_lifetime;
+    if !lifetime.admits(scope.exp(), now) {
+        refused(Failure::Lifetime);
+        return Err(ApiError::Unauthenticated(
+            lifetime.refusal(scope.exp(), now),
+        ));
     }
     if state
         .access

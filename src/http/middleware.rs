@@ -182,10 +182,11 @@ fn route_label(matched: &Option<MatchedPath>) -> &str {
 /// not allowed, recorded on the request's span.
 fn host_refusal(state: &SharedState, request: &Request) -> Option<Response> {
     let hosts = state.access.hosts.as_ref()?;
-    let refused = hosts.admit(request).err()?;
+    let refused = hosts.admit(request.uri(), request.headers()).err()?;
+    crate::metrics::record_auth_failure(crate::auth::Failure::Host);
     let reason = crate::auth::Failure::Host.label();
     tracing::Span::current().record("refused", tracing::field::display(reason));
-    Some(refused.into_response())
+    Some(ApiError::Forbidden(refused.0).into_response())
 }
 
 /// The global bounds every request is under: a permit from the concurrency

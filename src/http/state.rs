@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ApiResult;
 use super::extract::{self, JsonBudget, ParsedJson};
-use super::host::HostCheck;
 use crate::blobs::Blobs;
 use crate::clock::TestClock;
 use crate::held::HeldReads;
+use crate::hosts::HostCheck;
 use crate::protocol::Clients;
 use crate::store::Store;
 

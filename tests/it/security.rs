@@ -92,6 +92,18 @@ fn assert_invalid(answer: &Answer, what: &str) {
     assert_error(answer, 401, "auth", Some("invalid or expired token"), what);
 }
 
+/// The answer to a verified token refused only for its lifetime: a `401`
+/// that says so and names the bound (issue 49, item 8).
+fn assert_too_long(answer: &Answer, bound: &str, what: &str) {
+    assert_error(answer, 401, "auth", None, what);
+    let error = answer.body["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("token lifetime too long: it expires in ")
+            && error.contains(&format!("--max-token-lifetime of {bound})")),
+        "{what}: {error}"
+    );
+}
+
 /// Poll `probe` until it holds, for at most `within`; whether it did.
 async fn eventually<F, Fut>(within: Duration, mut probe: F) -> bool
 where
@@ -318,6 +330,88 @@ async fn open_mode_on_loopback_refuses_foreign_host_names() {
     }
     let out = start_fails(Server::builder().flag("--allow-host", "a.test:80"));
     assert!(out.contains("is not a host name"), "{out}");
+}
+
+/// Every authority a request names must pass the check (issue 49, item 6),
+/// through the release binary: an absolute-form target naming loopback with
+/// a foreign `Host`, a foreign target with a loopback `Host`, a second
+/// `Host` header; and the metrics listener on loopback answers only
+/// loopback names too, though it has no tokens at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_authority_a_request_names_is_checked_on_both_listeners() {
+    let Some(release) = Server::builder().release() else {
+        return;
+    };
+    let server = release.metrics().start().await;
+    let url = server.url();
+    let port = url.rsplit(':').next().unwrap();
+    let refused = |answer: support::Reply, what: &str| {
+        assert_eq!(answer.status, 403, "{what}: {}", answer.text());
+        assert!(
+            answer.text().contains("evil.example"),
+            "{what}: the refusal names the host: {}",
+            answer.text()
+        );
+    };
+    let send = |raw: support::Raw<'static>| async move { raw.send(url).await.unwrap() };
+    let absolute_loopback = format!("http://localhost:{port}/builds");
+    refused(
+        send(support::Raw::new("GET", absolute_loopback.clone(), None).host("evil.example")).await,
+        "a loopback target with a foreign Host",
+    );
+    refused(
+        send(support::Raw::new("GET", "http://evil.example/builds", None)).await,
+        "a foreign target with a loopback Host",
+    );
+    refused(
+        send(support::Raw::new("GET", "/builds", None).header("Host", "evil.example")).await,
+        "a foreign second Host",
+    );
+    refused(
+        send(
+            support::Raw::new("GET", "/builds", None)
+                .host("evil.example")
+                .header("Host", format!("127.0.0.1:{port}")),
+        )
+        .await,
+        "a foreign first Host",
+    );
+    let served = send(support::Raw::new("GET", absolute_loopback, None)).await;
+    assert_eq!(served.status, 200, "loopback both ways: {}", served.text());
+    // Nothing was written or read for the refused ones: a write too.
+    let write = send(
+        support::Raw::new("POST", format!("http://localhost:{port}/builds"), None)
+            .host("evil.example")
+            .json(&json!({"slug": "planted", "repo": "r"})),
+    )
+    .await;
+    refused(write, "a write");
+    let listed = send(support::Raw::new("GET", "/builds", None)).await;
+    assert_eq!(listed.json(), json!([]), "the refused write wrote nothing");
+
+    // The metrics listener: loopback names only.
+    let metrics = server.metrics_url().trim_end_matches("/metrics").to_owned();
+    let scrape = |host: Option<&'static str>| {
+        let metrics = metrics.clone();
+        async move {
+            let mut raw = support::Raw::new("GET", "/metrics", None);
+            if let Some(host) = host {
+                raw = raw.host(host);
+            }
+            raw.send(&metrics).await.unwrap()
+        }
+    };
+    refused(scrape(Some("evil.example")).await, "a metrics scrape");
+    let scraped = scrape(None).await;
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped
+            .text()
+            .contains("abstore_auth_failures_total{reason=\"host\"} 6"),
+        "five refusals on the server's listener and one on the metrics listener:\n{}",
+        scraped.text()
+    );
+    assert_eq!(scrape(Some("localhost")).await.status, 200);
 }
 
 /// With a secret, or `--open` on a network address, the `Host` is not
@@ -839,13 +933,18 @@ fn the_refresh_interval_is_bounded() {
 }
 
 /// A token whose `exp` lies beyond `--max-token-lifetime` (90 days by
-/// default) of the server's now is refused like any invalid token, whatever
-/// its signature; `none` lifts the bound.
+/// default) of the server's now is refused whatever its signature, with an
+/// answer that says the lifetime is why (issue 49, item 8: not "expired"),
+/// through the release binary; a forged or expired token still gets the
+/// opaque answer; `none` lifts the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokens_beyond_the_lifetime_bound_are_refused() {
+async fn tokens_beyond_the_lifetime_bound_are_refused_saying_why() {
+    let Some(release) = Server::builder().release() else {
+        return;
+    };
     let secret = secret();
     let now = clock_ms();
-    let bounded = Server::builder().test_clock().secret(&secret);
+    let bounded = release.test_clock().secret(&secret);
     let server = bounded.clone().start().await;
     let day = 86_400_000;
     let at = |exp: i64| mint(&secret, &admin_scope(exp));
@@ -855,13 +954,24 @@ async fn tokens_beyond_the_lifetime_bound_are_refused() {
             .status,
         200
     );
-    assert_invalid(
+    assert_too_long(
         &get(server.url(), "/builds", Some(&at(now + 90 * day + 1))).await,
+        "90d",
         "a millisecond past 90 days",
     );
+    let answer = get(server.url(), "/builds", Some(&at(4_102_444_800_000))).await;
+    assert_too_long(&answer, "90d", "the year 2100");
+    let error = answer.body["error"].as_str().unwrap();
+    assert!(error.contains("expires in 26832d"), "{error}");
+    // The same lifetime from a forger, or a token expired, learns nothing.
+    let forged = mint(&"f0".repeat(24), &admin_scope(now + 400 * day));
     assert_invalid(
-        &get(server.url(), "/builds", Some(&at(4_102_444_800_000))).await,
-        "the year 2100",
+        &get(server.url(), "/builds", Some(&forged)).await,
+        "a forged token past the bound",
+    );
+    assert_invalid(
+        &get(server.url(), "/builds", Some(&at(now - 1))).await,
+        "an expired token",
     );
     let hour = bounded
         .clone()
@@ -874,9 +984,10 @@ async fn tokens_beyond_the_lifetime_bound_are_refused() {
             .status,
         200
     );
-    assert_invalid(
+    assert_too_long(
         &get(hour.url(), "/builds", Some(&at(now + 3_600_001))).await,
         "1h",
+        "a millisecond past an hour",
     );
     let unbounded = bounded
         .env("ABSTORE_MAX_TOKEN_LIFETIME", "none")
@@ -970,7 +1081,9 @@ async fn refusals_are_counted_by_reason_and_logs_name_the_scope() {
         let before = count(reason).await;
         let answer = get(url, path, token.as_deref()).await;
         assert_error(&answer, status, "auth", None, reason);
-        if status == 401 && token.is_some() {
+        if reason == "lifetime" {
+            assert_too_long(&answer, "90d", reason);
+        } else if status == 401 && token.is_some() {
             assert_invalid(&answer, reason);
         }
         assert_eq!(count(reason).await, before + 1.0, "{reason}");

@@ -139,7 +139,7 @@ pub struct AuthArgs {
         value_name = "NAME",
         value_delimiter = ','
     )]
-    pub allow_hosts: Vec<crate::http::AllowedHost>,
+    pub allow_hosts: Vec<crate::hosts::AllowedHost>,
 
     /// Refuse a token whose `exp` lies further than this beyond now, whatever
     /// it says (e.g. `90d`, `12h`; `none` or `0`: no bound).

@@ -253,6 +253,8 @@ pub struct Raw<'a> {
     pub target: String,
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Option<Vec<u8>>,
+    /// The first `Host` header; `None`: the address sent to.
+    pub host: Option<Vec<u8>>,
 }
 
 impl<'a> Raw<'a> {
@@ -279,7 +281,14 @@ impl<'a> Raw<'a> {
             target: target.into(),
             headers,
             body: None,
+            host: None,
         }
+    }
+
+    /// The first `Host` header's value instead of the address sent to.
+    pub fn host(mut self, host: impl Into<Vec<u8>>) -> Self {
+        self.host = Some(host.into());
+        self
     }
 
     pub fn json(mut self, body: &Value) -> Self {
@@ -302,11 +311,10 @@ impl<'a> Raw<'a> {
     /// timed out without a complete response.
     pub async fn send(&self, base: &str) -> Result<Reply, String> {
         let addr = base.trim_start_matches("http://").trim_end_matches('/');
-        let mut request = format!(
-            "{} {} HTTP/1.1\r\nHost: {addr}\r\n",
-            self.method, self.target
-        )
-        .into_bytes();
+        let mut request =
+            format!("{} {} HTTP/1.1\r\nHost: ", self.method, self.target).into_bytes();
+        request.extend_from_slice(self.host.as_deref().unwrap_or(addr.as_bytes()));
+        request.extend_from_slice(b"\r\n");
         for (name, value) in &self.headers {
             request.extend_from_slice(name.as_bytes());
             request.extend_from_slice(b": ");
