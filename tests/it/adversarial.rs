@@ -845,15 +845,23 @@ async fn slow_readers(database: &str) {
     // socket buffers can hold). Cut means no chunked terminator, and a
     // strict prefix of the history that is no JSON array (an answer cut
     // after a row's `"files":["a.ts"]` ends in `]` too: issue 49, item 10).
+    // The readers refused a place (`503` before any byte) got a whole,
+    // short answer.
     tokio::time::sleep_until(cut_by).await;
+    let mut cut = 0;
     for (i, (mut reader, mut got)) in readers.into_iter().enumerate() {
         let mut rest = Vec::new();
         let ended =
             tokio::time::timeout(Duration::from_secs(90), reader.read_to_end(&mut rest)).await;
         assert!(ended.is_ok(), "stalled reader {i} was never cut");
         got.extend_from_slice(&rest);
+        if got.starts_with(b"HTTP/1.1 503") {
+            continue;
+        }
         crate::cut_answers::assert_cut(&got, "identity", &whole, &format!("stalled reader {i}"));
+        cut += 1;
     }
+    assert!(cut > 0, "no stalled reader's answer began");
     still_up(&mut server, "after the slow readers").await;
     server.stop().await.ok();
 }
