@@ -10,6 +10,7 @@
 // OUT/NAME.json (status, Content-Encoding, fetch's error if it failed);
 // OUT/decodes.json lists the codings this runtime's fetch decodes.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { join } from 'node:path';
 import zlib from 'node:zlib';
 
@@ -17,10 +18,30 @@ const [plan, out] = process.argv.slice(2);
 const { headers, reads } = JSON.parse(readFileSync(plan, 'utf8'));
 mkdirSync(out, { recursive: true });
 
-// Bun's fetch decodes zstd; Node's (undici) only where node:zlib has zstd
-// (Node 22.15 and 23.8 on). Both decode gzip and br.
+// Both runtimes' fetch decode gzip and br. zstd: Bun's does; Node's (undici)
+// only in its later releases, where node:zlib has zstd too, so it is asked
+// of this runtime's fetch itself, with an answer served here.
+async function fetchDecodesZstd() {
+  if (typeof zlib.zstdCompressSync !== 'function') {
+    return typeof Bun !== 'undefined';
+  }
+  const body = zlib.zstdCompressSync(Buffer.from('[1]'));
+  const server = http.createServer((_, response) => {
+    response.writeHead(200, { 'content-encoding': 'zstd' });
+    response.end(body);
+  });
+  await new Promise((listening) => server.listen(0, '127.0.0.1', listening));
+  try {
+    const response = await fetch(`http://127.0.0.1:${server.address().port}/`);
+    return (await response.text()) === '[1]';
+  } catch {
+    return false;
+  } finally {
+    server.close();
+  }
+}
 const decodes = ['identity', 'gzip', 'br'];
-if (typeof Bun !== 'undefined' || typeof zlib.createZstdDecompress === 'function') {
+if (await fetchDecodesZstd()) {
   decodes.push('zstd');
 }
 writeFileSync(join(out, 'decodes.json'), JSON.stringify(decodes));
