@@ -54,10 +54,21 @@ pub fn base(temp_dir: Option<&Path>) -> PathBuf {
     temp_dir.map_or_else(std::env::temp_dir, Path::to_path_buf)
 }
 
+/// The file in each temporary directory that its process holds locked
+/// (`flock`) while the directory lives: one whose lock nobody holds was left
+/// by a process that could not clean up (`SIGKILL`), and [`sweep`] removes it.
+const LOCK: &str = ".abstore-lock";
+
+/// How long a directory must have been left unchanged before [`sweep`]
+/// takes it for abandoned: one being created has no lock yet.
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A private directory (0700) under a base directory, removed with its
 /// contents when dropped or when the process is interrupted.
 pub struct TempDir {
     dir: tempfile::TempDir,
+    /// Held for the directory's life ([`LOCK`]).
+    _lock: std::fs::File,
 }
 
 impl TempDir {
@@ -76,7 +87,10 @@ impl TempDir {
                 )
             })?;
         register(dir.path());
-        Ok(TempDir { dir })
+        let lock = create_private(&dir.path().join(LOCK))
+            .and_then(|file| file.try_lock().map(|()| file).map_err(std::io::Error::from))
+            .with_context(|| format!("locking {}", dir.path().display()))?;
+        Ok(TempDir { dir, _lock: lock })
     }
 
     pub fn path(&self) -> &Path {
@@ -89,6 +103,43 @@ impl Drop for TempDir {
         forget(self.dir.path());
         // `tempfile::TempDir`'s own drop removes the directory.
     }
+}
+
+/// Removes the directories named `prefix…` under `base` that a killed
+/// process left behind: nobody holds their lock, and nothing in them changed
+/// for a minute. Returns how many it removed. A directory it cannot enter
+/// (another user's) or remove is left alone.
+pub fn sweep(base: &Path, prefix: &str) -> usize {
+    use super::source_files::{self, Links, Opened};
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        // Not through a link: `DirEntry::metadata` does not follow one.
+        let Ok(meta) = entry.metadata() else { continue };
+        let abandoned = meta.is_dir()
+            && meta
+                .modified()
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= ABANDONED_AFTER);
+        if !abandoned {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(Opened::Regular(lock, _)) = source_files::open(&dir.join(LOCK), Links::Refuse)
+        else {
+            continue;
+        };
+        if lock.try_lock().is_ok() && std::fs::remove_dir_all(&dir).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Creates `path`, which must not exist, readable and writable by its
@@ -169,6 +220,41 @@ mod tests {
         drop(dir);
         assert!(!path.exists());
         assert!(!live().contains(&path));
+    }
+
+    #[test]
+    fn a_panic_unwinding_removes_the_directory() {
+        let base = tempfile::tempdir().unwrap();
+        let caught = std::panic::catch_unwind(|| {
+            let dir = TempDir::new_in(base.path(), "abstore-test-").unwrap();
+            std::fs::write(dir.path().join("copy"), b"secret").unwrap();
+            panic!("mid-import");
+        });
+        assert!(caught.is_err());
+        assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn sweep_removes_only_unlocked_abandoned_directories() {
+        let base = tempfile::tempdir().unwrap();
+        let live = TempDir::new_in(base.path(), "abstore-x-").unwrap();
+        // A killed process's: its lock file, held by nobody.
+        let left = base.path().join("abstore-x-left");
+        std::fs::create_dir(&left).unwrap();
+        std::fs::write(left.join(LOCK), b"").unwrap();
+        std::fs::write(left.join("store.archive"), b"secret").unwrap();
+        let other = base.path().join("unrelated");
+        std::fs::create_dir(&other).unwrap();
+        // Too recent: could be one being created.
+        assert_eq!(sweep(base.path(), "abstore-x-"), 0);
+        let old = std::time::SystemTime::now() - 2 * ABANDONED_AFTER;
+        for dir in [live.path(), &left, &other] {
+            std::fs::File::open(dir).unwrap().set_modified(old).unwrap();
+        }
+        assert_eq!(sweep(base.path(), "abstore-x-"), 1);
+        assert!(!left.exists());
+        assert!(live.path().exists(), "a live directory's lock is held");
+        assert!(other.exists());
     }
 
     #[test]

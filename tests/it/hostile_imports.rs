@@ -12,7 +12,8 @@
 //!   `/dev/zero` is a reported row, a `-wal` FIFO refuses the store at once.
 //! - SIGINT and SIGTERM end an import with a message and leave nothing in
 //!   the temporary directory, whose copies are private (0700, 0600) and
-//!   where `--temp-dir` / `ABSTORE_TEMP_DIR` say.
+//!   where `--temp-dir` / `ABSTORE_TEMP_DIR` say; what a SIGKILL leaves, the
+//!   next import removes.
 //! - One odd row (a BLOB slug, text in an integer column, an artifact
 //!   revision of i64::MAX, a jsonb value nested deeper than 128) is a
 //!   reported row naming its build, and the rest imports.
@@ -768,6 +769,57 @@ async fn an_interrupted_import_leaves_nothing_and_its_copies_are_private() {
             .unwrap();
         assert_eq!(resources, 0, "{how}: nothing was imported");
     }
+
+    // SIGKILL leaves no chance to clean up: the next import removes what it
+    // left once nobody holds its lock and it is a minute old.
+    let work = tempfile::tempdir().unwrap();
+    let temp = work.path().join("scratch");
+    std::fs::create_dir(&temp).unwrap();
+    let dest = work.path().join("dest.db");
+    let lock = locked_destination(&bin, &dest);
+    let db = sqlite_url(&dest);
+    let blobs = s(&work.path().join("blobs")).to_owned();
+    let args = [
+        "import",
+        "--from",
+        "autobuild-local",
+        s(&src.root),
+        "--database",
+        &db,
+        "--blobs",
+        &blobs,
+        "--temp-dir",
+        s(&temp),
+        "--quiet",
+    ];
+    let mut import = spawn(&bin, &args, &[]);
+    let archive = wait_for(&mut import, &temp, "the import's archive", |dir| {
+        temp_copy(dir, "abstore-autobuild-import-", "store.archive")
+    });
+    import.signal("KILL");
+    let done = import.finish(Duration::from_secs(20), "the killed import");
+    assert_eq!(done.code, None, "killed by a signal");
+    let left = archive.parent().unwrap().to_path_buf();
+    assert!(left.exists(), "a killed import cannot clean up");
+    drop(lock);
+    let aged = std::process::Command::new("touch")
+        .args(["-d", "2 minutes ago", s(&left)])
+        .status()
+        .unwrap();
+    assert!(aged.success());
+    let again = run(&bin, &args, &[]);
+    assert!(again.ok(), "{}", again.stderr);
+    assert_eq!(
+        reported(
+            &again.stdout,
+            "note",
+            "temporary directories killed imports had left"
+        ),
+        1,
+        "{}",
+        again.stdout
+    );
+    assert_eq!(entries(&temp), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]

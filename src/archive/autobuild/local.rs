@@ -207,7 +207,7 @@ impl LocalStore {
                 .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
             (path.to_path_buf(), root)
         };
-        let copy = TempDir::new_in(temp_base, "abstore-autobuild-")?;
+        let copy = TempDir::new_in(temp_base, &format!("{}local-", super::TEMP_PREFIX))?;
         let target = copy.path().join("autobuild.sqlite");
         let refused = |err: anyhow::Error| {
             err.context(format!(

@@ -79,10 +79,19 @@ pub struct SourceOptions {
     pub quiet: bool,
 }
 
+/// The prefix of every temporary directory an Autobuild import makes.
+const TEMP_PREFIX: &str = "abstore-autobuild-";
+
 impl SourceOptions {
     fn temp_base(&self) -> PathBuf {
         temp::base(self.temp_dir.as_deref())
     }
+}
+
+/// Removes what killed imports left in the temporary directory, for the
+/// report.
+fn sweep(source: &SourceOptions) -> u64 {
+    temp::sweep(&source.temp_base(), TEMP_PREFIX) as u64
 }
 
 impl SourceOptions {
@@ -113,10 +122,12 @@ pub async fn export(
     out: &Path,
     force: bool,
 ) -> anyhow::Result<(Counts, Report)> {
+    let swept = sweep(source);
     let output = AtomicOutput::new(out, force)?;
-    let result = write_local(source, output.tmp_path()).await?;
+    let (counts, mut report) = write_local(source, output.tmp_path()).await?;
     output.commit()?;
-    Ok(result)
+    note_swept(&mut report, source, swept);
+    Ok((counts, report))
 }
 
 /// `import --from autobuild-local PATH`: the archive of the store, written
@@ -127,9 +138,11 @@ pub async fn import(
     blobs: String,
     apply: bool,
 ) -> anyhow::Result<(ImportReport, Report)> {
-    let tmp = TempDir::new_in(&source.temp_base(), "abstore-autobuild-import-")?;
+    let swept = sweep(source);
+    let tmp = TempDir::new_in(&source.temp_base(), &format!("{TEMP_PREFIX}import-"))?;
     let file = tmp.path().join("store.archive");
-    let (_, report) = write_local(source, &file).await?;
+    let (_, mut report) = write_local(source, &file).await?;
+    note_swept(&mut report, source, swept);
     let options = ImportOptions {
         file,
         database,
@@ -139,6 +152,14 @@ pub async fn import(
     };
     let imported = super::import::import(&options).await?;
     Ok((imported, report))
+}
+
+fn note_swept(report: &mut Report, source: &SourceOptions, swept: u64) {
+    report.notes(
+        "temporary directories killed imports had left (removed)",
+        swept,
+        || source.temp_base().display().to_string(),
+    );
 }
 
 async fn write_local(source: &SourceOptions, path: &Path) -> anyhow::Result<(Counts, Report)> {

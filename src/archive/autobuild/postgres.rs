@@ -132,7 +132,7 @@ pub async fn open(url: &str, source_blobs: &str, temp_base: &Path) -> anyhow::Re
     } else {
         Vec::new()
     };
-    let copy = TempDir::new_in(temp_base, "abstore-autobuild-pg-")?;
+    let copy = TempDir::new_in(temp_base, &format!("{}pg-", super::TEMP_PREFIX))?;
     // Created private (0600) before SQLite opens it (an empty file is an
     // empty database); SQLite gives its journal the same mode.
     let file = copy.path().join("autobuild.sqlite");
