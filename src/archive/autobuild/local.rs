@@ -12,8 +12,8 @@
 //! table's data.
 //!
 //! Every row is someone else's (docs/security.md, "Files we import"): each
-//! column is read as whatever SQLite holds there ([`cell_text`],
-//! [`cell_int`]), so a BLOB where text belongs or text in an integer column
+//! column is read as whatever SQLite holds there (`cell_text`,
+//! `cell_int`), so a BLOB where text belongs or text in an integer column
 //! is that row's problem, reported, not the import's end; and every row
 //! sent passes its write route's checks (`archive::checks`) and, for
 //! events, the catalogs of a client abstore serves.

@@ -1,6 +1,6 @@
 //! Where an Autobuild store's blobs are, and reading them as hostile files
 //! (docs/security.md, "Files we import"): a directory's files through
-//! [`source_files`](crate::archive::source_files) (regular files only, no
+//! [`source_files`] (regular files only, no
 //! links, bounded by their size), a bucket's objects bounded by the size
 //! the bucket states, and nothing larger than an archive carries
 //! ([`MAX_BLOB_BYTES`]).
