@@ -82,12 +82,6 @@ pub struct SourceOptions {
 /// The prefix of every temporary directory an Autobuild import makes.
 const TEMP_PREFIX: &str = "abstore-autobuild-";
 
-impl SourceOptions {
-    fn temp_base(&self) -> PathBuf {
-        temp::base(self.temp_dir.as_deref())
-    }
-}
-
 /// Removes what killed imports left in the temporary directory, for the
 /// report.
 fn sweep(source: &SourceOptions) -> u64 {
@@ -95,6 +89,10 @@ fn sweep(source: &SourceOptions) -> u64 {
 }
 
 impl SourceOptions {
+    fn temp_base(&self) -> PathBuf {
+        temp::base(self.temp_dir.as_deref())
+    }
+
     /// The source for messages: the local path, or the PostgreSQL URL
     /// without its password.
     pub fn describe(&self) -> String {
