@@ -29,6 +29,7 @@ mod cut_answers;
 mod fuzz;
 mod held_reads;
 mod history_cache;
+mod hostile_imports;
 mod http_clients;
 mod operations;
 mod pg_latency;

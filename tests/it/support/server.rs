@@ -293,7 +293,7 @@ impl ServerBuilder {
 /// for the tests whose subject is release behaviour (overflow wraps instead
 /// of panicking; docs/decisions.md, 21); `None`, said loudly (and a failure
 /// under `scripts/test` or CI), when the tests run without it.
-fn release_bin() -> Option<String> {
+pub fn release_bin() -> Option<String> {
     match std::env::var("ABSTORE_RELEASE_BIN") {
         Ok(path) if std::path::Path::new(&path).is_file() => Some(path),
         _ => {
