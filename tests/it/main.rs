@@ -30,6 +30,7 @@ mod fuzz;
 mod held_reads;
 mod history_cache;
 mod http_clients;
+mod migrations;
 mod operations;
 mod pg_latency;
 mod pg_outage;
