@@ -69,6 +69,9 @@ pub struct MigrationReport {
     /// Events whose type the backfill of migration 0011 filled, and how
     /// long it took; `None` when there was nothing left to fill.
     pub filled: Option<(u64, Duration)>,
+    /// The backfill ran after the applied migrations up to this version,
+    /// before the later ones; `None`: after all of them.
+    pub filled_after: Option<i64>,
     /// How long this process waited for another's migration (PostgreSQL).
     pub waited: Duration,
 }
@@ -77,29 +80,31 @@ impl MigrationReport {
     /// The lines `abstore migrate` prints: one per migration applied, the
     /// backfill, then a summary.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines: Vec<String> = self
+        let applied = |m: &Applied| {
+            let retries = match m.retries {
+                0 => String::new(),
+                1 => " (after 1 retry for a table lock)".to_owned(),
+                n => format!(" (after {n} retries for a table lock)"),
+            };
+            format!(
+                "applied {:04} {} in {}{retries}",
+                m.version,
+                m.description,
+                took(m.took)
+            )
+        };
+        // In the order they ran.
+        let split = self
             .applied
-            .iter()
-            .map(|m| {
-                let retries = match m.retries {
-                    0 => String::new(),
-                    1 => " (after 1 retry for a table lock)".to_owned(),
-                    n => format!(" (after {n} retries for a table lock)"),
-                };
-                format!(
-                    "applied {:04} {} in {}{retries}",
-                    m.version,
-                    m.description,
-                    took(m.took)
-                )
-            })
-            .collect();
+            .partition_point(|m| self.filled_after.is_none_or(|after| m.version <= after));
+        let mut lines: Vec<String> = self.applied[..split].iter().map(applied).collect();
         if let Some((events, duration)) = self.filled {
             lines.push(format!(
                 "filled the type of {events} events (migration 0011) in {}",
                 took(duration)
             ));
         }
+        lines.extend(self.applied[split..].iter().map(applied));
         let mut summary = format!(
             "migrations: {} applied now, {} already applied",
             self.applied.len(),
@@ -341,14 +346,15 @@ mod tests {
             already_applied: 10,
             unknown: vec![13],
             filled: Some((1_000_000, Duration::from_secs(41))),
+            filled_after: Some(11),
             waited: Duration::from_millis(300),
         };
         assert_eq!(
             report.lines(),
             [
                 "applied 0011 event type column in 35 ms (after 2 retries for a table lock)",
-                "applied 0012 event type index in 1.2 s",
                 "filled the type of 1000000 events (migration 0011) in 41.0 s",
+                "applied 0012 event type index in 1.2 s",
                 "migrations: 2 applied now, 10 already applied, 1 from a newer version (0013); waited 300 ms for another process's migration",
             ]
         );

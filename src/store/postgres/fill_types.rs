@@ -14,6 +14,9 @@ use crate::store::fill_types::{self as sql, Key};
 use crate::store::migration::{Phase, Progress};
 use crate::store::statement::Dialect;
 
+/// The migration whose second half this is: it runs right after it.
+pub(super) const COMPLETES: i64 = 11;
+
 /// Whether every event has its type: migration 0011 was applied and its
 /// completion row exists.
 pub(super) async fn filled(conn: &mut PgConnection) -> anyhow::Result<bool> {

@@ -15,8 +15,8 @@
 //! 3. Holding it, it reads the schema again (the previous holder may have
 //!    done everything), applies what is pending (`apply.rs`: each
 //!    transactional migration under `--migration-lock-timeout-ms`, retried,
-//!    so writers never queue long behind it), fills migration 0011's column
-//!    in batches, and releases the lock.
+//!    so writers never queue long behind it), filling migration 0011's
+//!    column in batches right after 0011, and releases the lock.
 //!
 //! `--no-migrate` ([`await_schema`]) applies nothing: it waits, within the
 //! same bound, for another process to have applied everything.
@@ -177,7 +177,14 @@ async fn under_lock(
     progress: &Progress,
 ) -> anyhow::Result<MigrationReport> {
     let state = schema::read(conn, migrator).await?;
-    let applied = apply::pending(conn, &state.pending, settings, deadline, progress).await?;
+    // Migration 0011's backfill runs right after 0011, before the later
+    // migrations: 0012 then indexes the filled column in one pass, instead
+    // of every filled row updating the new index too.
+    let split = state
+        .pending
+        .partition_point(|m| m.version <= fill_types::COMPLETES);
+    let (before, after) = state.pending.split_at(split);
+    let mut applied = apply::pending(conn, before, settings, deadline, progress).await?;
     // The backfill's batches lock only the rows they fill, which appends
     // never touch: no lock timeout, so a batch is never rolled back for
     // waiting.
@@ -188,11 +195,14 @@ async fn under_lock(
     let filled = fill_types::fill(conn, settings.batch_rows, now_ms, progress)
         .await
         .context("filling the type of older events (migration 0011)")?;
+    let filled = (!state.filled).then(|| (filled, started.elapsed()));
+    applied.extend(apply::pending(conn, after, settings, deadline, progress).await?);
     Ok(MigrationReport {
         applied,
         already_applied: state.applied,
         unknown: state.unknown,
-        filled: (!state.filled).then(|| (filled, started.elapsed())),
+        filled,
+        filled_after: Some(fill_types::COMPLETES),
         waited: Duration::ZERO,
     })
 }
