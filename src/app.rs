@@ -163,7 +163,7 @@ async fn open(
     settings: &Settings,
     clients: crate::protocol::Clients,
     secret: Option<crate::secret::Secret>,
-    hosts: Option<crate::http::HostCheck>,
+    hosts: Option<crate::hosts::HostCheck>,
     progress: &Progress,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<SharedState> {
