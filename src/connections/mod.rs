@@ -131,11 +131,27 @@ pub fn effective_max_connections(wanted: u32) -> u32 {
 /// accepting, let every open connection finish its request, and return once
 /// all are closed.
 pub async fn serve(
-    listener: TcpListener,
+    listener: &TcpListener,
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
+    let open = accept_until(listener, router, limits, shutdown).await;
+    // Every open connection holds a permit: all returned means all closed.
+    let _ = open.acquire_many(limits.max_connections).await;
+}
+
+/// Serve `router` on `listener` until `shutdown` is cancelled, then stop
+/// accepting and return at once, `listener` free for another server (a
+/// starting server hands it on this way). The connections still open drain
+/// by themselves: each closes after the request it is answering, or at
+/// once when idle. Answers the semaphore their permits return to.
+pub async fn accept_until(
+    listener: &TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) -> Arc<Semaphore> {
     let open = Arc::new(Semaphore::new(limits.max_connections as usize));
     let per_address = Arc::new(PerAddress::default());
     // Looked up once: a handle, not a registry lookup per connection.
@@ -189,8 +205,7 @@ pub async fn serve(
             }
         }
     }
-    // Every open connection holds a permit: all returned means all closed.
-    let _ = open.acquire_many(limits.max_connections).await;
+    open
 }
 
 fn is_connection_error(err: &std::io::Error) -> bool {

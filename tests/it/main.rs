@@ -31,6 +31,7 @@ mod held_reads;
 mod history_cache;
 mod hostile_imports;
 mod http_clients;
+mod migrations;
 mod operations;
 mod pg_latency;
 mod pg_outage;
