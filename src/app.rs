@@ -17,6 +17,7 @@ use crate::http::{Access, AppState, SharedState, router};
 use crate::notify::Notifier;
 use crate::protocol::time::format_iso;
 use crate::store::url::redact;
+use crate::store::{Phase, Progress};
 
 pub struct App {
     listener: TcpListener,
@@ -33,7 +34,12 @@ impl App {
     /// on a port in use, an unreachable database, a catalog that does not
     /// compile, or open mode on a non-loopback address (what needs no I/O
     /// was checked when `settings` were parsed). The server stops when
-    /// `shutdown` is cancelled.
+    /// `shutdown` is cancelled; cancelled before it is ready, this fails.
+    ///
+    /// From the moment the port is bound until the store is open (which,
+    /// on PostgreSQL, may mean waiting for another replica's migration),
+    /// the port answers as a starting server (`crate::http::starting`):
+    /// `/readyz` says what the start waits for, other routes `503`.
     pub async fn build(settings: Settings, shutdown: CancellationToken) -> anyhow::Result<App> {
         // The ports are bound before storage is touched: a start that fails
         // (port in use) creates no data directory and runs no migration.
@@ -55,92 +61,33 @@ impl App {
             }
             None => None,
         };
-        let test_clock = settings.test_clock.map(|now| {
-            tracing::warn!(
-                "TEST CLOCK ENABLED: time is frozen at {} and POST /_test/clock can change it; never use this in production",
-                format_iso(now)
-            );
-            Arc::new(TestClock::new(now))
-        });
-        let clock: Arc<dyn Clock> = match &test_clock {
-            Some(clock) => clock.clone(),
-            None => Arc::new(SystemClock),
-        };
-        let notifier = Arc::new(Notifier::new());
-        let store = settings
-            .database
-            .open(&settings.store, clock.clone(), notifier.clone())
-            .await
-            .with_context(|| format!("opening the database ({})", settings.database))?;
-        // Authenticated mode refuses revoked tokens from its first request:
-        // a start that cannot read them fails.
-        let revocations = match &secret {
-            Some(_) => Some(Arc::new(
-                crate::revocation::Revocations::load(&*store).await?,
-            )),
-            None => None,
-        };
-        let blobs = Blobs::open(&settings.blobs)
-            .with_context(|| format!("opening the blob store ({})", redact(&settings.blobs)))?;
-        // Exact only where every write to a log is announced before its
-        // client is answered: this process's own (src/history/short_logs.rs).
-        let short_logs = settings
-            .answer_caches
-            .short_logs
-            .filter(|_| settings.database.backend() == "sqlite")
-            .and_then(|bytes| {
-                let cache = Arc::new(crate::history::ShortLogCache::new(bytes));
-                let forget = cache.clone();
-                // Unobserved writes would leave answers stale: no cache then
-                // (the notifier is new, so it is always observed).
-                notifier
-                    .observe_writes(Box::new(move |resource| forget.forget(resource)))
-                    .is_ok()
-                    .then_some(cache)
-            });
-        let held = HeldReads::new(
-            store.clone(),
-            notifier,
-            settings.max_held_reads,
-            settings.store.pool_size as usize,
-            shutdown.clone(),
-        );
         let connection_limits = connection_limits(&settings.connections);
-        let auth = &settings.auth;
-        let state = Arc::new(AppState {
-            store,
-            blobs,
-            access: Access {
-                clients,
-                secret,
-                clock,
-                max_token_lifetime: auth.max_token_lifetime,
-                revocations,
-                hosts,
+        let progress = Progress::default();
+        let primary = clients.primary();
+        let starting = StartingServer::spawn(
+            listener,
+            crate::http::Starting {
+                progress: progress.clone(),
+                identity: (
+                    primary.version.clone(),
+                    primary.protocol.as_str().to_owned(),
+                ),
+                shutdown: shutdown.clone(),
             },
-            limits: settings.limits.clone(),
-            held: Arc::new(held),
-            history: settings.history_cache.map(|cache| {
-                Arc::new(crate::history::HistoryCache::new(
-                    cache.chunk_events,
-                    cache.bytes,
-                    settings.store.answer_times,
-                ))
-            }),
-            state_events: settings
-                .answer_caches
-                .state_events
-                .map(crate::history::StateEventsCache::new),
-            short_logs,
-            json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
-            stream_closes: tokio::sync::Semaphore::new(
-                settings.max_concurrent_stream_closes as usize,
-            ),
-            test_clock,
-            tickets: Arc::new(settings.tickets.clone()),
-            shutdown,
-        });
-        crate::metrics::record_build_info(settings.database.backend());
+            connection_limits,
+            &shutdown,
+        );
+        let opened = tokio::select! {
+            opened = open(&settings, clients, secret, hosts, &progress, &shutdown) => opened,
+            () = shutdown.cancelled() => Err(anyhow::anyhow!(
+                "stopped by a signal before the server was ready ({})",
+                progress.phase()
+            )),
+        };
+        // The starting server stops accepting either way; its connections
+        // close after their answers.
+        let listener = starting.stop().await?;
+        let state = opened?;
         log_configuration(
             &settings,
             &state.access.clients.describe(),
@@ -151,7 +98,7 @@ impl App {
             state,
             metrics,
             grace: settings.shutdown_grace,
-            revocation_refresh: auth.revocation_refresh,
+            revocation_refresh: settings.auth.revocation_refresh,
             connection_limits,
         })
     }
@@ -193,8 +140,12 @@ impl App {
             ));
         }
         let app = router(self.state);
-        let server =
-            crate::connections::serve(self.listener, app, self.connection_limits, shutdown.clone());
+        let server = crate::connections::serve(
+            &self.listener,
+            app,
+            self.connection_limits,
+            shutdown.clone(),
+        );
         let grace = self.grace;
         tokio::select! {
             () = server => {}
@@ -203,6 +154,137 @@ impl App {
             }
         }
         Ok(())
+    }
+}
+
+/// Open what a request needs (store, revoked tokens, blobs, caches) into
+/// the state every route shares, saying how far it got in `progress`.
+async fn open(
+    settings: &Settings,
+    clients: crate::protocol::Clients,
+    secret: Option<crate::secret::Secret>,
+    hosts: Option<crate::hosts::HostCheck>,
+    progress: &Progress,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<SharedState> {
+    let test_clock = settings.test_clock.map(|now| {
+        tracing::warn!(
+            "TEST CLOCK ENABLED: time is frozen at {} and POST /_test/clock can change it; never use this in production",
+            format_iso(now)
+        );
+        Arc::new(TestClock::new(now))
+    });
+    let clock: Arc<dyn Clock> = match &test_clock {
+        Some(clock) => clock.clone(),
+        None => Arc::new(SystemClock),
+    };
+    let notifier = Arc::new(Notifier::new());
+    let store = settings
+        .database
+        .open(&settings.store, clock.clone(), notifier.clone(), progress)
+        .await
+        .with_context(|| format!("opening the database ({})", settings.database))?;
+    progress.set(Phase::Finishing);
+    // Authenticated mode refuses revoked tokens from its first request:
+    // a start that cannot read them fails.
+    let revocations = match &secret {
+        Some(_) => Some(Arc::new(
+            crate::revocation::Revocations::load(&*store).await?,
+        )),
+        None => None,
+    };
+    let blobs = Blobs::open(&settings.blobs)
+        .with_context(|| format!("opening the blob store ({})", redact(&settings.blobs)))?;
+    // Exact only where every write to a log is announced before its
+    // client is answered: this process's own (src/history/short_logs.rs).
+    let short_logs = settings
+        .answer_caches
+        .short_logs
+        .filter(|_| settings.database.backend() == "sqlite")
+        .and_then(|bytes| {
+            let cache = Arc::new(crate::history::ShortLogCache::new(bytes));
+            let forget = cache.clone();
+            // Unobserved writes would leave answers stale: no cache then
+            // (the notifier is new, so it is always observed).
+            notifier
+                .observe_writes(Box::new(move |resource| forget.forget(resource)))
+                .is_ok()
+                .then_some(cache)
+        });
+    let held = HeldReads::new(
+        store.clone(),
+        notifier,
+        settings.max_held_reads,
+        settings.store.pool_size as usize,
+        shutdown.clone(),
+    );
+    let auth = &settings.auth;
+    let state = Arc::new(AppState {
+        store,
+        blobs,
+        access: Access {
+            clients,
+            secret,
+            clock,
+            max_token_lifetime: auth.max_token_lifetime,
+            revocations,
+            hosts,
+        },
+        limits: settings.limits.clone(),
+        held: Arc::new(held),
+        history: settings.history_cache.map(|cache| {
+            Arc::new(crate::history::HistoryCache::new(
+                cache.chunk_events,
+                cache.bytes,
+                settings.store.answer_times,
+            ))
+        }),
+        state_events: settings
+            .answer_caches
+            .state_events
+            .map(crate::history::StateEventsCache::new),
+        short_logs,
+        json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
+        stream_closes: tokio::sync::Semaphore::new(settings.max_concurrent_stream_closes as usize),
+        test_clock,
+        tickets: Arc::new(settings.tickets.clone()),
+        shutdown: shutdown.clone(),
+    });
+    crate::metrics::record_build_info(settings.database.backend());
+    Ok(state)
+}
+
+/// The starting server (`crate::http::starting`) on the bound port, until
+/// the real one takes the port over.
+struct StartingServer {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<TcpListener>,
+}
+
+impl StartingServer {
+    fn spawn(
+        listener: TcpListener,
+        starting: crate::http::Starting,
+        limits: ConnectionLimits,
+        shutdown: &CancellationToken,
+    ) -> StartingServer {
+        // A child token: a signal stops it too.
+        let stop = shutdown.child_token();
+        let router = crate::http::starting_router(starting);
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            // Its connections drain by themselves (each closes after its
+            // answer, or at once when idle); nothing waits for them.
+            drop(crate::connections::accept_until(&listener, router, limits, token).await);
+            listener
+        });
+        StartingServer { stop, task }
+    }
+
+    /// Stop accepting and hand the listener back.
+    async fn stop(self) -> anyhow::Result<TcpListener> {
+        self.stop.cancel();
+        self.task.await.context("the starting server failed")
     }
 }
 

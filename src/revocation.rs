@@ -23,6 +23,10 @@ use tokio_util::sync::CancellationToken;
 use crate::auth;
 use crate::store::{Store, StoreResult};
 
+/// The longest note a revocation keeps (`abstore token revoke --note`),
+/// in bytes; a note holds no NUL.
+pub const MAX_NOTE_BYTES: usize = 1000;
+
 /// The digests of the revoked tokens, as last read from the database.
 #[derive(Default)]
 pub struct Revocations {

@@ -10,6 +10,7 @@
 mod autobuild;
 mod harness;
 mod memory;
+mod migrate;
 mod raw;
 mod reference;
 mod streams;
@@ -75,6 +76,9 @@ struct Cli {
 
     #[command(flatten)]
     replay: ReplayArgs,
+
+    #[command(flatten)]
+    migrate: migrate::MigrateArgs,
 }
 
 /// The `autobuild` scenario's model (docs/benchmarks/autobuild-replay.md);
@@ -167,6 +171,9 @@ enum Scenario {
     Tick,
     /// Hosted tickets: list-ready and dependency-states at a team of 10,000 (not part of `all`).
     Tickets,
+    /// Appends served by the previous version while the newest migrations
+    /// run on a store of a million events (PostgreSQL; not part of `all`).
+    Migrate,
     All,
 }
 
@@ -272,6 +279,7 @@ async fn main() -> Result<()> {
             Scenario::Frame => autobuild::frame(&ctx, &cli.replay.params()).await,
             Scenario::Tick => autobuild::tick(&ctx, &cli.replay.params()).await,
             Scenario::Tickets => tickets::tickets(&ctx).await.map(|t| vec![t]),
+            Scenario::Migrate => migrate::migrate(&ctx, &cli.migrate).await,
             Scenario::All => unreachable!(),
         };
         match result {

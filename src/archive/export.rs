@@ -30,7 +30,9 @@ pub struct ExportOptions {
 /// What the snapshot reader sends the writer, in archive order.
 pub enum Item {
     Row(usize, Vec<Val>),
-    Blob(String),
+    /// A blob by address, with its size when the reader knows it (a source
+    /// store's blob, read no further than that).
+    Blob(String, Option<u64>),
 }
 
 /// Rows in flight between the reader and the writer.
@@ -68,29 +70,17 @@ pub async fn export(options: &ExportOptions) -> anyhow::Result<Counts> {
 pub(super) enum BlobSource {
     /// A store's blob location (`--blobs`).
     Store(Blobs),
-    /// A directory of `<first two hex digits>/<sha256>` files (Autobuild's
-    /// local layout).
-    Sharded(std::path::PathBuf),
-    /// `<sha256>` objects (Autobuild's PostgreSQL deployments).
-    Flat(std::sync::Arc<dyn object_store::ObjectStore>),
+    /// An Autobuild store's blobs, each read as the hostile file it may be
+    /// and no further than the size it was hashed at.
+    Source(crate::archive::autobuild::source_blobs::SourceBlobs),
 }
 
 impl BlobSource {
-    async fn get(&self, address: &str) -> anyhow::Result<bytes::Bytes> {
-        match self {
-            BlobSource::Store(blobs) => Ok(blobs.get(address).await?),
-            BlobSource::Sharded(dir) => {
-                let path = dir.join(address.get(..2).unwrap_or("")).join(address);
-                let bytes = tokio::fs::read(&path)
-                    .await
-                    .with_context(|| format!("reading {}", path.display()))?;
-                Ok(bytes.into())
-            }
-            BlobSource::Flat(store) => {
-                crate::archive::autobuild::local::flat_get(store.as_ref(), address)
-                    .await?
-                    .ok_or_else(|| anyhow!("blob {address} is absent"))
-            }
+    async fn get(&self, address: &str, size: Option<u64>) -> anyhow::Result<bytes::Bytes> {
+        match (self, size) {
+            (BlobSource::Store(blobs), _) => Ok(blobs.get(address).await?),
+            (BlobSource::Source(source), Some(size)) => source.read(address, size).await,
+            (BlobSource::Source(_), None) => bail!("blob {address} was never hashed"),
         }
     }
 }
@@ -103,8 +93,9 @@ pub(super) async fn write_archive(
     blobs: &BlobSource,
     quiet: bool,
 ) -> anyhow::Result<Counts> {
-    let file =
-        std::fs::File::create_new(path).with_context(|| format!("creating {}", path.display()))?;
+    // 0600: an archive holds every event and blob of its store.
+    let file = super::temp::create_private(path)
+        .with_context(|| format!("creating {}", path.display()))?;
     let mut out = LineWriter {
         out: std::io::BufWriter::with_capacity(1 << 20, file),
         digest: Sha256::new(),
@@ -123,8 +114,8 @@ pub(super) async fn write_archive(
                 counts.rows[table] += 1;
                 progress.add(1, n);
             }
-            Item::Blob(address) => {
-                let bytes = blobs.get(&address).await.with_context(|| {
+            Item::Blob(address, size) => {
+                let bytes = blobs.get(&address, size).await.with_context(|| {
                     format!("blob {address}, referenced by the store, cannot be read")
                 })?;
                 if blob_ref(&bytes) != address {
@@ -180,7 +171,7 @@ fn read_sqlite(path: &std::path::Path, tx: &mpsc::Sender<Item>) -> anyhow::Resul
     let mut statement = snapshot.prepare(&format::referenced_blobs_sql(false))?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
-        send_blocking(tx, Item::Blob(row.get(0)?))?;
+        send_blocking(tx, Item::Blob(row.get(0)?, None))?;
     }
     Ok(())
 }
@@ -207,7 +198,9 @@ async fn read_postgres(
     let sql = format::referenced_blobs_sql(true);
     let mut rows = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).fetch(&mut *snapshot);
     while let Some(address) = rows.try_next().await? {
-        tx.send(Item::Blob(address)).await.map_err(|_| stopped())?;
+        tx.send(Item::Blob(address, None))
+            .await
+            .map_err(|_| stopped())?;
     }
     drop(rows);
     snapshot.rollback().await?;

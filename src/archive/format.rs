@@ -56,6 +56,11 @@ const V4_TABLES: usize = 13;
 /// blob, and blobs are bounded by the server's `--max-artifact-bytes` and
 /// (ticket-asset files) `--max-body-bytes`.
 pub const MAX_LINE_BYTES: u64 = 512 * 1024 * 1024;
+/// The largest blob an archive carries: its line (the base64 of its bytes,
+/// four characters per started three, and the record's other members) must
+/// fit [`MAX_LINE_BYTES`]. An import from another store leaves a larger blob
+/// out, reported, rather than writing an archive no reader would take.
+pub const MAX_BLOB_BYTES: u64 = (MAX_LINE_BYTES - 1024) / 4 * 3;
 
 /// A column's SQL type as far as the archive cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -424,7 +429,13 @@ impl Table {
 
     /// A row's key, for messages: `(build, b-1, 3)`.
     pub fn describe_key(&self, row: &[Val]) -> String {
-        let parts: Vec<String> = row[..self.key_len].iter().map(Val::to_string).collect();
+        let parts: Vec<String> = row[..self.key_len]
+            .iter()
+            .map(|value| match value {
+                Val::Text(text) => crate::protocol::ident::shown(text),
+                other => other.to_string(),
+            })
+            .collect();
         format!("{} ({})", self.record, parts.join(", "))
     }
 

@@ -153,6 +153,14 @@ async fn import_rows(
             Record::Header(_) => continue,
             Record::Blob { .. } | Record::Footer(_) => break,
         };
+        // Verified already; checked again in case the file changed since.
+        if let Err(why) = super::checks::row(index, &row) {
+            bail!(
+                "line {}: {} changed since it was verified ({why})",
+                reader.line_no,
+                TABLES[index].describe_key(&row)
+            );
+        }
         if batch.table != Some(index) || batch.rows.len() == BATCH_ROWS {
             batch.flush(destination, report, &mut progress).await?;
             batch.table = Some(index);

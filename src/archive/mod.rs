@@ -12,9 +12,14 @@
 //!   [`DatabaseUrl`](crate::store::DatabaseUrl) names.
 //! - [`output`]: write-to-temporary, fsync, rename.
 //! - [`progress`]: progress lines on stderr.
+//! - [`checks`]: the write routes' checks on every row an import carries.
+//! - [`source_files`]: reading a source store's files (regular files only,
+//!   bounded reads); [`temp`]: private temporary files, removed however the
+//!   command ends.
 
 pub mod autobuild;
 pub mod backup;
+pub mod checks;
 pub mod db;
 pub mod export;
 pub mod format;
@@ -23,6 +28,8 @@ pub mod import;
 pub mod output;
 pub mod progress;
 pub mod reader;
+pub mod source_files;
+pub mod temp;
 pub mod verify;
 
 #[cfg(test)]

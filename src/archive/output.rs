@@ -1,5 +1,7 @@
 //! Output files that appear whole or not at all: written under a temporary
 //! name in the destination's directory, fsynced, then renamed into place.
+//! The temporary name is removed if the command fails or is interrupted
+//! (`temp::exit_on_signal`).
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +26,7 @@ impl AtomicOutput {
             .with_context(|| format!("{} is not a file name", path.display()))?
             .to_string_lossy();
         let tmp = path.with_file_name(format!(".{name}.tmp-{:016x}", rand::random::<u64>()));
+        super::temp::register(&tmp);
         Ok(AtomicOutput {
             path: path.to_path_buf(),
             tmp,
@@ -48,6 +51,7 @@ impl AtomicOutput {
             std::fs::hard_link(&self.tmp, &self.path).and_then(|()| std::fs::remove_file(&self.tmp))
         }
         .with_context(|| format!("moving the result to {}", self.path.display()))?;
+        super::temp::forget(&self.tmp);
         self.committed = true;
         let dir = match self.path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -62,6 +66,7 @@ impl AtomicOutput {
 
 impl Drop for AtomicOutput {
     fn drop(&mut self) {
+        super::temp::forget(&self.tmp);
         if !self.committed {
             std::fs::remove_file(&self.tmp).ok();
         }

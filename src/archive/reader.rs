@@ -29,9 +29,17 @@ pub struct ArchiveReader {
 }
 
 impl ArchiveReader {
+    /// Opens the archive at `path`, which must be a regular file: a FIFO
+    /// would block the open, and an import reads the archive three times.
     pub fn open(path: &Path) -> anyhow::Result<ArchiveReader> {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        use super::source_files::{self, Links, Opened};
+        let file = match source_files::open(path, Links::Follow)
+            .with_context(|| format!("opening {}", path.display()))?
+        {
+            Opened::Regular(file, _) => file,
+            Opened::Absent => bail!("{} does not exist", path.display()),
+            Opened::Special(what) => bail!("{} is {what}, not a regular file", path.display()),
+        };
         Ok(ArchiveReader {
             input: std::io::BufReader::with_capacity(1 << 20, file),
             buf: Vec::new(),

@@ -1,6 +1,7 @@
 //! `abstore verify` (and the first pass of every import): the whole archive
 //! checked before anything trusts it — framing, record order, canonical
-//! form, event sequences, every blob's hash, the counts and the digest.
+//! form, every row against its write route's checks (`checks`), event
+//! sequences, every blob's hash, the counts and the digest.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -92,6 +93,12 @@ pub fn verify(path: &Path, quiet: bool) -> anyhow::Result<Summary> {
                     check_sequence(table.record, &[], row)
                         .map_err(|why| anyhow::anyhow!("line {at}: {why}"))?;
                 }
+                super::checks::row(*index, row).map_err(|why| {
+                    anyhow::anyhow!(
+                        "line {at}: {} is not one abstore's write routes would store: {why}",
+                        table.describe_key(row)
+                    )
+                })?;
                 section = *index;
                 note_references(table.record, row, &mut referenced).map_err(|why| {
                     anyhow::anyhow!("line {at}: {} has {why}", table.describe_key(row))

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::archive::autobuild::{self, SourceOptions};
+use crate::archive::temp;
 use crate::store::DatabaseUrl;
 
 /// `--from KIND PATH`: read another server's store instead of abstore's.
@@ -35,11 +36,19 @@ pub struct SourceArgs {
     /// read otherwise).
     #[arg(long, env = "ABSTORE_SOURCE_BLOBS")]
     pub source_blobs: Option<String>,
-    /// With `--from`: report the events the catalogs of this client
-    /// identity (`VERSION/PROTOCOL`, e.g. `0.8.0/2`) would refuse (not read
-    /// without `--from`).
+    /// With `--from`: judge the events by the catalogs of this client
+    /// identity (`VERSION/PROTOCOL`, e.g. `0.8.0/2`) instead of those of any
+    /// client abstore knows; a resource with an event they refuse is left
+    /// out, reported (not read without `--from`).
     #[arg(long, env = "ABSTORE_CATALOG_FOR")]
     pub catalog_for: Option<String>,
+    /// With `--from`: where the private temporary copies go (the store's
+    /// database, the archive of it: room for its blobs in base64, plus the
+    /// database), in a directory of mode 0700 removed however the command
+    /// ends. Default: the system's temporary directory (`TMPDIR` if set);
+    /// not read without `--from`.
+    #[arg(long, env = "ABSTORE_TEMP_DIR", value_name = "DIR")]
+    pub temp_dir: Option<PathBuf>,
 }
 
 impl SourceArgs {
@@ -75,6 +84,7 @@ impl SourceArgs {
             kind,
             path,
             catalog_for: self.catalog_for.clone(),
+            temp_dir: self.temp_dir.clone(),
             quiet,
         }))
     }
@@ -178,6 +188,10 @@ pub struct GcArgs {
 }
 
 pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let _interrupt = temp::exit_on_signal(
+        "export",
+        "its temporary files were removed and the archive was not written",
+    );
     if let Some(source) = args.source.source(args.quiet)? {
         let (counts, report) =
             crate::archive::autobuild::export(&source, &args.out, args.force).await?;
@@ -216,6 +230,13 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
 }
 
 pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    // Its records go in one transaction, which an exit rolls back unless it
+    // had committed; blobs it wrote are left for `abstore gc`.
+    let _interrupt = temp::exit_on_signal(
+        "import",
+        "its temporary files were removed, and the destination holds all of its records \
+         (if it had committed) or none",
+    );
     if let Some(source) = args.source.source(args.quiet)? {
         let database = DatabaseUrl::parse(&args.database)?;
         let (imported, report) =

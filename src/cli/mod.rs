@@ -180,7 +180,7 @@ pub(crate) async fn open_store(
             "an in-memory SQLite database lives only inside one process; name a file (sqlite://PATH)"
         );
     }
-    let options = StoreOptions {
+    let mut options = StoreOptions {
         pool_size: 1,
         min_connections: 1,
         migrate,
@@ -188,10 +188,16 @@ pub(crate) async fn open_store(
         retention: crate::store::retention::Retention::disabled(),
         ..StoreOptions::default()
     };
+    if !migrate {
+        // A read beside the servers does not wait for a migration to be
+        // applied: it says at once what is missing.
+        options.migration.wait = std::time::Duration::ZERO;
+    }
     url.open(
         &options,
         std::sync::Arc::new(SystemClock),
         std::sync::Arc::new(crate::notify::Notifier::new()),
+        &crate::store::Progress::default(),
     )
     .await
     .with_context(|| format!("opening the database ({url})"))

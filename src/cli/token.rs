@@ -223,9 +223,6 @@ fn parse_ttl(text: &str) -> anyhow::Result<i64> {
     auth::parse_duration_ms(text).map_err(|err| anyhow::anyhow!("--ttl {err}"))
 }
 
-/// The longest `--note` kept.
-const MAX_NOTE_BYTES: usize = 1000;
-
 /// `abstore token revoke`: what was done, one line.
 pub async fn revoke(args: &RevokeArgs) -> anyhow::Result<String> {
     let (digest, expires_at) = match (&args.token, &args.digest) {
@@ -253,8 +250,11 @@ pub async fn revoke(args: &RevokeArgs) -> anyhow::Result<String> {
         _ => bail!("give the token or --digest, not both"),
     };
     let note = match &args.note {
-        Some(note) if note.len() > MAX_NOTE_BYTES || note.contains('\0') => {
-            bail!("--note must be at most {MAX_NOTE_BYTES} bytes, without NUL")
+        Some(note) if note.len() > crate::revocation::MAX_NOTE_BYTES || note.contains('\0') => {
+            bail!(
+                "--note must be at most {} bytes, without NUL",
+                crate::revocation::MAX_NOTE_BYTES
+            )
         }
         note => note.clone(),
     };

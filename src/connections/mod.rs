@@ -132,11 +132,30 @@ pub fn effective_max_connections(wanted: u32) -> u32 {
 /// accepting, let every open connection finish its request, and return once
 /// all are closed.
 pub async fn serve(
-    listener: TcpListener,
+    listener: &TcpListener,
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
+    // Each connection finishes the request it is serving, then closes.
+    accept_until(listener, router, limits, shutdown)
+        .await
+        .shutdown()
+        .await;
+}
+
+/// Serve `router` on `listener` until `shutdown` is cancelled, then stop
+/// accepting and return at once, `listener` free for another server (a
+/// starting server hands it on this way). Answers the connections' drain:
+/// its `shutdown` has each still open close after the request it is
+/// answering (or at once when idle) and waits for them all; dropped, it lets
+/// them close the same way without waiting.
+pub async fn accept_until(
+    listener: &TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) -> GracefulShutdown {
     let open = Arc::new(Semaphore::new(limits.max_connections as usize));
     let per_address = Arc::new(PerAddress::default());
     let drain = GracefulShutdown::new();
@@ -191,8 +210,7 @@ pub async fn serve(
             }
         }
     }
-    // Each connection finishes the request it is serving, then closes.
-    drain.shutdown().await;
+    drain
 }
 
 fn is_connection_error(err: &std::io::Error) -> bool {
@@ -229,8 +247,12 @@ async fn serve_connection(
     let service_activity = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = service_activity.begin();
-        let request = request
-            .map(|body| axum::body::Body::new(tower_http::timeout::TimeoutBody::new(limits.body_read, body)));
+        let request = request.map(|body| {
+            axum::body::Body::new(tower_http::timeout::TimeoutBody::new(
+                limits.body_read,
+                body,
+            ))
+        });
         // Called here, not in the future: the future then holds the
         // router's future alone, not also the request it was made from
         // (a held read's future lives as long as it waits). A router is

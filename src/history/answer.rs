@@ -26,6 +26,7 @@ use super::frames::{
 };
 use super::gzip::{self, Member};
 use super::plan::{Segment, plan};
+use super::seams::Seams;
 use crate::protocol::ResourceRef;
 use crate::store::rows::{AnswerTimes, Next};
 use crate::store::{Listing, Rows, Store, StoreError};
@@ -85,6 +86,7 @@ pub fn answer(
             started: Instant::now(),
             form,
             member: Mutex::new(None),
+            seams: Mutex::new(Seams::default()),
         };
         match write(&*store, &cache, &resource, segments, &out).await {
             Ok(()) => {
@@ -156,19 +158,36 @@ struct Out {
     /// A gzip answer's member, from its start to its end (a lock only to
     /// be shared by `&self` across awaits; never contended).
     member: Mutex<Option<Member>>,
+    /// Where a zstd answer's chunks are cut (`super::seams`; locked as
+    /// `member` is).
+    seams: Mutex<Seams>,
 }
 
 impl Out {
-    /// Hand `frame` to the body; `Gone` once the client went away or left
-    /// it untaken for the stall bound, or the answer reached its deadline.
+    /// Hand `frame` to the body (a zstd answer's through its seams, so
+    /// that no chunk but the last ends where a frame does); `Gone` once the
+    /// client went away or left it untaken for the stall bound, or the
+    /// answer reached its deadline.
     async fn send(&self, frame: Bytes) -> Result<(), Stop> {
-        if frame.is_empty() {
+        if self.form != Form::Zstd {
+            return self.deliver(frame).await;
+        }
+        let ready = self.seams().push(frame);
+        for chunk in ready.into_iter().flatten() {
+            self.deliver(chunk).await?;
+        }
+        Ok(())
+    }
+
+    /// Hand `chunk` to the body as it is.
+    async fn deliver(&self, chunk: Bytes) -> Result<(), Stop> {
+        if chunk.is_empty() {
             return Ok(());
         }
         let Some(wait) = self.times.next_wait(self.started) else {
             return Err(Stop::Gone);
         };
-        match tokio::time::timeout(wait, self.tx.send(Frame::Bytes(frame))).await {
+        match tokio::time::timeout(wait, self.tx.send(Frame::Bytes(chunk))).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(Stop::Gone),
         }
@@ -184,10 +203,16 @@ impl Out {
         self.send(header).await
     }
 
-    /// What a gzip or brotli answer ends with.
+    /// What a gzip or brotli answer ends with, or a zstd answer's last
+    /// chunk.
     async fn end(&self) -> Result<(), Stop> {
-        if self.form == Form::Brotli {
-            return self.send(Bytes::from_static(brotli::END)).await;
+        match self.form {
+            Form::Brotli => return self.send(Bytes::from_static(brotli::END)).await,
+            Form::Zstd => {
+                let last = self.seams().finish();
+                return self.deliver(last).await;
+            }
+            Form::Gzip | Form::Text => {}
         }
         let member = self.member().take();
         match member {
@@ -198,6 +223,10 @@ impl Out {
 
     fn member(&self) -> std::sync::MutexGuard<'_, Option<Member>> {
         self.member.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn seams(&self) -> std::sync::MutexGuard<'_, Seams> {
+        self.seams.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Text read now, in the answer's form (not zstd: the live segments

@@ -40,8 +40,9 @@
 //! file whole short logs are kept until they are written (`short_logs`).
 //!
 //! Here: the plan of an answer (`plan`, pure), the cache of frames and of
-//! what reads have taught (`cache`), the zstd frames (`frames`) and the
-//! writer of an answer as a stream of frames (`answer`). The HTTP side
+//! what reads have taught (`cache`), the zstd frames (`frames`), the
+//! writer of an answer as a stream of frames (`answer`) and where a zstd
+//! answer's HTTP chunks are cut (`seams`). The HTTP side
 //! (which requests are answered from it, the response's headers) is
 //! `crate::http::resources`.
 
@@ -52,6 +53,7 @@ mod frames;
 mod gzip;
 mod kept;
 mod plan;
+mod seams;
 mod short_logs;
 mod state_events;
 

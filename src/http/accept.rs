@@ -16,6 +16,10 @@
 //! member put together from deflated chunks (`crate::history`'s `gzip`).
 //! Any other client gets their text, which the compression layer
 //! compresses as it would any answer.
+//!
+//! A few clients take zstd but not several frames whatever the reads that
+//! bring them ([`takes_zstd_frames`]): they are answered by the compression
+//! layer, in one frame.
 
 use axum::http::{HeaderMap, header};
 
@@ -47,6 +51,30 @@ pub fn chosen(headers: &HeaderMap) -> Option<Coding> {
         .filter(|(_, q)| *q > 0)
         .max_by_key(|&(coding, q)| (q, coding))
         .map(|(coding, _)| coding)
+}
+
+/// Whether the client decodes a zstd answer of several frames however its
+/// reads of the body fall (RFC 8878, section 3.1, allows any number; the
+/// history cache's zstd answers are several). Python's clients built on
+/// python-zstandard's `decompressobj`, httpx (0.29 and before) and urllib3
+/// 2.0–2.5 (requests' transport, whose version its User-Agent does not
+/// tell), start a new frame only within the call that finished the last:
+/// a read of the body that ends exactly at a frame's end fails the next one
+/// (`cannot use a decompressobj multiple times`). The history cache's zstd
+/// answers never end an HTTP chunk there (`crate::history`'s `seams`), but
+/// a network read may still, so these clients, known by their default
+/// User-Agent, get one frame from the compression layer instead
+/// (docs/operations.md, "HTTP clients").
+pub fn takes_zstd_frames(headers: &HeaderMap) -> bool {
+    /// The User-Agent products of the clients above, as they send them.
+    const ONE_FRAME_ONLY: [&[u8]; 3] = [b"python-httpx/", b"python-requests/", b"python-urllib3/"];
+    let Some(agent) = headers.get(header::USER_AGENT) else {
+        return true;
+    };
+    let agent = agent.as_bytes();
+    !ONE_FRAME_ONLY.iter().any(|product| {
+        agent.len() >= product.len() && agent[..product.len()].eq_ignore_ascii_case(product)
+    })
 }
 
 /// One `coding[;q=…]` entry; `None` for an unknown coding or a bad q-value.
@@ -138,6 +166,36 @@ mod tests {
         assert!(!gzip_for("gzip, br"));
         assert!(!gzip_for("gzip;q=0"));
         assert!(!gzip_for("identity"));
+    }
+
+    #[test]
+    fn pythons_clients_are_known_by_their_user_agent() {
+        let takes = |agent: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(agent) = agent {
+                headers.insert(header::USER_AGENT, HeaderValue::from_str(agent).unwrap());
+            }
+            takes_zstd_frames(&headers)
+        };
+        for one_frame in [
+            "python-httpx/0.29.0",
+            "python-requests/2.32.3",
+            "python-urllib3/2.5.0",
+            "Python-HTTPX/0.27.2",
+        ] {
+            assert!(!takes(Some(one_frame)), "{one_frame}");
+        }
+        for frames in [
+            None,
+            Some("Bun/1.4.4"),
+            Some("node"),
+            Some("curl/7.88.1"),
+            Some("Go-http-client/1.1"),
+            Some("python-http"),
+            Some("my-tool python-httpx/0.29.0"),
+        ] {
+            assert!(takes(frames), "{frames:?}");
+        }
     }
 
     #[test]

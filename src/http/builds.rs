@@ -5,7 +5,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::Map;
 
 use super::error::ApiResult;
 use super::response::json;
@@ -22,17 +21,7 @@ pub(super) async fn create_build(
     let body = state.json_body(body).await?;
     let obj = wire::object(&body, "the request body")?;
     let slug = wire::identifier(obj, "slug")?;
-    let mut attrs = Map::new();
-    attrs.insert("repo".into(), wire::nonempty_str(obj, "repo")?.into());
-    if let Some(origin) = wire::optional_str(obj, "repoOrigin", false)? {
-        attrs.insert("repoOrigin".into(), origin.into());
-    }
-    if let Some(ticket) = obj.get("ticket") {
-        attrs.insert("ticket".into(), wire::ticket(ticket)?);
-    }
-    if let Some(branch) = wire::optional_str(obj, "branch", true)? {
-        attrs.insert("branch".into(), branch.into());
-    }
+    let attrs = wire::build_attrs(obj)?;
     let record = state.store.create_build(slug, attrs).await?;
     Ok(json(StatusCode::CREATED, &record.to_json()))
 }

@@ -45,6 +45,11 @@ pub enum ApiError {
     /// reached (the message names it); nothing was done.
     #[error("{0}")]
     Busy(&'static str),
+    /// 503 internal with `Retry-After: 1`: the server is starting (waiting
+    /// for or running a migration); the message says where the start is.
+    /// Nothing was read or written.
+    #[error("the server is starting ({0}); retry shortly")]
+    Starting(String),
     /// 503 internal with `Retry-After: 10`: the disk under the database or
     /// the blob store is full; nothing of the write was kept, and the same
     /// write succeeds once space is freed (`crate::storage_full`).
@@ -74,9 +79,10 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Unavailable(_) | ApiError::Busy(_) | ApiError::StorageFull(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::Unavailable(_)
+            | ApiError::Busy(_)
+            | ApiError::Starting(_)
+            | ApiError::StorageFull(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -92,6 +98,7 @@ impl ApiError {
             ApiError::Internal(_)
             | ApiError::Unavailable(_)
             | ApiError::Busy(_)
+            | ApiError::Starting(_)
             | ApiError::StorageFull(_) => "internal",
         }
     }
@@ -176,7 +183,9 @@ impl IntoResponse for ApiError {
             axum::http::HeaderValue::from_static("application/json"),
         );
         let retry_after = match self {
-            ApiError::Unavailable(_) | ApiError::Busy(_) => Some(RETRY_UNAVAILABLE),
+            ApiError::Unavailable(_) | ApiError::Busy(_) | ApiError::Starting(_) => {
+                Some(RETRY_UNAVAILABLE)
+            }
             ApiError::StorageFull(_) => Some(RETRY_STORAGE_FULL),
             _ => None,
         };

@@ -91,7 +91,9 @@ async fn at_once(
     }
     if let Some(history) = &state.history {
         let form = match super::accept::chosen(&headers) {
-            Some(Coding::Zstd) => Form::Zstd,
+            Some(Coding::Zstd) if super::accept::takes_zstd_frames(&headers) => Form::Zstd,
+            // Text, which the compression layer sends as one frame.
+            Some(Coding::Zstd) => Form::Text,
             Some(Coding::Gzip) => Form::Gzip,
             Some(Coding::Brotli) => Form::Brotli,
             Some(Coding::Identity) | None => Form::Text,

@@ -18,6 +18,13 @@ use crate::protocol::time::{format_iso, parse_iso};
 /// sends: one identity gives exactly the spec's answer, and with several the
 /// body keeps that shape (docs/operations.md, "Upgrading a running team").
 pub(super) async fn health(State(state): State<SharedState>) -> Response {
+    let primary = state.access.clients.primary();
+    identity(&primary.version, primary.protocol.as_str())
+}
+
+/// The identity answer: also what a starting server gives
+/// (`super::starting`), which knows its clients before its store.
+pub(super) fn identity(autobuild_version: &str, protocol_version: &str) -> Response {
     /// A struct, not a `json!` map: the probe runs often.
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -30,8 +37,8 @@ pub(super) async fn health(State(state): State<SharedState>) -> Response {
         StatusCode::OK,
         &Health {
             ok: true,
-            autobuild_version: &state.access.clients.primary().version,
-            protocol_version: state.access.clients.primary().protocol.as_str(),
+            autobuild_version,
+            protocol_version,
         },
     )
 }

@@ -1,7 +1,8 @@
 //! The HTTP face: the route table (`routes`), each route behind its gate
 //! (`gate`: identity, protocol, token) inside the process-wide middleware
 //! (`middleware`: request id, log line, panic catch, concurrency and time
-//! bounds, host check), compression outermost.
+//! bounds, host check), compression outermost. While the server starts,
+//! `starting` answers instead (`/readyz` says what the start waits for).
 //!
 //! Request order (spec sections 1, 7, 9): identity headers (409) → auth
 //! (401/403) → resource lookup (404) → body (400/413) → catalog (422)
@@ -31,6 +32,7 @@ mod response;
 mod routes;
 mod rows;
 mod sessions;
+mod starting;
 mod state;
 mod streams;
 mod ticket_assets;
@@ -44,6 +46,7 @@ pub use extract::JsonBudget;
 pub use gate::{Reach, Rule};
 pub use response::{json, json_response, json_response_bytes};
 pub use routes::{Declared, Options as RouteOptions, table as route_table};
+pub use starting::{Starting, starting_router};
 pub use state::{Access, AppState, Limits, SharedState};
 
 /// The server's whole HTTP service over `state`.

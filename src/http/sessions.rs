@@ -15,7 +15,7 @@ use super::error::ApiResult;
 use super::path::ResourcePath;
 use super::resources::lookup_on_failure;
 use super::state::SharedState;
-use crate::protocol::{Client, ident, wire};
+use crate::protocol::{Client, wire};
 use crate::store::{Listing, NewEvent, StoreError};
 
 /// A new, unguessable session id: `os_` and 128 random bits.
@@ -36,26 +36,7 @@ pub(super) async fn create_session(
     let attrs = lookup_on_failure(&state, &repo, async {
         let body = state.json_body(body).await?;
         let obj = wire::object(&body, "the request body")?;
-        let body_repo = wire::nonempty_str(obj, "repo")?;
-        if body_repo != repo.id {
-            return Err(wire::SchemaError(format!(
-                "\"repo\" ({:?}) must equal the repository in the path ({:?})",
-                ident::shown(body_repo),
-                repo.id
-            ))
-            .into());
-        }
-        let operator = wire::nonempty_str(obj, "operator")?.trim_matches(char::is_whitespace);
-        if operator.is_empty() {
-            return Err(wire::SchemaError("\"operator\" must not be blank".into()).into());
-        }
-        let mut attrs = Map::new();
-        attrs.insert("repo".into(), repo.id.clone().into());
-        attrs.insert("operator".into(), operator.into());
-        if let Some(title) = wire::optional_str(obj, "title", false)? {
-            attrs.insert("title".into(), title.into());
-        }
-        Ok(attrs)
+        Ok(wire::session_attrs(obj, &repo.id)?)
     })
     .await?;
     let actor = json!({ "kind": "human", "user": attrs["operator"] });

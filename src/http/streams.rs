@@ -101,25 +101,7 @@ pub(super) async fn get_stream(
 /// Returns its serialised form (unknown keys kept) and enforces the ceiling.
 fn batch_json(body: &Value, ceiling: usize) -> ApiResult<String> {
     let obj = wire::object(body, "the request body")?;
-    let parts = match obj.get("parts") {
-        Some(Value::Array(parts)) if !parts.is_empty() => parts,
-        Some(Value::Array(_)) => {
-            return Err(wire::SchemaError("\"parts\" must be a nonempty array".into()).into());
-        }
-        Some(_) => return Err(wire::SchemaError("\"parts\" must be an array".into()).into()),
-        None => return Err(wire::SchemaError("\"parts\" is required".into()).into()),
-    };
-    for (i, part) in parts.iter().enumerate() {
-        match part.get("type") {
-            Some(Value::String(t)) if part.is_object() && !t.is_empty() => {}
-            _ => {
-                return Err(wire::SchemaError(format!(
-                    "part {i} must be an object with a nonempty string \"type\""
-                ))
-                .into());
-            }
-        }
-    }
+    let parts = wire::stream_parts(obj)?;
     let text = Value::Array(parts.clone()).to_string();
     if text.len() > ceiling {
         return Err(ApiError::TooLarge(format!(

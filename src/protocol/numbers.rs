@@ -5,6 +5,11 @@
 //! `wait` is strictly one or more ASCII digits. No crate implements JS's
 //! `StringToNumber`, so it is written out here against ECMA-262 §7.1.4.1.1.
 
+/// The largest integer every JavaScript client reads exactly
+/// (`Number.MAX_SAFE_INTEGER`, 2^53 − 1): sequences, revisions and
+/// durations a client may be given stay at or below it.
+pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
+
 /// `Number(raw)` when the result is an integer, saturated into `i64`
 /// (a huge integer such as `1e300` simply compares past every sequence).
 /// `None` for NaN, infinities and fractions.

@@ -121,6 +121,73 @@ pub fn ticket(value: &Value) -> SchemaResult<Value> {
     Ok(Value::Object(out))
 }
 
+/// `createBuild`'s members as the build record keeps them: `repo`
+/// (nonempty), `repoOrigin` (a string), `ticket` (strict) and `branch`
+/// (nonempty), in that order; unknown keys are not kept. The slug is an
+/// [`identifier`] of its own. Imports hold a stored record to the same rule
+/// (src/archive/checks.rs).
+pub fn build_attrs(obj: &Map<String, Value>) -> SchemaResult<Map<String, Value>> {
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), nonempty_str(obj, "repo")?.into());
+    if let Some(origin) = optional_str(obj, "repoOrigin", false)? {
+        attrs.insert("repoOrigin".into(), origin.into());
+    }
+    if let Some(ticket) = obj.get("ticket") {
+        attrs.insert("ticket".into(), self::ticket(ticket)?);
+    }
+    if let Some(branch) = optional_str(obj, "branch", true)? {
+        attrs.insert("branch".into(), branch.into());
+    }
+    Ok(attrs)
+}
+
+/// `createSession`'s members as the session record keeps them: `repo`
+/// (equal to `repo`, the repository it is created under), `operator`
+/// (trimmed, not blank) and `title` (a string), in that order.
+pub fn session_attrs(obj: &Map<String, Value>, repo: &str) -> SchemaResult<Map<String, Value>> {
+    let body_repo = nonempty_str(obj, "repo")?;
+    if body_repo != repo {
+        return fail(format!(
+            "\"repo\" ({:?}) must equal the repository in the path ({:?})",
+            super::ident::shown(body_repo),
+            super::ident::shown(repo)
+        ));
+    }
+    let operator = nonempty_str(obj, "operator")?.trim_matches(char::is_whitespace);
+    if operator.is_empty() {
+        return fail("\"operator\" must not be blank");
+    }
+    let mut attrs = Map::new();
+    attrs.insert("repo".into(), repo.into());
+    attrs.insert("operator".into(), operator.into());
+    if let Some(title) = optional_str(obj, "title", false)? {
+        attrs.insert("title".into(), title.into());
+    }
+    Ok(attrs)
+}
+
+/// A stream batch's `parts`: a nonempty array of objects, each with a
+/// nonempty string `type` (the rest of a part is the client's).
+pub fn stream_parts(obj: &Map<String, Value>) -> SchemaResult<&Vec<Value>> {
+    let parts = match obj.get("parts") {
+        Some(Value::Array(parts)) if !parts.is_empty() => parts,
+        Some(Value::Array(_)) => return fail("\"parts\" must be a nonempty array"),
+        Some(_) => return fail("\"parts\" must be an array"),
+        None => return fail("\"parts\" is required"),
+    };
+    for (i, part) in parts.iter().enumerate() {
+        match part.get("type") {
+            Some(Value::String(t)) if part.is_object() && !t.is_empty() => {}
+            _ => {
+                return fail(format!(
+                    "part {i} must be an object with a nonempty string \"type\""
+                ));
+            }
+        }
+    }
+    Ok(parts)
+}
+
 /// An event write at the wire boundary: `type` is a nonempty string; `actor`
 /// and `payload` must be present but their shape is the catalog's to judge.
 pub struct EventWrite {

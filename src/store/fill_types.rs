@@ -55,10 +55,3 @@ pub(super) type Key = (String, String, i64);
 pub(super) fn before_all() -> Key {
     (String::new(), String::new(), i64::MIN)
 }
-
-/// Said once the fill has changed `total` events.
-pub(super) fn log_filled(total: u64) {
-    if total > 0 {
-        tracing::info!(events = total, "event types filled (migration 0011)");
-    }
-}

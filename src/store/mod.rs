@@ -24,7 +24,8 @@
 //! - `api.rs`: the `Store` trait and what its operations take and answer;
 //!   `error.rs`: why one did not happen;
 //! - `open.rs`: opening the backend a [`DatabaseUrl`] names, with
-//!   [`StoreOptions`] (`options.rs`);
+//!   [`StoreOptions`] (`options.rs`); [`migration`]: what migrating means
+//!   to the callers (settings, report, a start's progress);
 //! - `engine.rs` and `ops/`: the one `Store` implementation, every rule
 //!   written once; `sql.rs`: the statements both backends run,
 //!   `statement.rs`: how a statement reaches a driver;
@@ -41,6 +42,7 @@ mod engine;
 mod envelope;
 mod error;
 mod fill_types;
+pub mod migration;
 mod open;
 mod ops;
 mod options;
@@ -66,6 +68,7 @@ pub use assets::{
 };
 pub use bounds::{Bound, Bounds, OverBound};
 pub use error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
+pub use migration::{MigrationReport, MigrationSettings, Phase, Progress};
 pub use options::StoreOptions;
 pub use records::{
     ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, Revocation, STREAM_FORMAT,

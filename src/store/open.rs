@@ -9,27 +9,31 @@ use anyhow::Context as _;
 
 use super::api::Store;
 use super::engine::Engine;
+use super::migration::{MigrationReport, MigrationSettings, Progress};
 use super::options::StoreOptions;
-use super::postgres::PgBackend;
-use super::retention::Retention;
-use super::sqlite::SqliteBackend;
+use super::postgres::{self, PgBackend};
+use super::sqlite::{self, SqliteBackend};
 use super::url::{DatabaseUrl, Location};
 use crate::clock::{Clock, SystemClock};
 use crate::notify::Notifier;
 
 impl DatabaseUrl {
-    /// Open the store, applying migrations when `options.migrate`; its
-    /// writes wake held reads through `notifier`.
+    /// Open the store, applying migrations when `options.migrate` (on
+    /// PostgreSQL, waiting for another process's migration to finish, or
+    /// without `migrate` for another process to have migrated); its writes
+    /// wake held reads through `notifier`. `progress` says how far the
+    /// opening got (`/readyz` reads it while the server starts).
     pub async fn open(
         &self,
         options: &StoreOptions,
         clock: Arc<dyn Clock>,
         notifier: Arc<Notifier>,
+        progress: &Progress,
     ) -> anyhow::Result<Arc<dyn Store>> {
         let (retention, bounds) = (options.retention.clone(), options.bounds);
         Ok(match self.location() {
             Location::Postgres(connect) => Arc::new(Engine::new(
-                PgBackend::connect(connect, options, clock, notifier.clone()).await?,
+                PgBackend::connect(connect, options, clock, notifier.clone(), progress).await?,
                 retention,
                 bounds,
                 notifier,
@@ -43,27 +47,35 @@ impl DatabaseUrl {
         })
     }
 
-    /// Create the schema or bring it up to date, then close: `abstore
-    /// migrate`, and the archive tools before they write (`import --apply`),
-    /// through the store's own opener.
-    pub async fn migrate(&self) -> anyhow::Result<()> {
-        self.migrate_in_batches(StoreOptions::default().migrate_batch_rows)
+    /// Create the schema or bring it up to date, then close: the archive
+    /// tools before they write (`import --apply`), with the default bounds.
+    pub async fn migrate(&self) -> anyhow::Result<MigrationReport> {
+        self.migrate_with(&MigrationSettings::default(), &Progress::default())
             .await
     }
 
-    /// [`Self::migrate`], converting `batch_rows` rows per transaction
-    /// (`--migrate-batch-rows`).
-    pub async fn migrate_in_batches(&self, batch_rows: u32) -> anyhow::Result<()> {
-        let options = StoreOptions {
-            pool_size: 1,
-            migrate: true,
-            migrate_batch_rows: batch_rows,
-            retention: Retention::disabled(),
-            ..StoreOptions::default()
-        };
-        self.open(&options, Arc::new(SystemClock), Arc::new(Notifier::new()))
-            .await
-            .with_context(|| format!("migrating {self}"))?;
-        Ok(())
+    /// [`Self::migrate`] within `settings` (`abstore migrate`'s flags): what
+    /// was applied and how long each step took. On PostgreSQL it shares
+    /// the servers' migration lock and guarantees
+    /// (`store/postgres/migrate/`); a SQLite file another process serves
+    /// is refused.
+    pub async fn migrate_with(
+        &self,
+        settings: &MigrationSettings,
+        progress: &Progress,
+    ) -> anyhow::Result<MigrationReport> {
+        let now_ms = SystemClock.now_ms();
+        match self.location() {
+            Location::Postgres(connect) => {
+                postgres::migrate(connect, settings, now_ms, progress).await
+            }
+            Location::Sqlite(location) => {
+                let (location, settings) = (location.clone(), *settings);
+                tokio::task::spawn_blocking(move || sqlite::migrate(&location, &settings, now_ms))
+                    .await
+                    .context("the SQLite migration task failed")?
+            }
+        }
+        .with_context(|| format!("migrating {self}"))
     }
 }

@@ -1,6 +1,7 @@
 //! The settings both backends open with ([`StoreOptions`]).
 
 use super::bounds::Bounds;
+use super::migration::MigrationSettings;
 use super::{retention, rows};
 
 /// Settings shared by both backends.
@@ -10,12 +11,12 @@ pub struct StoreOptions {
     pub pool_size: u32,
     /// PostgreSQL connections opened at start and kept open.
     pub min_connections: u32,
-    /// Run embedded migrations on open.
+    /// Run embedded migrations on open (else, on PostgreSQL, wait for
+    /// another process to have run them).
     pub migrate: bool,
-    /// Events a migration converts per transaction (migration 0011 fills
-    /// the `type` column of older events), so no write lock is held for a
-    /// whole table.
-    pub migrate_batch_rows: u32,
+    /// Their bounds: backfill batches, waiting for another process's
+    /// migration, table lock timeouts.
+    pub migration: MigrationSettings,
     /// The artifact retention applied by puts and deposits.
     pub retention: retention::Retention,
     /// The bounds of the collections clients grow.
@@ -59,7 +60,7 @@ impl Default for StoreOptions {
             pool_size: 16,
             min_connections: 4,
             migrate: true,
-            migrate_batch_rows: 10_000,
+            migration: MigrationSettings::default(),
             retention: retention::Retention::default(),
             bounds: Bounds::default(),
             acquire_timeout: std::time::Duration::from_secs(10),

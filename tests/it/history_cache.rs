@@ -562,3 +562,109 @@ async fn the_cache_picks_zstd_exactly_when_the_compression_layer_would() {
         "{before:?} → {after:?}"
     );
 }
+
+/// The HTTP chunks of `path`'s answer asked in zstd by a raw client (as a
+/// client decoding each read apart sees them): each chunk's data, and
+/// where the zstd frames of their concatenation end.
+async fn zstd_chunks(base: &str, path: &str, agent: &str) -> (Vec<Vec<u8>>, Vec<usize>) {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nX-Autobuild-Version: {VERSION}\r\n\
+         X-Autobuild-Protocol-Version: {PROTOCOL}\r\nAccept-Encoding: zstd\r\n\
+         User-Agent: {agent}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).await.unwrap();
+    let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+    assert!(head.contains("content-encoding: zstd"), "{path}: {head}");
+    let mut body = &got[head_end + 4..];
+    let mut chunks = Vec::new();
+    if head.contains("transfer-encoding: chunked") {
+        loop {
+            let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
+            body = &body[line + 2..];
+            if size == 0 {
+                break;
+            }
+            chunks.push(body[..size].to_vec());
+            body = &body[size + 2..];
+        }
+    } else {
+        chunks.push(body.to_vec());
+    }
+    let whole = chunks.concat();
+    let mut frame_ends = Vec::new();
+    let mut at = 0;
+    while at < whole.len() {
+        let size = zstd::zstd_safe::find_frame_compressed_size(&whole[at..])
+            .unwrap_or_else(|e| panic!("{path}: no zstd frame at {at}: {e}"));
+        at += size;
+        frame_ends.push(at);
+    }
+    assert!(
+        zstd::decode_all(&whole[..]).is_ok(),
+        "{path}: the frames decode"
+    );
+    (chunks, frame_ends)
+}
+
+/// A zstd answer from the history cache is several frames, but no HTTP
+/// chunk of it ends where a frame ends except the last (issue 49:
+/// httpx's and urllib3 2.0–2.5's decoders fail on a read of the body that
+/// ends there, and each chunk is at least one read), from the database and
+/// from the cache, whole and from any `since`; a short answer is one chunk.
+/// Python's clients, known by their User-Agent, get one frame.
+#[tokio::test]
+async fn no_zstd_chunk_ends_where_a_frame_ends() {
+    let (server, _) = server("sqlite::memory:", &[]).await;
+    let base = server.url().to_owned();
+    build_with_events(&base, "seams", 12 * CHUNK as usize + 3).await;
+    build_with_events(&base, "small", CHUNK as usize + 2).await;
+    let events = "/builds/seams/events";
+    // The log's first read teaches where it ends.
+    get(&format!("{base}{events}?since=0"), "identity").await;
+    let mut frames_seen = 0;
+    for (since, what) in [
+        (0, "from the database"),
+        (0, "from the cache"),
+        (CHUNK - 1, "a live head"),
+        (CHUNK, "a chunk's end"),
+        (5 * CHUNK + 3, "in a chunk"),
+    ] {
+        let path = format!("{events}?since={since}");
+        let (chunks, frame_ends) = zstd_chunks(&base, &path, "abstore-test").await;
+        assert!(frame_ends.len() > 3, "{what}: {} frames", frame_ends.len());
+        frames_seen += frame_ends.len();
+        let mut at = 0;
+        for chunk in &chunks[..chunks.len() - 1] {
+            at += chunk.len();
+            assert!(
+                !frame_ends.contains(&at),
+                "{what} ({path}): a chunk ends where a frame ends, at byte {at} of {}",
+                frame_ends.last().unwrap()
+            );
+        }
+    }
+    assert!(frames_seen > 20);
+    // A short answer (`[`, a prefix and a live tail, `]`): one chunk.
+    get(&format!("{base}/builds/small/events?since=0"), "identity").await;
+    let (chunks, frame_ends) =
+        zstd_chunks(&base, "/builds/small/events?since=0", "abstore-test").await;
+    assert!(frame_ends.len() > 1, "{frame_ends:?}");
+    assert_eq!(chunks.len(), 1, "{} chunks", chunks.len());
+    // httpx (and requests, urllib3) by their own User-Agent: one frame.
+    for agent in [
+        "python-httpx/0.29.0",
+        "python-requests/2.34.2",
+        "python-urllib3/2.8.0",
+    ] {
+        let (_, frame_ends) = zstd_chunks(&base, &format!("{events}?since=0"), agent).await;
+        assert_eq!(frame_ends.len(), 1, "{agent}: {} frames", frame_ends.len());
+    }
+}

@@ -4,7 +4,8 @@
 //! once, where twenty binaries linked them twenty times.
 //!
 //! A test that needs a service says so by a token in its name (`postgres`,
-//! `s3`, `nginx`, `node`, `bun`, `autobuild_reference`, `autobuild_ticket_contract`)
+//! `s3`, `nginx`, `node`, `bun`, `curl`, `python`, `go`, `autobuild_reference`,
+//! `autobuild_ticket_contract`)
 //! or by its module
 //! (`pg_outage`, `storage_full`); scripts/test leaves out what the machine
 //! cannot run and counts it as skipped (docs/conformance.md, "Services").
@@ -24,9 +25,13 @@ mod compose;
 mod conformance_suite;
 mod connections;
 mod crash;
+mod cut_answers;
 mod fuzz;
 mod held_reads;
 mod history_cache;
+mod hostile_imports;
+mod http_clients;
+mod migrations;
 mod operations;
 mod pg_latency;
 mod pg_outage;

@@ -361,7 +361,7 @@ async fn compressed_reads(server: ServerBuilder) {
 /// `bun` (the test names carry it: scripts/test leaves a test out when its
 /// runtime is absent, and .ci/run installs both).
 async fn fetch_decodes(runtime: &str) {
-    let Some(program) = javascript_runtime(runtime) else {
+    let Some(program) = support::installed(runtime) else {
         abstore_testkit::skip::skipped(
             &format!("compressed reads through {runtime}'s fetch"),
             &format!("{runtime} is not installed"),
@@ -430,20 +430,6 @@ async fn fetch_decodes(runtime: &str) {
     // decoder, not the crate that encoded them, reads both).
     assert_eq!(seen[6]["encoding"], "br", "{runtime}: {seen}");
     assert_eq!(seen[7]["encoding"], "br", "{runtime}: {seen}");
-}
-
-/// `name` on PATH, or (Bun) where `ABSTORE_TEST_BUN` points.
-fn javascript_runtime(name: &str) -> Option<std::path::PathBuf> {
-    if name == "bun"
-        && let Some(path) = std::env::var_os("ABSTORE_TEST_BUN")
-    {
-        return Some(path.into());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|candidate| candidate.is_file())
-    })
 }
 
 #[tokio::test]

@@ -4,34 +4,47 @@
 //! Two passes. The plan pass decides what can be imported: which
 //! resources (a resource whose events cannot be carried exactly is left
 //! out whole, with everything it owns, because abstore's sequences have no
-//! gaps), which streams, and the per-scope counters Autobuild never had
-//! (§4.3 item 4). The emit pass reads the tables again in key order and
-//! sends rows; only artifacts and ticket assets are judged there, one by
-//! one, since nothing before them depends on them. Memory holds ids,
-//! stream rows (not chunks) and the blob verdicts, never a table's data.
+//! gaps), which streams (with their chunks), and the per-scope counters
+//! Autobuild never had (§4.3 item 4). The emit pass reads the tables again
+//! in key order and sends rows; only artifacts and ticket assets are judged
+//! there, one by one, since nothing before them depends on them. Memory
+//! holds ids, stream rows (not chunks) and the blob verdicts, never a
+//! table's data.
 //!
-//! - `local/plan.rs`: the plan pass; `local/emit.rs`: the emit pass.
+//! Every row is someone else's (docs/security.md, "Files we import"): each
+//! column is read as whatever SQLite holds there (`cell_text`,
+//! `cell_int`), so a BLOB where text belongs or text in an integer column
+//! is that row's problem, reported, not the import's end; and every row
+//! sent passes its write route's checks (`archive::checks`) and, for
+//! events, the catalogs of a client abstore serves.
+//!
+//! - `local/plan.rs`: the plan pass; `local/emit.rs`: the emit pass;
+//!   `local/rows.rs`: building archive rows from source rows (both passes).
 //! - Here: opening the store (a private copy), the reader's state and
-//!   helpers, and where the blobs are ([`SourceBlobs`]).
+//!   helpers.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use sha2::{Digest as _, Sha256};
+use rusqlite::types::ValueRef;
 use tokio::sync::mpsc;
 
+use super::catalogs::EventCatalogs;
 use super::report::Report;
 use super::schema::{self, Shape};
+use super::source_blobs::SourceBlobs;
 use crate::archive::export::Item;
-use crate::archive::format::Val;
+use crate::archive::format::{MAX_BLOB_BYTES, Val};
+use crate::archive::source_files::{self, Hashed, Links};
+use crate::archive::temp::TempDir;
 use crate::protocol::ident;
 use crate::protocol::time::{format_iso, parse_iso};
 use crate::store::AssetEntry;
 
 mod emit;
 mod plan;
+mod rows;
 
 /// The only stream format Autobuild writes and abstore serves.
 const STREAM_FORMAT: &str = "ai-ui-message-stream/v1";
@@ -122,6 +135,10 @@ enum BlobState {
     Corrupt,
     /// The reference is not 64 lowercase hex digits.
     Malformed,
+    /// Not a regular file (a FIFO, a device, a link…): never read.
+    Special(&'static str),
+    /// Larger than an archive carries, or than its entry says: not read.
+    TooLarge(u64),
 }
 
 /// A `streams` row, kept between the passes.
@@ -176,9 +193,12 @@ impl LocalStore {
     /// Opens the store at `path`: the state directory (`autobuild.sqlite`
     /// and `blobs/` inside) or the database file itself (blobs beside it).
     /// The database is copied with its `-wal` and `-shm` sidecars first
-    /// (§1.0): the copy is one consistent state even if Autobuild writes
-    /// meanwhile, and the original is never opened, so never changed.
-    pub fn open(path: &Path) -> anyhow::Result<LocalStore> {
+    /// (§1.0), into a private directory under `temp_base`: the copy is one
+    /// consistent state even if Autobuild writes meanwhile, and the original
+    /// is never opened by SQLite, so never changed. Each file must be a
+    /// regular file (a sidecar not even a link), copied as long as it was
+    /// when opened: a FIFO or a device is refused, not waited on.
+    pub fn open(path: &Path, temp_base: &Path) -> anyhow::Result<LocalStore> {
         let (db, root) = if path.is_dir() {
             (path.join("autobuild.sqlite"), path.to_path_buf())
         } else {
@@ -187,25 +207,27 @@ impl LocalStore {
                 .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
             (path.to_path_buf(), root)
         };
-        if !db.is_file() {
+        let copy = TempDir::new_in(temp_base, &format!("{}local-", super::TEMP_PREFIX))?;
+        let target = copy.path().join("autobuild.sqlite");
+        let refused = |err: anyhow::Error| {
+            err.context(format!(
+                "{} cannot be read as an Autobuild local store; nothing was read",
+                path.display()
+            ))
+        };
+        if !source_files::copy(&db, &target, Links::Follow).map_err(refused)? {
             bail!(
                 "{} is not an Autobuild local store: {} does not exist",
                 path.display(),
                 db.display()
             );
         }
-        let copy = TempDir::new("abstore-autobuild")?;
-        let target = copy.path.join("autobuild.sqlite");
-        std::fs::copy(&db, &target).with_context(|| format!("copying {}", db.display()))?;
         for suffix in ["-wal", "-shm"] {
             let mut side = db.clone().into_os_string();
             side.push(suffix);
-            let side = PathBuf::from(side);
-            if side.exists() {
-                let mut to = target.clone().into_os_string();
-                to.push(suffix);
-                std::fs::copy(&side, &to).with_context(|| format!("copying {}", side.display()))?;
-            }
+            let mut to = target.clone().into_os_string();
+            to.push(suffix);
+            source_files::copy(Path::new(&side), Path::new(&to), Links::Refuse).map_err(refused)?;
         }
         let conn = rusqlite::Connection::open_with_flags(
             &target,
@@ -254,7 +276,7 @@ impl LocalStore {
     /// in `report` what cannot be imported and why.
     pub fn read(
         &self,
-        catalog: Option<&(String, abstore_catalog::Catalogs)>,
+        catalogs: &EventCatalogs,
         extra: Vec<(usize, Vec<Val>)>,
         tx: &mpsc::Sender<Item>,
         report: &mut Report,
@@ -264,7 +286,7 @@ impl LocalStore {
         }
         let mut reader = Reader {
             store: self,
-            catalog,
+            catalogs,
             report,
             blobs: HashMap::new(),
             owners: HashMap::new(),
@@ -290,7 +312,7 @@ struct OwnerInfo {
 
 struct Reader<'a> {
     store: &'a LocalStore,
-    catalog: Option<&'a (String, abstore_catalog::Catalogs)>,
+    catalogs: &'a EventCatalogs,
     report: &'a mut Report,
     blobs: HashMap<String, BlobState>,
     /// The resources that will be imported.
@@ -305,8 +327,50 @@ struct Reader<'a> {
     extra: Vec<(usize, Vec<Val>)>,
 }
 
-fn text(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    row.get(i)
+/// A text column of a source row, whatever SQLite holds there: `None` for
+/// NULL, the reason for anything but UTF-8 text (a BLOB where a slug
+/// belongs is that row's problem, not the import's).
+fn cell_text(row: &rusqlite::Row<'_>, i: usize, column: &str) -> Result<Option<String>, String> {
+    match row.get_ref(i).map_err(|err| err.to_string())? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(bytes) => String::from_utf8(bytes.to_vec())
+            .map(Some)
+            .map_err(|_| format!("its {column} is not UTF-8")),
+        ValueRef::Integer(n) => Err(format!("its {column} is the number {n}, not text")),
+        ValueRef::Real(f) => Err(format!("its {column} is the number {f}, not text")),
+        ValueRef::Blob(bytes) => Err(format!(
+            "its {column} is a BLOB ({:?}), not text",
+            short(&String::from_utf8_lossy(bytes))
+        )),
+    }
+}
+
+/// A required text column ([`cell_text`]).
+fn required_text(row: &rusqlite::Row<'_>, i: usize, column: &str) -> Result<String, String> {
+    cell_text(row, i, column)?.ok_or_else(|| format!("its {column} is NULL"))
+}
+
+/// An integer column of a source row, whatever SQLite holds there (text in
+/// an integer column, a REAL from an overflowing sum).
+fn cell_int(row: &rusqlite::Row<'_>, i: usize, column: &str) -> Result<Option<i64>, String> {
+    match row.get_ref(i).map_err(|err| err.to_string())? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Integer(n) => Ok(Some(n)),
+        ValueRef::Real(f) => Err(format!("its {column} is the number {f}, not an integer")),
+        ValueRef::Text(bytes) => Err(format!(
+            "its {column} is the text {:?}, not an integer",
+            short(&String::from_utf8_lossy(bytes))
+        )),
+        ValueRef::Blob(bytes) => Err(format!(
+            "its {column} is a BLOB of {} bytes, not an integer",
+            bytes.len()
+        )),
+    }
+}
+
+/// A required integer column ([`cell_int`]).
+fn required_int(row: &rusqlite::Row<'_>, i: usize, column: &str) -> Result<i64, String> {
+    cell_int(row, i, column)?.ok_or_else(|| format!("its {column} is NULL"))
 }
 
 fn time(value: Option<&str>) -> Result<Option<i64>, String> {
@@ -314,7 +378,7 @@ fn time(value: Option<&str>) -> Result<Option<i64>, String> {
         None => Ok(None),
         Some(t) => parse_iso(t)
             .map(Some)
-            .ok_or_else(|| format!("time {t:?} is not ISO-8601")),
+            .ok_or_else(|| format!("time {:?} is not ISO-8601", short(t))),
     }
 }
 
@@ -329,17 +393,6 @@ fn opt(value: Option<String>) -> Val {
 
 fn opt_int(value: Option<i64>) -> Val {
     value.map_or(Val::Null, Val::Int)
-}
-
-fn fit(what: &str, value: &str) -> Result<(), String> {
-    match ident::check(value) {
-        Ok(()) => Ok(()),
-        Err(ident::Unfit::Nul) => Err(format!("{what} contains NUL")),
-        Err(ident::Unfit::TooLong { bytes }) => Err(format!(
-            "{what} is {bytes} bytes (abstore's limit is {})",
-            ident::MAX_ID_BYTES
-        )),
-    }
 }
 
 fn short(id: &str) -> String {
@@ -362,118 +415,64 @@ impl Reader<'_> {
             .collect()
     }
 
-    fn blob(&mut self, address: &str) -> anyhow::Result<BlobState> {
+    /// What the blob at `address` is; `promised` is the size its row says it
+    /// has (a manifest entry's), and no more than that is read.
+    fn blob(&mut self, address: &str, promised: Option<u64>) -> anyhow::Result<BlobState> {
         if let Some(state) = self.blobs.get(address) {
             return Ok(*state);
         }
-        let state = if address.len() != 64
+        if address.len() != 64
             || !address
                 .bytes()
                 .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         {
-            BlobState::Malformed
-        } else {
-            match self.store.blobs.hash(address)? {
-                None => BlobState::Missing,
-                Some((digest, size)) if digest == address => BlobState::Ok(size),
-                Some(_) => BlobState::Corrupt,
-            }
+            self.blobs.insert(address.to_owned(), BlobState::Malformed);
+            return Ok(BlobState::Malformed);
+        }
+        let max = promised.unwrap_or(MAX_BLOB_BYTES);
+        let state = match self.store.blobs.hash(address, max)? {
+            Hashed::Absent => BlobState::Missing,
+            Hashed::Special(what) => BlobState::Special(what),
+            Hashed::TooLarge(size) => BlobState::TooLarge(size),
+            Hashed::Ok(digest, size) if digest == address => BlobState::Ok(size),
+            Hashed::Ok(..) => BlobState::Corrupt,
         };
-        self.blobs.insert(address.to_owned(), state);
+        // Too large for one row's promise is not too large for another's.
+        if !matches!(state, BlobState::TooLarge(_)) || max >= MAX_BLOB_BYTES {
+            self.blobs.insert(address.to_owned(), state);
+        }
         Ok(state)
     }
 
-    /// Why a blob cannot be carried, or its size.
-    fn blob_verdict(&mut self, address: &str) -> anyhow::Result<Result<u64, &'static str>> {
-        Ok(match self.blob(address)? {
+    /// Its size, or why a blob cannot be carried: the kind of problem (for
+    /// the report) and a detail for its example (may be empty).
+    fn blob_verdict(
+        &mut self,
+        address: &str,
+        promised: Option<u64>,
+    ) -> anyhow::Result<Result<u64, (&'static str, String)>> {
+        let none = String::new;
+        Ok(match self.blob(address, promised)? {
             BlobState::Ok(size) => Ok(size),
-            BlobState::Missing => Err("whose blob is missing"),
-            BlobState::Corrupt => Err("whose blob's bytes do not hash to its name"),
-            BlobState::Malformed => Err("whose blob reference is not a SHA-256 hex digest"),
+            BlobState::Missing => Err(("whose blob is missing", none())),
+            BlobState::Corrupt => Err(("whose blob's bytes do not hash to its name", none())),
+            BlobState::Malformed => {
+                Err(("whose blob reference is not a SHA-256 hex digest", none()))
+            }
+            BlobState::Special(what) => Err((
+                "whose blob is not a regular file (not read)",
+                format!("it is {what}"),
+            )),
+            BlobState::TooLarge(size) => match promised {
+                Some(promised) if size > promised => Err((
+                    "whose blob is larger than its manifest entry says (not read)",
+                    format!("{size} bytes, the entry says {promised}"),
+                )),
+                _ => Err((
+                    "whose blob is larger than an archive carries (not read)",
+                    format!("{size} bytes, over {MAX_BLOB_BYTES}"),
+                )),
+            },
         })
-    }
-}
-
-/// Where a source's blobs are.
-pub enum SourceBlobs {
-    /// Autobuild's local layout: `<dir>/<first two hex digits>/<sha256>`.
-    Sharded(PathBuf),
-    /// Autobuild's PostgreSQL deployments: `<prefix>/<sha256>` in an object
-    /// store (or a directory), read from a blocking thread through `runtime`.
-    Flat {
-        store: std::sync::Arc<dyn object_store::ObjectStore>,
-        runtime: tokio::runtime::Handle,
-    },
-}
-
-impl SourceBlobs {
-    /// The SHA-256 (hex) and size of a blob, `None` when absent.
-    fn hash(&self, address: &str) -> anyhow::Result<Option<(String, u64)>> {
-        let mut digest = Sha256::new();
-        let mut size = 0u64;
-        match self {
-            SourceBlobs::Sharded(dir) => {
-                let path = dir.join(&address[..2]).join(address);
-                let mut file = match std::fs::File::open(&path) {
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(err) => {
-                        return Err(err).with_context(|| format!("opening {}", path.display()));
-                    }
-                    Ok(file) => file,
-                };
-                let mut buf = vec![0; 1 << 16];
-                loop {
-                    let n = file
-                        .read(&mut buf)
-                        .with_context(|| format!("reading {}", path.display()))?;
-                    if n == 0 {
-                        break;
-                    }
-                    digest.update(&buf[..n]);
-                    size += n as u64;
-                }
-            }
-            SourceBlobs::Flat { store, runtime } => {
-                let Some(bytes) = runtime.block_on(flat_get(store.as_ref(), address))? else {
-                    return Ok(None);
-                };
-                digest.update(&bytes);
-                size = bytes.len() as u64;
-            }
-        }
-        Ok(Some((hex::encode(digest.finalize()), size)))
-    }
-}
-
-/// A flat-layout blob's bytes, `None` when absent.
-pub async fn flat_get(
-    store: &dyn object_store::ObjectStore,
-    address: &str,
-) -> anyhow::Result<Option<bytes::Bytes>> {
-    use object_store::ObjectStoreExt as _;
-    match store.get(&object_store::path::Path::from(address)).await {
-        Ok(found) => Ok(Some(found.bytes().await?)),
-        Err(object_store::Error::NotFound { .. }) => Ok(None),
-        Err(err) => Err(anyhow::Error::new(err).context(format!("reading source blob {address}"))),
-    }
-}
-
-/// A directory under the system's temporary directory, removed with its
-/// contents when dropped.
-pub struct TempDir {
-    pub path: PathBuf,
-}
-
-impl TempDir {
-    pub fn new(prefix: &str) -> anyhow::Result<TempDir> {
-        let path = std::env::temp_dir().join(format!("{prefix}-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(TempDir { path })
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.path).ok();
     }
 }

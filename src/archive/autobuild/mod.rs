@@ -8,28 +8,34 @@
 //!
 //! - [`schema`]: which local version a database is, or why it is refused.
 //! - [`local`]: the local store's reader (SQLite copy plus blob directory).
+//! - [`source_blobs`]: where a source's blobs are, read as hostile files.
+//! - [`catalogs`]: the catalogs an imported event must pass.
 //! - [`postgres`]: the PostgreSQL store, transcoded into a local-store-shaped
 //!   SQLite copy that [`local`] then reads; [`js`] writes its JSON as
 //!   Autobuild's server (Bun's `JSON.stringify`) served it.
 //! - [`report`]: what was read, carried, left out and noticed.
 
+pub mod catalogs;
 pub mod js;
 pub mod local;
 pub mod postgres;
 pub mod report;
 pub mod schema;
+pub mod source_blobs;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::anyhow;
 use tokio::sync::mpsc;
 
-use self::local::{LocalStore, SourceBlobs, TempDir};
+use self::catalogs::EventCatalogs;
+use self::local::LocalStore;
 use self::report::Report;
 use super::export::{BlobSource, CHANNEL_ROWS, write_archive};
 use super::format::Counts;
 use super::import::{ImportOptions, ImportReport};
 use super::output::AtomicOutput;
+use super::temp::{self, TempDir};
 use crate::store::DatabaseUrl;
 
 /// The archive header's `source` for a local store.
@@ -64,12 +70,29 @@ pub struct SourceOptions {
     /// The state directory (`autobuild.sqlite`, `blobs/`) or the database
     /// file; for PostgreSQL, the database URL.
     pub path: PathBuf,
-    /// `VERSION/PROTOCOL`: report events this client's catalogs would refuse.
+    /// `VERSION/PROTOCOL`: the client whose catalogs judge the events
+    /// (without it, any client abstore's embedded catalogs know).
     pub catalog_for: Option<String>,
+    /// Where the private temporary copies go (`--temp-dir`; the system's
+    /// temporary directory without it).
+    pub temp_dir: Option<PathBuf>,
     pub quiet: bool,
 }
 
+/// The prefix of every temporary directory an Autobuild import makes.
+const TEMP_PREFIX: &str = "abstore-autobuild-";
+
+/// Removes what killed imports left in the temporary directory, for the
+/// report.
+fn sweep(source: &SourceOptions) -> u64 {
+    temp::sweep(&source.temp_base(), TEMP_PREFIX) as u64
+}
+
 impl SourceOptions {
+    fn temp_base(&self) -> PathBuf {
+        temp::base(self.temp_dir.as_deref())
+    }
+
     /// The source for messages: the local path, or the PostgreSQL URL
     /// without its password.
     pub fn describe(&self) -> String {
@@ -97,10 +120,12 @@ pub async fn export(
     out: &Path,
     force: bool,
 ) -> anyhow::Result<(Counts, Report)> {
+    let swept = sweep(source);
     let output = AtomicOutput::new(out, force)?;
-    let result = write_local(source, output.tmp_path()).await?;
+    let (counts, mut report) = write_local(source, output.tmp_path()).await?;
     output.commit()?;
-    Ok(result)
+    note_swept(&mut report, source, swept);
+    Ok((counts, report))
 }
 
 /// `import --from autobuild-local PATH`: the archive of the store, written
@@ -111,9 +136,11 @@ pub async fn import(
     blobs: String,
     apply: bool,
 ) -> anyhow::Result<(ImportReport, Report)> {
-    let tmp = TempDir::new("abstore-autobuild-import")?;
-    let file = tmp.path.join("store.archive");
-    let (_, report) = write_local(source, &file).await?;
+    let swept = sweep(source);
+    let tmp = TempDir::new_in(&source.temp_base(), &format!("{TEMP_PREFIX}import-"))?;
+    let file = tmp.path().join("store.archive");
+    let (_, mut report) = write_local(source, &file).await?;
+    note_swept(&mut report, source, swept);
     let options = ImportOptions {
         file,
         database,
@@ -125,48 +152,31 @@ pub async fn import(
     Ok((imported, report))
 }
 
-/// The catalogs `--catalog-for VERSION/PROTOCOL` names (embedded index).
-fn catalogs_for(identity: &str) -> anyhow::Result<(String, abstore_catalog::Catalogs)> {
-    let parsed: crate::protocol::clients::ClientIdentity = identity
-        .parse()
-        .map_err(|why: String| anyhow!("--catalog-for: {why}"))?;
-    let index = abstore_catalog::VersionedCatalogs::embedded()
-        .context("compiling the embedded catalogs")?;
-    let catalogs = index
-        .for_identity(&parsed.version, parsed.protocol.as_str())
-        .ok_or_else(|| {
-            let known: Vec<String> = index
-                .identities()
-                .map(|(v, p)| format!("{v}/{p}"))
-                .collect();
-            anyhow!(
-                "--catalog-for {parsed}: the embedded catalogs have no set for it (known: {})",
-                known.join(", ")
-            )
-        })?;
-    Ok((parsed.to_string(), catalogs.clone()))
+fn note_swept(report: &mut Report, source: &SourceOptions, swept: u64) {
+    report.notes(
+        "temporary directories killed imports had left (removed)",
+        swept,
+        || source.temp_base().display().to_string(),
+    );
 }
 
 async fn write_local(source: &SourceOptions, path: &Path) -> anyhow::Result<(Counts, Report)> {
-    let catalog = source
-        .catalog_for
-        .as_deref()
-        .map(catalogs_for)
-        .transpose()?;
+    let catalogs = EventCatalogs::embedded(source.catalog_for.as_deref())?;
+    let base = source.temp_base();
     let mut store = match &source.kind {
-        SourceKind::Local => LocalStore::open(&source.path)?,
-        SourceKind::Postgres { url, source_blobs } => postgres::open(url, source_blobs).await?,
+        SourceKind::Local => LocalStore::open(&source.path, &base)?,
+        SourceKind::Postgres { url, source_blobs } => {
+            postgres::open(url, source_blobs, &base).await?
+        }
     };
-    let blobs = match store.blobs() {
-        SourceBlobs::Sharded(dir) => BlobSource::Sharded(dir.clone()),
-        SourceBlobs::Flat { store, .. } => BlobSource::Flat(store.clone()),
-    };
+    let blobs = BlobSource::Source(store.blobs().clone());
     let (tx, rx) = mpsc::channel(CHANNEL_ROWS);
     let mut report = std::mem::take(&mut store.seed);
+    report.catalogs = catalogs.name.clone();
     let extra = std::mem::take(&mut store.extra);
     let reader = tokio::task::spawn_blocking(move || {
         store
-            .read(catalog.as_ref(), extra, &tx, &mut report)
+            .read(&catalogs, extra, &tx, &mut report)
             .map(|()| report)
     });
     let written = write_archive(path, source.kind.name(), rx, &blobs, source.quiet).await;
@@ -175,6 +185,6 @@ async fn write_local(source: &SourceOptions, path: &Path) -> anyhow::Result<(Cou
         .map_err(|err| anyhow!("the store reader failed: {err}"))?;
     // A writer error first (the reader then only saw the channel close).
     let counts = written?;
-    let report = read.with_context(|| format!("reading {}", source.describe()))?;
+    let report = read.map_err(|err| err.context(format!("reading {}", source.describe())))?;
     Ok((counts, report))
 }

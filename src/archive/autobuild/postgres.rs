@@ -13,7 +13,8 @@
 //! records directly, held in memory (a team's tickets, not its history);
 //! the auth family is not read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
@@ -21,10 +22,13 @@ use futures_util::TryStreamExt as _;
 use object_store::ObjectStore;
 use sqlx::{Connection as _, Executor as _, Row as _};
 
-use super::local::{LocalStore, SourceBlobs, TempDir};
+use super::local::LocalStore;
 use super::report::Report;
 use super::schema;
+use super::source_blobs::SourceBlobs;
+use crate::archive::checks;
 use crate::archive::format::Val;
+use crate::archive::temp::{self, TempDir};
 use crate::tickets::text::{json_string, json_strings};
 
 /// The build family's versions abstore knows (§3.2).
@@ -57,8 +61,9 @@ enum Carry {
     Bool,
 }
 
-/// Opens the store at `url` (blobs at `source_blobs`) as a local store.
-pub async fn open(url: &str, source_blobs: &str) -> anyhow::Result<LocalStore> {
+/// Opens the store at `url` (blobs at `source_blobs`) as a local store,
+/// transcoded into a private directory under `temp_base`.
+pub async fn open(url: &str, source_blobs: &str, temp_base: &Path) -> anyhow::Result<LocalStore> {
     let blobs = open_blobs(source_blobs)?;
     let mut conn = sqlx::PgConnection::connect(url)
         .await
@@ -127,8 +132,12 @@ pub async fn open(url: &str, source_blobs: &str) -> anyhow::Result<LocalStore> {
     } else {
         Vec::new()
     };
-    let copy = TempDir::new("abstore-autobuild-pg")?;
-    let mut sqlite = rusqlite::Connection::open(copy.path.join("autobuild.sqlite"))?;
+    let copy = TempDir::new_in(temp_base, &format!("{}pg-", super::TEMP_PREFIX))?;
+    // Created private (0600) before SQLite opens it (an empty file is an
+    // empty database); SQLite gives its journal the same mode.
+    let file = copy.path().join("autobuild.sqlite");
+    temp::create_private(&file)?;
+    let mut sqlite = rusqlite::Connection::open(&file)?;
     let tx = sqlite.transaction()?;
     for (table, cols) in &columns {
         copy_table(&mut conn, &tx, table, cols, &mut seed).await?;
@@ -136,42 +145,36 @@ pub async fn open(url: &str, source_blobs: &str) -> anyhow::Result<LocalStore> {
     tx.commit()?;
     conn.execute("ROLLBACK").await?;
     let shape = schema::detect(&sqlite).context("its build-family tables were refused")?;
-    let runtime = tokio::runtime::Handle::current();
-    let mut store = LocalStore::from_parts(
-        sqlite,
-        shape,
-        SourceBlobs::Flat {
-            store: blobs,
-            runtime,
-        },
-        copy,
-    );
+    let mut store = LocalStore::from_parts(sqlite, shape, blobs, copy);
     store.seed = seed;
     store.extra = tickets;
     Ok(store)
 }
 
 /// `--source-blobs`: an object-store URL (with the deployment's
-/// `AB_BLOB_PREFIX` as its path) or a directory holding `<sha256>` files.
-fn open_blobs(location: &str) -> anyhow::Result<Arc<dyn ObjectStore>> {
-    let store: Arc<dyn ObjectStore> = if location.contains("://") && !location.starts_with("file:")
-    {
+/// `AB_BLOB_PREFIX` as its path) or a directory holding `<sha256>` files
+/// (read as the hostile files they may be: `source_files`).
+fn open_blobs(location: &str) -> anyhow::Result<SourceBlobs> {
+    if location.contains("://") && !location.starts_with("file:") {
         let url = url::Url::parse(location).context("--source-blobs")?;
         let (store, prefix) = object_store::parse_url_opts(&url, std::env::vars())?;
-        Arc::new(object_store::prefix::PrefixStore::new(store, prefix))
-    } else {
-        let dir = match url::Url::parse(location) {
-            Ok(url) if url.scheme() == "file" => url
-                .to_file_path()
-                .map_err(|()| anyhow::anyhow!("--source-blobs {location} names no directory"))?,
-            _ => std::path::PathBuf::from(location),
-        };
-        if !dir.is_dir() {
-            bail!("--source-blobs {} is not a directory", dir.display());
-        }
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir)?)
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(object_store::prefix::PrefixStore::new(store, prefix));
+        return Ok(SourceBlobs::Bucket {
+            store,
+            runtime: tokio::runtime::Handle::current(),
+        });
+    }
+    let dir = match url::Url::parse(location) {
+        Ok(url) if url.scheme() == "file" => url
+            .to_file_path()
+            .map_err(|()| anyhow::anyhow!("--source-blobs {location} names no directory"))?,
+        _ => std::path::PathBuf::from(location),
     };
-    Ok(store)
+    if !dir.is_dir() {
+        bail!("--source-blobs {} is not a directory", dir.display());
+    }
+    Ok(SourceBlobs::FlatDir(dir))
 }
 
 fn quote(name: &str) -> String {
@@ -241,13 +244,20 @@ async fn copy_table(
                 ),
                 Carry::Json => match row.try_get::<Option<String>, _>(i)? {
                     None => rusqlite::types::Value::Null,
-                    Some(text) => {
-                        let value: serde_json::Value =
-                            serde_json::from_str(&text).with_context(|| {
-                                format!("{table}.{column} holds JSON serde cannot read")
-                            })?;
-                        rusqlite::types::Value::Text(super::js::stringify(&value))
-                    }
+                    // JSON serde cannot read (nested deeper than 128) stays
+                    // as PostgreSQL printed it: the local reader then
+                    // reports the row it is in, with its build, and leaves
+                    // that out rather than the whole import.
+                    Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+                        Ok(value) => rusqlite::types::Value::Text(super::js::stringify(&value)),
+                        Err(_) => {
+                            report.note(
+                                "JSON values abstore cannot read (their rows are reported below)",
+                                || format!("{table}.{column}"),
+                            );
+                            rusqlite::types::Value::Text(text)
+                        }
+                    },
                 },
                 Carry::Text | Carry::Time => row
                     .try_get::<Option<String>, _>(i)?
@@ -269,7 +279,9 @@ const TICKET_COMMENT: usize = 12;
 /// The ticket family's rows as abstore's records, in archive order
 /// (docs/autobuild-stores.md §4.1): `seq` numbered per team in Autobuild's
 /// listing order (`created_at, id`), texts as JSON string literals, no
-/// history (Autobuild keeps none).
+/// history (Autobuild keeps none). Each record passes the ticket routes'
+/// checks (`archive::checks`); a ticket that does not is left out with its
+/// comments and every blocker naming it, reported.
 async fn read_tickets(
     conn: &mut sqlx::PgConnection,
     tables: &[String],
@@ -298,30 +310,36 @@ async fn read_tickets(
         .fetch_all(&mut *conn)
         .await?;
     let mut out = Vec::new();
+    // Each team's latest kept creation sequence, in team order.
     let mut teams: Vec<(String, i64)> = Vec::new();
     let mut tickets = Vec::new();
+    let mut kept: HashSet<(String, String)> = HashSet::new();
     for row in rows {
+        report.read("ab_tickets", 1);
         let team: String = row.try_get(0)?;
+        let id: String = row.try_get(1)?;
         let body: Option<String> = row.try_get(5)?;
         if body.is_none() {
             report.note(
                 "tickets without a body (imported with an empty one)",
-                || row.try_get::<String, _>(1).unwrap_or_default(),
+                || id.clone(),
             );
         }
-        let labels: Vec<String> = row
-            .try_get::<Option<Vec<String>>, _>(7)?
+        let labels: Vec<Option<String>> = row
+            .try_get::<Option<Vec<Option<String>>>, _>(7)?
             .unwrap_or_default();
-        match teams.last_mut() {
-            Some((t, n)) if *t == team => *n += 1,
-            _ => teams.push((team.clone(), 1)),
-        }
-        report.read("ab_tickets", 1);
-        report.imported("ab_tickets");
-        tickets.push(vec![
-            Val::Text(team),
-            Val::Text(row.try_get(1)?),
-            Val::Int(row.try_get(2)?),
+        let Some(labels) = labels.into_iter().collect::<Option<Vec<String>>>() else {
+            report.problem(
+                "tickets that cannot be carried (with their comments and blockers)",
+                || format!("{team} {id} (a NULL label)"),
+            );
+            continue;
+        };
+        let seq: i64 = row.try_get(2)?;
+        let record = vec![
+            Val::Text(team.clone()),
+            Val::Text(id.clone()),
+            Val::Int(seq),
             row.try_get::<Option<String>, _>(3)?
                 .map_or(Val::Null, Val::Text),
             Val::Text(json_string(&row.try_get::<String, _>(4)?)),
@@ -330,7 +348,21 @@ async fn read_tickets(
             Val::Text(json_strings(&labels)),
             Val::Int(row.try_get(8)?),
             Val::Int(row.try_get(9)?),
-        ]);
+        ];
+        if let Err(why) = checks::row(TICKET, &record) {
+            report.problem(
+                "tickets that cannot be carried (with their comments and blockers)",
+                || format!("{} {} ({why})", short(&team), short(&id)),
+            );
+            continue;
+        }
+        match teams.last_mut() {
+            Some((t, n)) if *t == team => *n = (*n).max(seq),
+            _ => teams.push((team.clone(), seq)),
+        }
+        report.imported("ab_tickets");
+        kept.insert((team, id));
+        tickets.push(record);
     }
     for (team, n) in teams {
         out.push((TICKET_TEAM, vec![Val::Text(team), Val::Int(n)]));
@@ -345,15 +377,31 @@ async fn read_tickets(
         .await?;
         for row in rows {
             report.read("ab_ticket_blockers", 1);
+            let (team, ticket, blocker): (String, String, String) =
+                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            if !kept.contains(&(team.clone(), ticket.clone()))
+                || !kept.contains(&(team.clone(), blocker.clone()))
+            {
+                report.problem(
+                    "ticket blockers naming a ticket that is not carried",
+                    || {
+                        format!(
+                            "{} {} blocked by {}",
+                            short(&team),
+                            short(&ticket),
+                            short(&blocker)
+                        )
+                    },
+                );
+                continue;
+            }
+            let record = vec![Val::Text(team), Val::Text(ticket), Val::Text(blocker)];
+            if let Err(why) = checks::row(TICKET_BLOCKER, &record) {
+                report.problem("ticket blockers that cannot be carried", || why);
+                continue;
+            }
             report.imported("ab_ticket_blockers");
-            out.push((
-                TICKET_BLOCKER,
-                vec![
-                    Val::Text(row.try_get(0)?),
-                    Val::Text(row.try_get(1)?),
-                    Val::Text(row.try_get(2)?),
-                ],
-            ));
+            out.push((TICKET_BLOCKER, record));
         }
     }
     if tables.iter().any(|t| t == "ab_ticket_comments") {
@@ -365,20 +413,50 @@ async fn read_tickets(
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .fetch_all(&mut *conn)
             .await?;
+        // abstore numbers a ticket's comments 1, 2, 3…; Autobuild's own
+        // numbering is kept where it is that, renumbered (noted) where not.
+        let mut numbered: HashMap<(String, String), i64> = HashMap::new();
         for row in rows {
             report.read("ab_ticket_comments", 1);
+            let (team, ticket): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+            if !kept.contains(&(team.clone(), ticket.clone())) {
+                continue;
+            }
+            let stored: i64 = row.try_get(2)?;
+            let seq = numbered.entry((team.clone(), ticket.clone())).or_insert(0);
+            *seq += 1;
+            if stored != *seq {
+                report.note(
+                    "ticket comments renumbered 1, 2, 3… (Autobuild's numbers had gaps)",
+                    || {
+                        format!(
+                            "{} {} comment {stored} as {seq}",
+                            short(&team),
+                            short(&ticket)
+                        )
+                    },
+                );
+            }
+            let record = vec![
+                Val::Text(team),
+                Val::Text(ticket),
+                Val::Int(*seq),
+                Val::Text(json_string(&row.try_get::<String, _>(3)?)),
+                Val::Int(row.try_get(4)?),
+            ];
+            if let Err(why) = checks::row(TICKET_COMMENT, &record) {
+                // Its ticket passed with the same ids: only the time can fail.
+                *seq -= 1;
+                report.problem("ticket comments that cannot be carried", || why);
+                continue;
+            }
             report.imported("ab_ticket_comments");
-            out.push((
-                TICKET_COMMENT,
-                vec![
-                    Val::Text(row.try_get(0)?),
-                    Val::Text(row.try_get(1)?),
-                    Val::Int(row.try_get(2)?),
-                    Val::Text(json_string(&row.try_get::<String, _>(3)?)),
-                    Val::Int(row.try_get(4)?),
-                ],
-            ));
+            out.push((TICKET_COMMENT, record));
         }
     }
     Ok(out)
+}
+
+fn short(id: &str) -> String {
+    crate::protocol::ident::shown(id)
 }

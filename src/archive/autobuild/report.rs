@@ -20,6 +20,8 @@ pub struct Finding {
 pub struct Report {
     /// `L1` … `L6`, or the PostgreSQL store's build-family version.
     pub version: String,
+    /// Whose catalogs judged the events (`0.8.0/2`, or every known client).
+    pub catalogs: String,
     /// Source rows read, by Autobuild table.
     pub read: BTreeMap<&'static str, u64>,
     /// Source rows carried into the archive, by Autobuild table.
@@ -102,6 +104,13 @@ impl std::fmt::Display for Report {
         }
         if self.read.is_empty() {
             out.push_str(" nothing");
+        }
+        if !self.catalogs.is_empty() {
+            let _ = write!(
+                out,
+                "\nevents checked against the catalogs of {}",
+                self.catalogs
+            );
         }
         if !self.repos.is_empty() {
             let repos: Vec<&str> = self.repos.iter().map(String::as_str).take(5).collect();

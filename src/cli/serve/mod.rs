@@ -119,13 +119,16 @@ impl ServeArgs {
             no_migrate,
             max_streamed_reads,
         } = database;
+        let migration = db.migration();
         let DatabaseArgs {
             database,
             db_pool_size,
             db_min_connections,
             db_acquire_timeout_ms,
             db_unavailable_acquire_timeout_ms,
-            migrate_batch_rows,
+            migrate_batch_rows: _,
+            migration_wait_seconds: _,
+            migration_lock_timeout_ms: _,
         } = db;
         let RequestArgs {
             max_artifact_bytes,
@@ -183,7 +186,7 @@ impl ServeArgs {
                 pool_size: db_pool_size,
                 min_connections: db_min_connections,
                 migrate: !no_migrate,
-                migrate_batch_rows,
+                migration,
                 retention,
                 bounds: bounds.into(),
                 acquire_timeout: Duration::from_millis(db_acquire_timeout_ms),
@@ -238,7 +241,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         settings.database.to_string(),
         crate::store::url::redact(&settings.blobs),
     );
-    let app = crate::app::App::build(settings, shutdown).await?;
+    let app = match crate::app::App::build(settings, shutdown.clone()).await {
+        Ok(app) => app,
+        // SIGTERM while waiting for a migration (say) is a clean stop.
+        Err(err) if shutdown.is_cancelled() => {
+            tracing::info!(error = %format!("{err:#}"), "stopped before serving");
+            return Ok(());
+        }
+        Err(err) => return Err(err),
+    };
     let addr = app.local_addr()?;
     let metrics = app.metrics_addr().transpose()?;
     announce(addr, metrics);
@@ -249,12 +260,25 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     app.serve().await
 }
 
-/// `abstore migrate`.
+/// `abstore migrate`: apply what is pending (on PostgreSQL under the same
+/// lock and guarantees as a starting replica), then print each migration
+/// applied and how long it took.
 pub async fn migrate(db: DatabaseArgs) -> anyhow::Result<()> {
-    DatabaseUrl::parse(&db.database)?
-        .migrate_in_batches(db.migrate_batch_rows)
+    let report = DatabaseUrl::parse(&db.database)?
+        .migrate_with(&db.migration(), &crate::store::Progress::default())
         .await?;
-    tracing::info!("migrations applied");
+    tracing::info!(
+        applied = report.applied.len(),
+        already_applied = report.already_applied,
+        "migrations applied"
+    );
+    let mut text = report.lines().join("\n");
+    text.push('\n');
+    let mut stdout = std::io::stdout();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing the migration report to stdout")?;
     Ok(())
 }
 
@@ -338,6 +362,14 @@ mod tests {
         );
         assert_eq!(store.max_streamed_reads, 8);
         assert!(store.migrate && store.exclusive);
+        assert_eq!(
+            store.migration,
+            crate::store::MigrationSettings {
+                batch_rows: 10_000,
+                wait: Duration::from_secs(600),
+                lock_timeout: Duration::from_millis(50),
+            }
+        );
         assert_eq!(
             store.answer_times,
             AnswerTimes {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::boolish;
+use crate::store::MigrationSettings;
 use crate::store::bounds::{self, Bounds};
 use crate::store::retention::Retention;
 
@@ -48,6 +49,33 @@ pub struct DatabaseArgs {
     /// whole table; a crash keeps the batches done.
     #[arg(long, env = "ABSTORE_MIGRATE_BATCH_ROWS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub migrate_batch_rows: u32,
+
+    /// PostgreSQL: how long a start (or `migrate`) waits for another
+    /// process's migration of the database to finish (and, with
+    /// `--no-migrate`, for another process to apply what this version
+    /// needs), not ready meanwhile, before it gives up naming what it
+    /// waited for. 0: do not wait.
+    #[arg(long, env = "ABSTORE_MIGRATION_WAIT_SECONDS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub migration_wait_seconds: u64,
+
+    /// PostgreSQL: how long one migration statement may wait for a table
+    /// lock, in milliseconds, before its migration is rolled back and tried
+    /// again (until `--migration-wait-seconds`). Writers queue behind a
+    /// statement waiting for a lock, so this bounds how long a migration
+    /// makes them wait.
+    #[arg(long, env = "ABSTORE_MIGRATION_LOCK_TIMEOUT_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub migration_lock_timeout_ms: u64,
+}
+
+impl DatabaseArgs {
+    /// The migrations' bounds these flags give.
+    pub fn migration(&self) -> MigrationSettings {
+        MigrationSettings {
+            batch_rows: self.migrate_batch_rows,
+            wait: std::time::Duration::from_secs(self.migration_wait_seconds),
+            lock_timeout: std::time::Duration::from_millis(self.migration_lock_timeout_ms),
+        }
+    }
 }
 
 impl std::fmt::Debug for DatabaseArgs {
@@ -62,6 +90,8 @@ impl std::fmt::Debug for DatabaseArgs {
                 &self.db_unavailable_acquire_timeout_ms,
             )
             .field("migrate_batch_rows", &self.migrate_batch_rows)
+            .field("migration_wait_seconds", &self.migration_wait_seconds)
+            .field("migration_lock_timeout_ms", &self.migration_lock_timeout_ms)
             .finish()
     }
 }

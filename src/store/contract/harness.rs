@@ -45,7 +45,7 @@ pub(super) async fn open(
     notifier: Arc<Notifier>,
 ) -> anyhow::Result<Arc<dyn Store>> {
     DatabaseUrl::parse(url)?
-        .open(options, clock, notifier)
+        .open(options, clock, notifier, &crate::store::Progress::default())
         .await
 }
 

@@ -1,43 +1,60 @@
 //! Migration 0011's second half on PostgreSQL ([`crate::store::fill_types`]
-//! has the SQL and why). Rows are locked a batch at a time, so replicas of
-//! an older version keep appending meanwhile (their inserts are filled by
-//! the migration's trigger). Replicas migrating at once only repeat each
-//! other's work: a batch skips events that have their type.
+//! has the SQL and why), run by the migration's holder on its own
+//! connection while it holds the migration lock (`migrate/`), so one
+//! process fills and the others wait. Rows are locked a batch at a time,
+//! so replicas of an older version keep appending meanwhile (their inserts
+//! are filled by the migration's trigger).
+
+use std::time::Instant;
 
 use anyhow::Context as _;
-use sqlx::{PgPool, Row as _};
+use sqlx::{PgConnection, Row as _};
 
 use crate::store::fill_types::{self as sql, Key};
+use crate::store::migration::{Phase, Progress};
 use crate::store::statement::Dialect;
 
-/// Whether migration 0011 was applied and its filling left unfinished (see
-/// the SQLite twin's `unfinished`).
-pub(super) async fn unfinished(pool: &PgPool) -> anyhow::Result<bool> {
-    let migrated: bool = sqlx::query_scalar("SELECT to_regclass('event_types_filled') IS NOT NULL")
-        .fetch_one(pool)
-        .await?;
-    Ok(migrated && !filled(pool).await?)
-}
+/// The migration whose second half this is: it runs right after it.
+pub(super) const COMPLETES: i64 = 11;
 
-/// Whether every event has its type (the completion row exists).
-pub(super) async fn filled(pool: &PgPool) -> anyhow::Result<bool> {
+/// Whether every event has its type: migration 0011 was applied and its
+/// completion row exists.
+pub(super) async fn filled(conn: &mut PgConnection) -> anyhow::Result<bool> {
+    let migrated: bool = sqlx::query_scalar("SELECT to_regclass('event_types_filled') IS NOT NULL")
+        .fetch_one(&mut *conn)
+        .await?;
+    if !migrated {
+        return Ok(false);
+    }
     let row = sqlx::query(sql::FILLED)
-        .fetch_optional(pool)
+        .fetch_optional(conn)
         .await
         .context("reading event_types_filled (migration 0011)")?;
     Ok(row.is_some())
 }
 
 /// Fill the types still missing, then record completion; how many events
-/// were filled.
-pub(super) async fn fill(pool: &PgPool, batch_rows: u32, now_ms: i64) -> anyhow::Result<u64> {
-    if filled(pool).await? {
+/// were filled. Each batch is its own transaction; `progress` says how
+/// far it got.
+pub(super) async fn fill(
+    conn: &mut PgConnection,
+    batch_rows: u32,
+    now_ms: i64,
+    progress: &Progress,
+) -> anyhow::Result<u64> {
+    use sqlx::Connection as _;
+    if filled(conn).await? {
         return Ok(0);
     }
+    let since = Instant::now();
     let mut after = sql::before_all();
     let mut total = 0u64;
     loop {
-        let mut tx = pool.begin().await?;
+        progress.set(Phase::Filling {
+            events: total,
+            since,
+        });
+        let mut tx = conn.begin().await?;
         let end = sqlx::query(sql::BATCH_END)
             .bind(&after.0)
             .bind(&after.1)
@@ -78,6 +95,5 @@ pub(super) async fn fill(pool: &PgPool, batch_rows: u32, now_ms: i64) -> anyhow:
             None => break,
         }
     }
-    sql::log_filled(total);
     Ok(total)
 }

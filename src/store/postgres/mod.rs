@@ -7,6 +7,7 @@
 mod connections;
 mod errors;
 mod fill_types;
+mod migrate;
 mod primitives;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::PoolStats;
 use crate::store::engine::{AfterCommit, Backend, OpFuture, Written, stream_listing};
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::migration::{MigrationReport, MigrationSettings, Progress};
 use crate::store::options::StoreOptions;
 use crate::store::rows::{Listing, Rows, StreamedReads};
 
@@ -61,14 +63,16 @@ pub struct PgBackend {
 }
 
 impl PgBackend {
-    /// Connect (and migrate, when `options.migrate`); the LISTEN connection
-    /// wakes this process's held reads through `notifier` for writes by any
-    /// replica.
+    /// Connect (and migrate, when `options.migrate`; else wait for another
+    /// process to have migrated), saying how far it got in `progress`; the
+    /// LISTEN connection wakes this process's held reads through
+    /// `notifier` for writes by any replica.
     pub async fn connect(
         connect: &PgConnectOptions,
         options: &StoreOptions,
         clock: Arc<dyn Clock>,
         notifier: Arc<Notifier>,
+        progress: &Progress,
     ) -> anyhow::Result<Self> {
         let connect = connect.clone().application_name("abstore");
         // One direct connection first: a pool only reports "timed out" after
@@ -99,13 +103,16 @@ impl PgBackend {
             .connect_with(connect.clone())
             .await?;
         if options.migrate {
-            sqlx::migrate!("migrations/postgres").run(&pool).await?;
-            fill_types::fill(&pool, options.migrate_batch_rows, clock.now_ms()).await?;
-        } else if fill_types::unfinished(&pool).await? {
-            anyhow::bail!(
-                "events stored before migration 0011 have no type column yet: \
-                 run `abstore migrate` (or start without --no-migrate)"
-            );
+            migrate::migrate(&connect, &options.migration, clock.now_ms(), progress)
+                .await?
+                .log();
+        } else {
+            let unknown = migrate::await_schema(&connect, &options.migration, progress).await?;
+            MigrationReport {
+                unknown,
+                ..MigrationReport::default()
+            }
+            .log();
         }
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));
@@ -118,6 +125,16 @@ impl PgBackend {
             reads: options.streamed_reads(),
         })
     }
+}
+
+/// `abstore migrate` on PostgreSQL: migrate and close (no pool, no LISTEN).
+pub async fn migrate(
+    connect: &PgConnectOptions,
+    settings: &MigrationSettings,
+    now_ms: i64,
+    progress: &Progress,
+) -> anyhow::Result<MigrationReport> {
+    migrate::migrate(connect, settings, now_ms, progress).await
 }
 
 impl Backend for PgBackend {

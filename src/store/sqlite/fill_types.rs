@@ -69,7 +69,6 @@ pub(super) fn fill(conn: &mut Connection, batch_rows: u32, now_ms: i64) -> anyho
             None => break,
         }
     }
-    sql::log_filled(total);
     Ok(total)
 }
 

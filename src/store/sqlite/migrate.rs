@@ -5,11 +5,16 @@
 //! re-running anything and tools using sqlx accept ours.
 //! `sqlx::migrate!` embeds the files and computes the checksums; only the
 //! applying is done here, since sqlx's SQLite driver is no longer linked.
+//!
+//! No lock is needed between processes: a SQLite file is opened by one
+//! process at a time (`PATH.lock`), `abstore migrate` included.
 
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use rusqlite::{Connection, OptionalExtension as _, params};
+
+use crate::store::migration::{Applied, MigrationReport};
 
 /// The same DDL sqlx's SQLite migrator uses.
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
@@ -21,9 +26,12 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS _sqlx_migrations (
     execution_time BIGINT NOT NULL
 )";
 
-pub(super) fn run(conn: &mut Connection) -> anyhow::Result<()> {
+/// Apply what is pending; the report's migrations (the backfill is the
+/// caller's).
+pub(super) fn run(conn: &mut Connection) -> anyhow::Result<MigrationReport> {
     let migrator = sqlx::migrate!("migrations/sqlite");
     conn.execute_batch(CREATE_TABLE)?;
+    let mut report = MigrationReport::default();
     for migration in migrator.iter() {
         if migration.migration_type.is_down_migration() {
             continue;
@@ -44,14 +52,18 @@ pub(super) fn run(conn: &mut Connection) -> anyhow::Result<()> {
                 "migration {} was applied with different SQL than this version embeds",
                 migration.version
             ),
-            Some(_) => continue,
+            Some(_) => {
+                report.already_applied += 1;
+                continue;
+            }
             None => {}
         }
         let started = Instant::now();
         let tx = conn.transaction()?;
         tx.execute_batch(migration.sql.as_str())
             .with_context(|| format!("applying migration {}", migration.version))?;
-        let elapsed = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        let took = started.elapsed();
+        let elapsed = i64::try_from(took.as_nanos()).unwrap_or(i64::MAX);
         tx.execute(
             "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
              VALUES (?1, ?2, TRUE, ?3, ?4)",
@@ -63,8 +75,14 @@ pub(super) fn run(conn: &mut Connection) -> anyhow::Result<()> {
             ],
         )?;
         tx.commit()?;
+        report.applied.push(Applied {
+            version: migration.version,
+            description: migration.description.to_string(),
+            took: started.elapsed().max(took),
+            retries: 0,
+        });
     }
-    Ok(())
+    Ok(report)
 }
 
 #[cfg(test)]

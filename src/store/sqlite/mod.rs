@@ -38,6 +38,7 @@ use crate::clock::Clock;
 use crate::store::api::PoolStats;
 use crate::store::engine::{AfterCommit, Backend, OpFuture, Written, stream_listing};
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::migration::{MigrationReport, MigrationSettings};
 use crate::store::options::StoreOptions;
 use crate::store::rows::{Listing, RowSink, Rows, StreamedReads};
 use crate::store::url::SqliteLocation as Location;
@@ -135,6 +136,46 @@ fn describe_file(path: &std::path::Path) -> String {
     }
 }
 
+/// Apply the pending migrations and finish migration 0011's backfill.
+fn migrate_connection(
+    conn: &mut Connection,
+    settings: &MigrationSettings,
+    now_ms: i64,
+) -> anyhow::Result<MigrationReport> {
+    let mut report = migrate::run(conn)?;
+    if !fill_types::filled(conn)? {
+        let started = std::time::Instant::now();
+        let filled = fill_types::fill(conn, settings.batch_rows, now_ms)?;
+        report.filled = Some((filled, started.elapsed()));
+    }
+    Ok(report)
+}
+
+/// `abstore migrate` on SQLite: open the database as its one process (a
+/// file another process serves is refused, naming it), migrate, close.
+pub fn migrate(
+    location: &Location,
+    settings: &MigrationSettings,
+    now_ms: i64,
+) -> anyhow::Result<MigrationReport> {
+    // Declared first, so dropped last: the guard's descriptor outlives the
+    // connection (see `FileGuard`).
+    let (_guard, mut conn) = match location {
+        Location::Memory => (None, Connection::open_in_memory()?),
+        Location::File(path) => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)?;
+            }
+            let guard = lock_database(path)?;
+            let conn =
+                Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+            (Some(guard), conn)
+        }
+    };
+    configure(&conn, *location == Location::Memory)?;
+    migrate_connection(&mut conn, settings, now_ms)
+}
+
 /// Where jobs for the write connection go.
 enum Writer {
     /// A file's: the writer thread.
@@ -220,8 +261,7 @@ impl SqliteBackend {
         };
         configure(&conn, *location == Location::Memory)?;
         if options.migrate {
-            migrate::run(&mut conn)?;
-            fill_types::fill(&mut conn, options.migrate_batch_rows, clock.now_ms())?;
+            migrate_connection(&mut conn, &options.migration, clock.now_ms())?.log();
         } else if fill_types::unfinished(&conn)? {
             anyhow::bail!(
                 "events stored before migration 0011 have no type column yet: \

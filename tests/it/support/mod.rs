@@ -50,6 +50,21 @@ pub fn protocol3_client() -> reqwest::Client {
         .expect("reqwest client")
 }
 
+/// The program `name` on PATH, or (Bun) where `ABSTORE_TEST_BUN` points
+/// (.ci/run installs it from npm under target/).
+pub fn installed(name: &str) -> Option<std::path::PathBuf> {
+    if name == "bun"
+        && let Some(path) = std::env::var_os("ABSTORE_TEST_BUN")
+    {
+        return Some(path.into());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_abstore")
 }

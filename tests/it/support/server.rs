@@ -74,6 +74,17 @@ impl ServerBuilder {
         Some(self)
     }
 
+    /// The previous schema version's release binary ([`previous_bin`]).
+    pub fn previous(mut self) -> Option<Self> {
+        self.program = PathBuf::from(previous_bin()?);
+        Some(self)
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
     pub fn listen(mut self, address: &str) -> Self {
         self.listen = Some(address.to_owned());
         self
@@ -293,13 +304,31 @@ impl ServerBuilder {
 /// for the tests whose subject is release behaviour (overflow wraps instead
 /// of panicking; docs/decisions.md, 21); `None`, said loudly (and a failure
 /// under `scripts/test` or CI), when the tests run without it.
-fn release_bin() -> Option<String> {
+pub fn release_bin() -> Option<String> {
     match std::env::var("ABSTORE_RELEASE_BIN") {
         Ok(path) if std::path::Path::new(&path).is_file() => Some(path),
         _ => {
             abstore_testkit::skip::skipped(
                 "adversarial tests on the release binary",
                 "ABSTORE_RELEASE_BIN is unset; scripts/test builds target/release/abstore and sets it",
+            );
+            None
+        }
+    }
+}
+
+/// The release binary of the previous schema version (the commit before
+/// the newest change to `migrations/postgres`), which `scripts/test` builds
+/// once with `scripts/previous-release` and names in
+/// `ABSTORE_PREVIOUS_BIN`, for the rolling-upgrade tests; `None`, said
+/// loudly (and a failure under `scripts/test` or CI), without it.
+fn previous_bin() -> Option<String> {
+    match std::env::var("ABSTORE_PREVIOUS_BIN") {
+        Ok(path) if std::path::Path::new(&path).is_file() => Some(path),
+        _ => {
+            abstore_testkit::skip::skipped(
+                "tests against the previous schema version's binary",
+                "ABSTORE_PREVIOUS_BIN is unset; scripts/test builds it with scripts/previous-release and sets it",
             );
             None
         }

@@ -4,9 +4,13 @@
 use std::collections::HashSet;
 
 use anyhow::{anyhow, bail};
-use serde_json::{Map, Value};
 
+use super::rows::{self, Counters};
 use super::*;
+use crate::archive::checks;
+
+/// Sends one archive row.
+type Sink<'s> = &'s dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>;
 
 impl Reader<'_> {
     pub(super) fn emit(&mut self, tx: &mpsc::Sender<Item>) -> anyhow::Result<()> {
@@ -33,25 +37,7 @@ impl Reader<'_> {
                 if let Some(blob) = &s.artifact_blob_ref {
                     self.referenced.insert(blob.clone());
                 }
-                send(
-                    STREAM,
-                    vec![
-                        Val::Text(s.id.clone()),
-                        Val::Text(s.scope.0.kind().to_owned()),
-                        Val::Text(s.scope.1.clone()),
-                        Val::Text(s.label.clone()),
-                        Val::Text(s.status.clone()),
-                        Val::Int(s.created_at),
-                        Val::Int(s.created_order),
-                        Val::Int(s.last_seq),
-                        opt_int(s.closed_at),
-                        opt_int(s.closed_order),
-                        opt(s.outcome.clone()),
-                        opt(s.artifact_kind.clone()),
-                        opt_int(s.artifact_revision),
-                        opt(s.artifact_blob_ref.clone()),
-                    ],
-                )?;
+                send(STREAM, rows::stream_row(s))?;
             }
             let included: HashSet<String> = streams.into_iter().map(|s| s.id).collect();
             self.emit_chunks(&included, &send)?;
@@ -63,222 +49,123 @@ impl Reader<'_> {
             send(table, row)?;
         }
         for blob in std::mem::take(&mut self.referenced) {
-            tx.blocking_send(Item::Blob(blob))
+            let size = match self.blobs.get(&blob) {
+                Some(BlobState::Ok(size)) => Some(*size),
+                _ => None,
+            };
+            tx.blocking_send(Item::Blob(blob, size))
                 .map_err(|_| anyhow!("the archive writer stopped"))?;
         }
         Ok(())
     }
 
-    fn emit_resources(
-        &mut self,
-        family: Family,
-        send: &dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
-        let (sql, extra) = match family {
-            Family::Build => (
-                format!(
-                    "SELECT slug, created_at, updated_at, lease_holder, lease_expires_at, lease_ttl_ms, \
-                     heartbeat_at, repo, {origin}, ticket, branch FROM builds ORDER BY slug COLLATE BINARY",
-                    origin = if self.store.shape.has_column("builds", "repo_origin") {
-                        "repo_origin"
-                    } else {
-                        "NULL"
-                    }
-                ),
-                4,
-            ),
-            Family::Repo => (
-                "SELECT repo, created_at, updated_at, lease_holder, lease_expires_at, lease_ttl_ms, \
-                 heartbeat_at FROM repo_streams ORDER BY repo COLLATE BINARY"
-                    .to_owned(),
-                0,
-            ),
-            Family::Session => (
-                "SELECT id, created_at, updated_at, NULL, NULL, NULL, NULL, repo, operator, title \
-                 FROM sessions ORDER BY id COLLATE BINARY"
-                    .to_owned(),
-                3,
-            ),
-        };
+    fn emit_resources(&mut self, family: Family, send: Sink<'_>) -> anyhow::Result<()> {
         let store = self.store;
-        let mut statement = store.conn.prepare(&sql)?;
+        let mut statement = store
+            .conn
+            .prepare(&rows::resource_sql(family, &store.shape))?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
+            let Ok(id) = required_text(row, 0, "id") else {
+                continue;
+            };
             let Some(info) = self.owners.get(&(family, id.clone())) else {
                 continue;
             };
-            let t = |i: usize| -> anyhow::Result<Option<i64>> {
-                time(text(row, i)?.as_deref()).map_err(|why| anyhow!(why))
+            let counters = Counters {
+                last_seq: info.last_seq,
+                stream_counter: info.stream_counter,
+                created_order: (family == Family::Session)
+                    .then(|| self.session_orders.get(&id).copied())
+                    .flatten(),
             };
-            let extras: Vec<Option<String>> = (7..7 + extra)
-                .map(|i| text(row, i))
-                .collect::<rusqlite::Result<_>>()?;
-            let mut attrs = Map::new();
-            let (attrs, parent, created_order) = match family {
-                Family::Build => {
-                    attrs.insert("repo".into(), extras[0].clone().unwrap_or_default().into());
-                    if let Some(origin) = &extras[1] {
-                        attrs.insert("repoOrigin".into(), origin.clone().into());
-                    }
-                    if let Some(ticket) = &extras[2] {
-                        attrs.insert("ticket".into(), serde_json::from_str(ticket)?);
-                    }
-                    if let Some(branch) = &extras[3] {
-                        attrs.insert("branch".into(), branch.clone().into());
-                    }
-                    (
-                        Val::Text(Value::Object(attrs).to_string()),
-                        Val::Null,
-                        Val::Null,
-                    )
-                }
-                Family::Repo => (Val::Null, Val::Null, Val::Null),
-                Family::Session => {
-                    let repo = extras[0].clone().unwrap_or_default();
-                    attrs.insert("repo".into(), repo.clone().into());
-                    attrs.insert(
-                        "operator".into(),
-                        extras[1].clone().unwrap_or_default().trim().into(),
-                    );
-                    if let Some(title) = &extras[2] {
-                        attrs.insert("title".into(), title.clone().into());
-                    }
-                    (
-                        Val::Text(Value::Object(attrs).to_string()),
-                        Val::Text(repo),
-                        opt_int(self.session_orders.get(&id).copied()),
-                    )
-                }
-            };
-            let lease_ttl: Option<i64> = row.get(5)?;
-            send(
-                RESOURCE,
-                vec![
-                    Val::Text(family.kind().to_owned()),
-                    Val::Text(id.clone()),
-                    attrs,
-                    opt_int(t(1)?),
-                    opt_int(t(2)?),
-                    Val::Int(info.last_seq),
-                    opt(text(row, 3)?),
-                    opt_int(t(4)?),
-                    opt_int(lease_ttl),
-                    opt_int(t(6)?),
-                    Val::Int(info.stream_counter),
-                    parent,
-                    created_order,
-                ],
-            )?;
+            let archived = rows::resource_row(family, &id, row, &counters)
+                .map_err(|why| changed(family.noun(), &id, &why))?;
+            send(RESOURCE, archived)?;
             self.report.imported(family.record_table());
         }
         Ok(())
     }
 
-    fn emit_events(
-        &mut self,
-        family: Family,
-        send: &dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
-        let sql = format!(
-            "SELECT {owner}, seq, ts, actor, type, payload FROM {table} \
-             ORDER BY {owner} COLLATE BINARY, seq",
-            owner = family.owner(),
-            table = family.events_table()
-        );
+    fn emit_events(&mut self, family: Family, send: Sink<'_>) -> anyhow::Result<()> {
         let store = self.store;
-        let mut statement = store.conn.prepare(&sql)?;
+        let mut statement = store.conn.prepare(&rows::events_sql(family))?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
+            let Ok(id) = required_text(row, 0, family.owner()) else {
+                continue;
+            };
             if !self.owners.contains_key(&(family, id.clone())) {
                 continue;
             }
-            let seq: i64 = row.get(1)?;
-            let ts: String = row.get(2)?;
-            let actor: String = row.get(3)?;
-            let ty: String = row.get(4)?;
-            let payload: String = row.get(5)?;
-            // Spliced, not re-serialised (§4.2): the stored actor and payload
-            // are JSON.stringify's output, so this is what Autobuild served.
-            let envelope = format!(
-                "{{\"{key}\":{id},\"seq\":{seq},\"ts\":{ts},\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
-                key = family.owner(),
-                id = Value::String(id.clone()),
-                ts = Value::String(ts),
-                ty = Value::String(ty),
-            );
-            send(
-                EVENT,
-                vec![
-                    Val::Text(family.kind().to_owned()),
-                    Val::Text(id),
-                    Val::Int(seq),
-                    Val::Text(envelope),
-                ],
-            )?;
+            let (_, archived) = rows::event_row(family, &id, row)
+                .map_err(|why| changed(family.noun(), &id, &why))?;
+            send(EVENT, archived)?;
             self.report.imported(family.events_table());
         }
         Ok(())
     }
 
-    fn emit_heads(
-        &mut self,
-        family: Family,
-        send: &dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
-        // Every revision counts, carried or not: numbering goes on where
-        // Autobuild's would.
+    fn emit_heads(&mut self, family: Family, send: Sink<'_>) -> anyhow::Result<()> {
+        // Every revision a client could address counts, carried or not:
+        // numbering goes on where Autobuild's would. (Integers only, and
+        // below 2^53 − 1, so that the next one is one too: SQLite's
+        // `MAX(revision) + 1` of i64::MAX is a REAL.)
         let sql = format!(
-            "SELECT {owner}, kind, MAX(revision) + 1 FROM {table} GROUP BY {owner}, kind \
-             ORDER BY {owner} COLLATE BINARY, kind COLLATE BINARY",
+            "SELECT {owner}, kind, MAX(revision) FROM {table} \
+             WHERE typeof(revision) = 'integer' AND revision BETWEEN 0 AND {max} \
+             GROUP BY {owner}, kind ORDER BY {owner} COLLATE BINARY, kind COLLATE BINARY",
             owner = family.owner(),
-            table = family.artifacts_table()
+            table = family.artifacts_table(),
+            max = crate::protocol::numbers::MAX_SAFE_INTEGER - 1,
         );
         let store = self.store;
         let mut statement = store.conn.prepare(&sql)?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
-            let kind: String = row.get(1)?;
-            if !self.owners.contains_key(&(family, id.clone())) || !ident::fits(&kind) {
+            let (Ok(id), Ok(kind), Ok(last)) = (
+                required_text(row, 0, family.owner()),
+                required_text(row, 1, "kind"),
+                required_int(row, 2, "revision"),
+            ) else {
+                continue;
+            };
+            if !self.owners.contains_key(&(family, id.clone())) {
                 continue;
             }
-            send(
-                ARTIFACT_HEAD,
-                vec![
-                    Val::Text(family.kind().to_owned()),
-                    Val::Text(id),
-                    Val::Text(kind),
-                    Val::Int(row.get(2)?),
-                ],
-            )?;
+            let head = vec![
+                Val::Text(family.kind().to_owned()),
+                Val::Text(id),
+                Val::Text(kind),
+                Val::Int(last + 1),
+            ];
+            // A kind no put could name has no revision carried either
+            // (each is reported with its artifact).
+            if checks::row(ARTIFACT_HEAD, &head).is_ok() {
+                send(ARTIFACT_HEAD, head)?;
+            }
         }
         Ok(())
     }
 
-    fn emit_artifacts(
-        &mut self,
-        family: Family,
-        send: &dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
-        let sql = format!(
-            "SELECT {owner}, kind, revision, blob_ref, metadata, created_at FROM {table} \
-             ORDER BY {owner} COLLATE BINARY, kind COLLATE BINARY, revision",
-            owner = family.owner(),
-            table = family.artifacts_table()
-        );
+    fn emit_artifacts(&mut self, family: Family, send: Sink<'_>) -> anyhow::Result<()> {
         let store = self.store;
-        let mut statement = store.conn.prepare(&sql)?;
+        let mut statement = store.conn.prepare(&rows::artifacts_sql(family))?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
-            let kind: String = row.get(1)?;
-            let revision: i64 = row.get(2)?;
-            let blob: String = row.get(3)?;
-            let metadata: Option<String> = row.get(4)?;
-            let created: Option<String> = row.get(5)?;
             self.report.read(family.artifacts_table(), 1);
+            let id = match required_text(row, 0, family.owner()) {
+                Ok(id) => id,
+                Err(why) => {
+                    let what = format!(
+                        "{} artifacts whose {} is not text (left out)",
+                        family.noun(),
+                        family.owner()
+                    );
+                    self.report.problem(&what, || why);
+                    continue;
+                }
+            };
             if !self.owners.contains_key(&(family, id.clone())) {
                 if !self.skipped.contains(&(family, id.clone())) {
                     let what = format!("{} artifacts without an imported record", family.noun());
@@ -286,131 +173,120 @@ impl Reader<'_> {
                 }
                 continue;
             }
-            let name = || {
-                format!(
-                    "{} {} {} rev {revision}",
-                    family.noun(),
-                    short(&id),
-                    short(&kind)
-                )
-            };
-            let checked = (|| {
-                fit("the kind", &kind)?;
-                let metadata = metadata.clone().ok_or("its metadata is NULL")?;
-                match serde_json::from_str::<Value>(&metadata) {
-                    Ok(Value::Object(_)) => {}
-                    _ => return Err("its metadata is not a JSON object".to_owned()),
-                }
-                let at = required_time(created.as_deref(), "created_at")?;
-                Ok((metadata, at))
-            })();
-            let (metadata, at) = match checked {
-                Ok(ok) => ok,
+            let mut archived = match rows::artifact_row(family, &id, row) {
+                Ok(archived) => archived,
                 Err(why) => {
+                    let (kind, revision) = (
+                        cell_text(row, 1, "kind").ok().flatten().unwrap_or_default(),
+                        cell_text(row, 2, "revision")
+                            .ok()
+                            .flatten()
+                            .or_else(|| {
+                                cell_int(row, 2, "revision")
+                                    .ok()
+                                    .flatten()
+                                    .map(|r| r.to_string())
+                            })
+                            .unwrap_or_default(),
+                    );
                     self.report.problem("artifacts that cannot be carried", || {
-                        format!("{} ({why})", name())
+                        format!(
+                            "{} {} {} rev {} ({why})",
+                            family.noun(),
+                            short(&id),
+                            short(&kind),
+                            short(&revision)
+                        )
                     });
                     continue;
                 }
             };
-            let size = match self.blob_verdict(&blob)? {
+            let Val::Text(blob) = archived[4].clone() else {
+                bail!("an artifact row without its blob reference");
+            };
+            let name = format!(
+                "{} {} {} rev {}",
+                family.noun(),
+                short(&id),
+                archived[2],
+                archived[3]
+            );
+            let size = match self.blob_verdict(&blob, None)? {
                 Ok(size) => size,
-                Err(why) => {
+                Err((why, detail)) => {
                     let what = format!("artifacts {why}");
-                    self.report
-                        .problem(&what, || format!("{} blob {blob}", name()));
+                    self.report.problem(&what, || {
+                        format!("{name} blob {blob} {detail}").trim_end().to_owned()
+                    });
                     continue;
                 }
             };
-            self.referenced.insert(blob.clone());
-            send(
-                ARTIFACT,
-                vec![
-                    Val::Text(family.kind().to_owned()),
-                    Val::Text(id),
-                    Val::Text(kind),
-                    Val::Int(revision),
-                    Val::Text(blob),
-                    Val::Int(size as i64),
-                    Val::Text(metadata),
-                    Val::Int(at),
-                ],
-            )?;
+            archived[5] = Val::Int(size as i64);
+            self.referenced.insert(blob);
+            send(ARTIFACT, archived)?;
             self.report.imported(family.artifacts_table());
         }
         Ok(())
     }
 
-    fn emit_chunks(
-        &mut self,
-        included: &HashSet<String>,
-        send: &dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
+    fn emit_chunks(&mut self, included: &HashSet<String>, send: Sink<'_>) -> anyhow::Result<()> {
         let store = self.store;
-        let mut statement = store.conn.prepare(
-            "SELECT stream, seq, ts, parts FROM stream_chunks ORDER BY stream COLLATE BINARY, seq",
-        )?;
+        let mut statement = store.conn.prepare(rows::CHUNKS_SQL)?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
+            let Ok(id) = required_text(row, 0, "stream") else {
+                // Counted and reported by the plan pass.
+                continue;
+            };
             self.report.read("stream_chunks", 1);
             if !included.contains(&id) {
                 continue;
             }
-            let seq: i64 = row.get(1)?;
-            let ts: String = row.get(2)?;
-            let parts: String = row.get(3)?;
-            if serde_json::from_str::<Value>(&parts).is_err() {
-                bail!("stream {} chunk {seq}: its parts are not JSON", short(&id));
-            }
-            let chunk = format!(
-                "{{\"stream\":{},\"seq\":{seq},\"ts\":{},\"parts\":{parts}}}",
-                Value::String(id.clone()),
-                Value::String(ts)
-            );
-            send(
-                STREAM_CHUNK,
-                vec![Val::Text(id), Val::Int(seq), Val::Text(chunk)],
-            )?;
+            let archived = rows::chunk_row(&id, row).map_err(|why| changed("stream", &id, &why))?;
+            send(STREAM_CHUNK, archived)?;
             self.report.imported("stream_chunks");
         }
         Ok(())
     }
 
-    fn emit_ticket_assets(
-        &mut self,
-        send: &dyn Fn(usize, Vec<Val>) -> anyhow::Result<()>,
-    ) -> anyhow::Result<()> {
+    fn emit_ticket_assets(&mut self, send: Sink<'_>) -> anyhow::Result<()> {
         const SQL: &str = "SELECT repo, ticket_id, kind, name, revision, layout, manifest, size, \
              removed, created_at FROM ticket_assets ORDER BY repo COLLATE BINARY, \
              ticket_id COLLATE BINARY, kind COLLATE BINARY, name COLLATE BINARY, revision";
-        type Key = [String; 4];
+        type Key = AssetKey;
         // First pass: every asset whose revisions all carry, with its head.
         let mut heads: Vec<(Key, i64, i64)> = Vec::new();
         let store = self.store;
         let rows_of = |reader: &mut Self,
-                       visit: &mut dyn FnMut(&mut Self, Key, AssetRow) -> anyhow::Result<()>|
+                       visit: &mut dyn FnMut(&mut Self, AssetRow) -> anyhow::Result<()>|
          -> anyhow::Result<()> {
             let mut statement = store.conn.prepare(SQL)?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                let key: Key = [row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?];
-                let asset = AssetRow {
-                    revision: row.get(4)?,
-                    layout: row.get(5)?,
-                    manifest: row.get(6)?,
-                    size: row.get(7)?,
-                    removed: row.get::<_, Option<i64>>(8)?.unwrap_or(0) != 0,
-                    created_at: row.get(9)?,
-                };
-                visit(reader, key, asset)?;
+                visit(reader, read_asset(row))?;
             }
             Ok(())
         };
         let mut bad: HashSet<Key> = HashSet::new();
         let mut current: Option<(Key, i64, i64)> = None;
-        rows_of(self, &mut |reader, key, asset| {
+        rows_of(self, &mut |reader, asset| {
             reader.report.read("ticket_assets", 1);
+            let (key, asset) = match asset {
+                AssetRow::Read(key, asset) => (key, asset),
+                AssetRow::Unreadable(key, why) => {
+                    reader.report.problem(
+                        "ticket-asset rows that cannot be read (with every revision of their asset)",
+                        || why,
+                    );
+                    if let Some(key) = key {
+                        if current.as_ref().is_some_and(|(k, ..)| *k == key) {
+                            current = None;
+                        }
+                        bad.insert(key);
+                    }
+                    return Ok(());
+                }
+            };
             if current.as_ref().is_some_and(|(k, ..)| *k != key) {
                 heads.extend(current.take());
             }
@@ -450,13 +326,27 @@ impl Reader<'_> {
             let mut row: Vec<Val> = key.iter().cloned().map(Val::Text).collect();
             row.push(Val::Int(*next));
             row.push(Val::Int(*at));
+            checks::row(TICKET_ASSET_HEAD, &row)
+                .map_err(|why| changed("ticket asset", &key.join(" "), &why))?;
             send(TICKET_ASSET_HEAD, row)?;
         }
-        rows_of(self, &mut |reader, key, asset| {
+        rows_of(self, &mut |reader, asset| {
+            let AssetRow::Read(key, asset) = asset else {
+                return Ok(());
+            };
             if bad.contains(&key) {
                 return Ok(());
             }
             if let Ok(row) = reader.asset_row(&key, &asset)? {
+                if asset.size.is_some_and(|size| Val::Int(size) != row[6]) && !asset.removed {
+                    reader.report.note(
+                        "ticket-asset sizes recomputed from their manifests (Autobuild's differed)",
+                        || {
+                            let key: Vec<String> = key.iter().map(|k| short(k)).collect();
+                            format!("{} rev {}", key.join(" "), asset.revision)
+                        },
+                    );
+                }
                 for blob in crate::archive::format::ticket_asset_blobs(match &row[9] {
                     Val::Text(t) => Some(t.as_str()),
                     _ => None,
@@ -472,17 +362,15 @@ impl Reader<'_> {
         })
     }
 
-    /// A `ticket_asset` archive row, or why the revision cannot be carried.
+    /// A `ticket_asset` archive row, or why the revision cannot be carried:
+    /// its manifest must pass the put route's validation, and each file's
+    /// blob must be a regular file of the size its entry promises (no more
+    /// is read).
     fn asset_row(
         &mut self,
         key: &[String; 4],
-        asset: &AssetRow,
+        asset: &SourceAsset,
     ) -> anyhow::Result<Result<Vec<Val>, String>> {
-        for part in key {
-            if let Err(why) = fit("a key member", part) {
-                return Ok(Err(why));
-            }
-        }
         let Some(at) = asset.created_at.as_deref().and_then(parse_iso) else {
             return Ok(Err("its created_at is not ISO-8601".to_owned()));
         };
@@ -498,12 +386,9 @@ impl Reader<'_> {
                 Val::Null,
                 Val::Int(at),
             ]);
-            return Ok(Ok(row));
+            return Ok(checks::row(TICKET_ASSET, &row).map(|()| row));
         }
         let layout = asset.layout.clone().unwrap_or_default();
-        if crate::protocol::ticket_assets::Layout::parse(&layout).is_none() {
-            return Ok(Err(format!("layout {layout:?}")));
-        }
         let entries: Vec<AssetEntry> =
             match serde_json::from_str(asset.manifest.as_deref().unwrap_or("")) {
                 Ok(entries) => entries,
@@ -513,6 +398,9 @@ impl Reader<'_> {
                     )));
                 }
             };
+        if let Err(why) = checks::manifest(&key[2], &key[3], &layout, &entries) {
+            return Ok(Err(why));
+        }
         let (mut size, mut files, mut dirs) = (0u64, 0i64, 0i64);
         for entry in &entries {
             match entry {
@@ -521,26 +409,24 @@ impl Reader<'_> {
                     blob_ref,
                     ..
                 } => {
-                    match self.blob_verdict(blob_ref)? {
+                    match self.blob_verdict(blob_ref, Some(*bytes))? {
                         Ok(actual) if actual == *bytes => {}
                         Ok(actual) => {
                             return Ok(Err(format!(
                                 "file blob {blob_ref} holds {actual} bytes, its entry says {bytes}"
                             )));
                         }
-                        Err(why) => return Ok(Err(format!("a file {why}: {blob_ref}"))),
+                        Err((why, detail)) => {
+                            return Ok(Err(format!("a file {why}: {blob_ref} {detail}")
+                                .trim_end()
+                                .to_owned()));
+                        }
                     }
                     size += bytes;
                     files += 1;
                 }
                 AssetEntry::Dir { .. } => dirs += 1,
             }
-        }
-        if asset.size.is_some_and(|s| s != size as i64) {
-            self.report.note(
-                "ticket-asset sizes recomputed from their manifests (Autobuild's differed)",
-                || format!("{} rev {}", key.join(" "), asset.revision),
-            );
         }
         row.extend([
             Val::Text(layout),
@@ -550,12 +436,13 @@ impl Reader<'_> {
             Val::Text(serde_json::to_string(&entries)?),
             Val::Int(at),
         ]);
-        Ok(Ok(row))
+        Ok(checks::row(TICKET_ASSET, &row).map(|()| row))
     }
 
     /// Counts the blob directory's files nothing imported references:
     /// orphans (written before a transaction that never came, §2) and
-    /// `*.partial` files of interrupted writes. Neither is imported.
+    /// `*.partial` files of interrupted writes. Neither is imported. Only
+    /// names are read (no file is opened).
     pub(super) fn count_blob_files(&mut self) -> anyhow::Result<()> {
         let referenced: HashSet<&String> = self
             .blobs
@@ -563,7 +450,7 @@ impl Reader<'_> {
             .filter(|(_, s)| matches!(s, BlobState::Ok(_)))
             .map(|(a, _)| a)
             .collect();
-        let SourceBlobs::Sharded(dir) = &self.store.blobs else {
+        let Some(dir) = self.store.blobs.sharded_dir() else {
             // A bucket is not listed: orphans there are the source's business.
             return Ok(());
         };
@@ -601,11 +488,62 @@ impl Reader<'_> {
     }
 }
 
-struct AssetRow {
+/// The plan pass accepted a row the emit pass now refuses: the private
+/// copy cannot change between them, so this is a defect, not the source's.
+fn changed(what: &str, id: &str, why: &str) -> anyhow::Error {
+    anyhow!(
+        "{what} {} read differently in the second pass ({why})",
+        short(id)
+    )
+}
+
+type AssetKey = [String; 4];
+
+/// A `ticket_assets` row, or why it cannot be read (with its key when that
+/// much reads).
+enum AssetRow {
+    Read(AssetKey, SourceAsset),
+    Unreadable(Option<AssetKey>, String),
+}
+
+struct SourceAsset {
     revision: i64,
     layout: Option<String>,
     manifest: Option<String>,
     size: Option<i64>,
     removed: bool,
     created_at: Option<String>,
+}
+
+/// A `ticket_assets` row's key and columns, each what it must be.
+fn read_asset(row: &rusqlite::Row<'_>) -> AssetRow {
+    let key = (|| -> Result<AssetKey, String> {
+        Ok([
+            required_text(row, 0, "repo")?,
+            required_text(row, 1, "ticket_id")?,
+            required_text(row, 2, "kind")?,
+            required_text(row, 3, "name")?,
+        ])
+    })();
+    let key = match key {
+        Ok(key) => key,
+        Err(why) => return AssetRow::Unreadable(None, why),
+    };
+    let read = || -> Result<SourceAsset, String> {
+        Ok(SourceAsset {
+            revision: required_int(row, 4, "revision")?,
+            layout: cell_text(row, 5, "layout")?,
+            manifest: cell_text(row, 6, "manifest")?,
+            size: cell_int(row, 7, "size")?,
+            removed: cell_int(row, 8, "removed")?.unwrap_or(0) != 0,
+            created_at: cell_text(row, 9, "created_at")?,
+        })
+    };
+    match read() {
+        Ok(asset) => AssetRow::Read(key, asset),
+        Err(why) => {
+            let shown = key.iter().map(|k| short(k)).collect::<Vec<_>>().join(" ");
+            AssetRow::Unreadable(Some(key), format!("{shown} ({why})"))
+        }
+    }
 }

@@ -3,20 +3,18 @@
 
 use std::collections::HashMap;
 
-use anyhow::anyhow;
 use rusqlite::OptionalExtension as _;
 use serde_json::Value;
 
+use super::rows::{self, Counters};
 use super::*;
+use crate::archive::autobuild::catalogs::Verdict;
+use crate::archive::checks;
 
 impl Reader<'_> {
     pub(super) fn plan(&mut self) -> anyhow::Result<()> {
         for family in self.families() {
-            match family {
-                Family::Build => self.plan_builds()?,
-                Family::Repo => self.plan_repos()?,
-                Family::Session => self.plan_sessions()?,
-            }
+            self.plan_resources(family)?;
             self.plan_events(family)?;
         }
         if self.has("streams") {
@@ -45,128 +43,52 @@ impl Reader<'_> {
         }
     }
 
-    fn plan_builds(&mut self) -> anyhow::Result<()> {
-        let mut statement = self.conn().prepare(
-            "SELECT slug, created_at, updated_at, lease_holder, lease_expires_at, ticket FROM builds",
-        )?;
+    /// Every record of `family`, built as the emit pass will and checked as
+    /// its create route would; a session also needs its repository's record.
+    fn plan_resources(&mut self, family: Family) -> anyhow::Result<()> {
+        let store = self.store;
+        let mut statement = store
+            .conn
+            .prepare(&rows::resource_sql(family, &store.shape))?;
         let mut rows = statement.query([])?;
-        let mut found = Vec::new();
         while let Some(row) = rows.next()? {
-            let slug: String = row.get(0)?;
-            let (created, updated, holder, expires, ticket) = (
-                text(row, 1)?,
-                text(row, 2)?,
-                text(row, 3)?,
-                text(row, 4)?,
-                text(row, 5)?,
-            );
-            let verdict = (|| {
-                fit("the slug", &slug)?;
-                required_time(created.as_deref(), "created_at")?;
-                required_time(updated.as_deref(), "updated_at")?;
-                if let Some(holder) = &holder {
-                    fit("the lease holder", holder)?;
+            self.report.read(family.record_table(), 1);
+            let id = match required_text(row, 0, "id") {
+                Ok(id) => id,
+                Err(why) => {
+                    let what = format!("{}s whose id is not text (left out)", family.noun());
+                    self.report.problem(&what, || why);
+                    continue;
                 }
-                let expires = time(expires.as_deref())?;
-                if let Some(ticket) = &ticket {
-                    serde_json::from_str::<Value>(ticket)
-                        .map_err(|err| format!("its ticket is not JSON ({err})"))?;
-                }
-                Ok::<_, String>(expires)
-            })();
-            found.push((slug, holder, verdict));
-        }
-        drop(rows);
-        drop(statement);
-        for (slug, holder, verdict) in found {
-            self.report.read("builds", 1);
-            let owner = (Family::Build, slug);
-            match verdict {
-                Ok(expires) => {
+            };
+            if family == Family::Repo {
+                self.report.distinct_repo(&id);
+            }
+            let owner = (family, id);
+            match rows::resource_row(family, &owner.1, row, &Counters::planned(family)) {
+                Err(why) => self.skip_owner(&owner, &why),
+                Ok(archived) => {
+                    if let Val::Text(repo) = &archived[11]
+                        && !self.owners.contains_key(&(Family::Repo, repo.clone()))
+                    {
+                        self.skipped.insert(owner.clone());
+                        self.report.problem(
+                            "sessions without an imported repository record (with their events, artifacts and streams)",
+                            || format!("session {} of repository {}", short(&owner.1), short(repo)),
+                        );
+                        continue;
+                    }
+                    let holder = match &archived[6] {
+                        Val::Text(holder) => Some(holder.clone()),
+                        _ => None,
+                    };
+                    let expires = match archived[7] {
+                        Val::Int(at) => Some(at),
+                        _ => None,
+                    };
                     self.note_lease(&owner, holder.as_deref(), expires);
                     self.owners.insert(owner, OwnerInfo::default());
                 }
-                Err(why) => self.skip_owner(&owner, &why),
-            }
-        }
-        Ok(())
-    }
-
-    fn plan_repos(&mut self) -> anyhow::Result<()> {
-        let mut statement = self.conn().prepare(
-            "SELECT repo, created_at, updated_at, lease_holder, lease_expires_at FROM repo_streams",
-        )?;
-        let mut rows = statement.query([])?;
-        let mut found = Vec::new();
-        while let Some(row) = rows.next()? {
-            let repo: String = row.get(0)?;
-            let (created, updated, holder, expires) =
-                (text(row, 1)?, text(row, 2)?, text(row, 3)?, text(row, 4)?);
-            let verdict = (|| {
-                fit("the repository id", &repo)?;
-                required_time(created.as_deref(), "created_at")?;
-                required_time(updated.as_deref(), "updated_at")?;
-                if let Some(holder) = &holder {
-                    fit("the lease holder", holder)?;
-                }
-                time(expires.as_deref())
-            })();
-            found.push((repo, holder, verdict));
-        }
-        drop(rows);
-        drop(statement);
-        for (repo, holder, verdict) in found {
-            self.report.read("repo_streams", 1);
-            self.report.distinct_repo(&repo);
-            let owner = (Family::Repo, repo);
-            match verdict {
-                Ok(expires) => {
-                    self.note_lease(&owner, holder.as_deref(), expires);
-                    self.owners.insert(owner, OwnerInfo::default());
-                }
-                Err(why) => self.skip_owner(&owner, &why),
-            }
-        }
-        Ok(())
-    }
-
-    fn plan_sessions(&mut self) -> anyhow::Result<()> {
-        let mut statement = self
-            .conn()
-            .prepare("SELECT id, repo, operator, created_at, updated_at FROM sessions")?;
-        let mut rows = statement.query([])?;
-        let mut found = Vec::new();
-        while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
-            let repo: String = row.get(1)?;
-            let operator: String = row.get(2)?;
-            let (created, updated) = (text(row, 3)?, text(row, 4)?);
-            found.push((id, repo, operator, created, updated));
-        }
-        drop(rows);
-        drop(statement);
-        for (id, repo, operator, created, updated) in found {
-            self.report.read("sessions", 1);
-            let owner = (Family::Session, id);
-            let verdict = (|| {
-                fit("the session id", &owner.1)?;
-                if operator.trim().is_empty() {
-                    return Err("its operator is blank".to_owned());
-                }
-                required_time(created.as_deref(), "created_at")?;
-                required_time(updated.as_deref(), "updated_at")?;
-                Ok(())
-            })();
-            if let Err(why) = verdict {
-                self.skip_owner(&owner, &why);
-            } else if !self.owners.contains_key(&(Family::Repo, repo.clone())) {
-                self.skipped.insert(owner.clone());
-                self.report.problem(
-                    "sessions without an imported repository record (with their events, artifacts and streams)",
-                    || format!("session {} of repository {}", short(&owner.1), short(&repo)),
-                );
-            } else {
-                self.owners.insert(owner, OwnerInfo::default());
             }
         }
         Ok(())
@@ -183,26 +105,32 @@ impl Reader<'_> {
     }
 
     /// Checks every event of the family: an event that cannot be carried
-    /// exactly takes its resource out (a gap would renumber the rest).
+    /// exactly, or that no catalog of a client abstore serves accepts,
+    /// takes its resource out (a gap would renumber the rest).
     fn plan_events(&mut self, family: Family) -> anyhow::Result<()> {
-        let sql = format!(
-            "SELECT {owner}, seq, ts, actor, type, payload FROM {table} \
-             ORDER BY {owner} COLLATE BINARY, seq",
-            owner = family.owner(),
-            table = family.events_table()
-        );
         let store = self.store;
-        let mut statement = store.conn.prepare(&sql)?;
+        let mut statement = store.conn.prepare(&rows::events_sql(family))?;
         let mut rows = statement.query([])?;
         let mut current: Option<String> = None;
         let mut expected = 1;
         let mut bad: Vec<(String, String)> = Vec::new();
         let mut unowned: Vec<String> = Vec::new();
         let mut last: HashMap<String, i64> = HashMap::new();
-        let catalog = self.catalog;
+        let catalogs = self.catalogs;
         while let Some(row) = rows.next()? {
-            let id: String = row.get(0)?;
-            let seq: i64 = row.get(1)?;
+            self.report.read(family.events_table(), 1);
+            let id = match required_text(row, 0, family.owner()) {
+                Ok(id) => id,
+                Err(why) => {
+                    let what = format!(
+                        "{} events whose {} is not text (left out)",
+                        family.noun(),
+                        family.owner()
+                    );
+                    self.report.problem(&what, || why);
+                    continue;
+                }
+            };
             if current.as_deref() != Some(id.as_str()) {
                 current = Some(id.clone());
                 expected = 1;
@@ -210,66 +138,70 @@ impl Reader<'_> {
                     unowned.push(id.clone());
                 }
             }
-            self.report.read(family.events_table(), 1);
             let owned = unowned.last() != Some(&id);
             if !owned || bad.last().is_some_and(|(b, _)| *b == id) {
                 continue;
             }
-            let (ts, actor, ty, payload) =
-                (text(row, 2)?, text(row, 3)?, text(row, 4)?, text(row, 5)?);
-            let verdict = (|| {
-                if seq != expected {
-                    return Err(format!("seq {seq} where {expected} was due"));
+            let verdict = rows::event_row(family, &id, row).and_then(|(event, _)| {
+                if event.seq != expected {
+                    return Err(format!("seq {} where {expected} was due", event.seq));
                 }
-                let ts = ts.ok_or("an event's ts is NULL")?;
-                let ms =
-                    parse_iso(&ts).ok_or_else(|| format!("event ts {ts:?} is not ISO-8601"))?;
-                let ty = ty.ok_or("an event's type is NULL")?;
-                let actor_text = actor.ok_or("an event's actor is NULL")?;
-                let payload_text = payload.ok_or("an event's payload is NULL")?;
-                let parse = |what: &str, text: &str| {
-                    serde_json::from_str::<Value>(text).map_err(|err| {
-                        format!("event {seq}'s {what} is JSON abstore cannot read ({err})")
-                    })
-                };
-                let actor = parse("actor", &actor_text)?;
-                let payload = parse("payload", &payload_text)?;
-                Ok((ts, ms, ty, actor_text, actor, payload_text, payload))
-            })();
-            match verdict {
-                Err(why) => bad.push((id, why)),
-                Ok((ts, ms, ty, actor_text, actor, payload_text, payload)) => {
-                    expected += 1;
-                    last.insert(id.clone(), seq);
-                    if format_iso(ms) != ts {
-                        self.report.note(
-                            "event times not in toISOString's spelling (kept as stored)",
-                            || format!("{} {} seq {seq}: {ts}", family.noun(), short(&id)),
-                        );
-                    }
-                    let (actor_again, payload_again) = (actor.to_string(), payload.to_string());
-                    if actor_again != actor_text || payload_again != payload_text {
-                        self.report.note(
-                            "events whose JSON a parse and re-serialisation would change (kept byte for byte)",
-                            || format!("{} {} seq {seq}", family.noun(), short(&id)),
-                        );
-                    }
-                    if let Some((identity, catalogs)) = catalog
-                        && let Err(err) = catalogs.validate(family.catalog(), &actor, &ty, &payload)
-                    {
-                        let what = format!(
-                            "events abstore's catalog for {identity} would refuse (imported as stored)"
-                        );
-                        self.report.note(&what, || {
-                            format!(
-                                "{} {} seq {seq} {ty}: {}",
-                                family.noun(),
-                                short(&id),
-                                err.message
-                            )
-                        });
-                    }
+                let verdict = catalogs
+                    .check(
+                        family.catalog(),
+                        &event.actor,
+                        &event.event_type,
+                        &event.payload,
+                    )
+                    .map_err(|why| {
+                        format!(
+                            "event {} ({}) is refused by the catalogs of {}: {why}",
+                            event.seq,
+                            short(&event.event_type),
+                            catalogs.name
+                        )
+                    })?;
+                Ok((event, verdict))
+            });
+            let (event, verdict) = match verdict {
+                Ok(ok) => ok,
+                Err(why) => {
+                    bad.push((id, why));
+                    continue;
                 }
+            };
+            let seq = event.seq;
+            expected += 1;
+            last.insert(id.clone(), seq);
+            if parse_iso(&event.ts).map(format_iso).as_deref() != Some(event.ts.as_str()) {
+                self.report.note(
+                    "event times not in toISOString's spelling (kept as stored)",
+                    || format!("{} {} seq {seq}: {}", family.noun(), short(&id), event.ts),
+                );
+            }
+            let changes = |value: &Value, text: &str| {
+                serde_json::to_string(value).ok().as_deref() != Some(text)
+            };
+            if changes(&event.actor, &event.actor_text)
+                || changes(&event.payload, &event.payload_text)
+            {
+                self.report.note(
+                    "events whose JSON a parse and re-serialisation would change (kept byte for byte)",
+                    || format!("{} {} seq {seq}", family.noun(), short(&id)),
+                );
+            }
+            if verdict == Verdict::Normalised {
+                self.report.note(
+                    "events whose payload abstore's catalogs would normalise (kept as stored)",
+                    || {
+                        format!(
+                            "{} {} seq {seq} {}",
+                            family.noun(),
+                            short(&id),
+                            event.event_type
+                        )
+                    },
+                );
             }
         }
         drop(rows);
@@ -293,6 +225,41 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// Every stream's chunks: numbered 1, 2, 3… and each one an append
+    /// could have stored. The count per stream, or why it cannot be
+    /// carried; chunks of a stream whose id is not text are reported here.
+    fn plan_chunks(&mut self) -> anyhow::Result<HashMap<String, Result<i64, String>>> {
+        let store = self.store;
+        let mut statement = store.conn.prepare(rows::CHUNKS_SQL)?;
+        let mut rows = statement.query([])?;
+        let mut chunks: HashMap<String, Result<i64, String>> = HashMap::new();
+        while let Some(row) = rows.next()? {
+            let id = match required_text(row, 0, "stream") {
+                Ok(id) => id,
+                Err(why) => {
+                    self.report.read("stream_chunks", 1);
+                    self.report
+                        .problem("stream chunks whose stream is not text (left out)", || why);
+                    continue;
+                }
+            };
+            let state = chunks.entry(id.clone()).or_insert(Ok(0));
+            let Ok(count) = state else {
+                continue;
+            };
+            let checked = rows::chunk_row(&id, row).and_then(|archived| match archived[1] {
+                Val::Int(seq) if seq == *count + 1 => Ok(()),
+                Val::Int(seq) => Err(format!("chunk {seq} where {} was due", *count + 1)),
+                _ => Err("a chunk without its sequence".to_owned()),
+            });
+            match checked {
+                Ok(()) => *count += 1,
+                Err(why) => *state = Err(why),
+            }
+        }
+        Ok(chunks)
+    }
+
     fn plan_streams(&mut self) -> anyhow::Result<()> {
         let has_session = self.store.shape.has_column("streams", "session");
         let tiebreak = if self.store.shape.has_column("streams", "creation_seq") {
@@ -306,144 +273,44 @@ impl Reader<'_> {
              FROM streams ORDER BY id COLLATE BINARY",
             session = if has_session { "session" } else { "NULL" },
         );
-        let mut chunks: HashMap<String, (i64, i64)> = HashMap::new();
-        {
-            let mut statement = self.conn().prepare(
-                "SELECT stream, COUNT(*), MAX(seq), MIN(seq) FROM stream_chunks GROUP BY stream",
-            )?;
-            let mut rows = statement.query([])?;
-            while let Some(row) = rows.next()? {
-                let (count, max, min): (i64, i64, i64) = (row.get(1)?, row.get(2)?, row.get(3)?);
-                chunks.insert(row.get(0)?, (if min == 1 { count } else { -1 }, max));
-            }
-        }
+        let chunks = self.plan_chunks()?;
         let mut raw = Vec::new();
         {
             let mut statement = self.conn().prepare(&sql)?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                let values: Vec<Option<String>> = (0..10)
-                    .map(|i| text(row, i))
-                    .collect::<rusqlite::Result<_>>()?;
-                let revision: Option<i64> = row.get(10)?;
-                let blob_ref = text(row, 11)?;
-                let created = text(row, 12)?;
-                let closed = text(row, 13)?;
-                let tie: Option<i64> = row.get(14)?;
-                raw.push((
-                    values,
-                    revision,
-                    blob_ref,
-                    created,
-                    closed,
-                    tie.unwrap_or(0),
-                ));
+                raw.push(read_stream(row));
             }
         }
-        for (values, revision, blob_ref, created, closed, tie) in raw {
+        for read in raw {
             self.report.read("streams", 1);
-            let [
-                id,
-                scope_kind,
-                build,
-                repo,
-                session,
-                label,
-                format,
-                status,
-                outcome,
-                artifact_kind,
-            ] = <[Option<String>; 10]>::try_from(values).map_err(|_| anyhow!("stream columns"))?;
-            let id = id.unwrap_or_default();
-            let verdict: Result<StreamRow, (&'static str, String)> = (|| {
-                let bad = |why: String| ("streams that cannot be carried (with their chunks)", why);
-                fit("the stream id", &id).map_err(bad)?;
-                let format = format.unwrap_or_default();
-                if format != STREAM_FORMAT {
-                    return Err((
-                        "streams of a format abstore does not serve (with their chunks)",
-                        format!("format {format:?}"),
-                    ));
+            let stream = match read {
+                Ok(stream) => stream,
+                Err((id, why)) => {
+                    self.report
+                        .problem("streams that cannot be carried (with their chunks)", || {
+                            format!("{} ({why})", short(&id))
+                        });
+                    continue;
                 }
-                let (family, scope_id) = match (scope_kind.as_deref(), build, repo, session) {
-                    (Some("build"), Some(b), None, None) => (Family::Build, b),
-                    (Some("repo"), None, Some(r), None) => (Family::Repo, r),
-                    (Some("session"), None, None, Some(s)) => (Family::Session, s),
-                    (kind, ..) => {
-                        return Err(bad(format!(
-                            "scope kind {kind:?} does not match its one scope column"
-                        )));
-                    }
-                };
-                let scope = (family, scope_id);
-                if !self.owners.contains_key(&scope) {
-                    return Err((
-                        "streams whose scope is not imported (with their chunks)",
-                        format!("of {} {}", family.noun(), short(&scope.1)),
-                    ));
-                }
-                let label = label.unwrap_or_default();
-                fit("the label", &label).map_err(bad)?;
-                let status = status.unwrap_or_default();
-                let created_at = required_time(created.as_deref(), "created_at").map_err(bad)?;
-                let (count, max) = chunks.get(&id).copied().unwrap_or((0, 0));
-                if count != max {
-                    return Err(bad(format!("its chunks are not numbered 1 to {max}")));
-                }
-                let mut row = StreamRow {
-                    id: id.clone(),
-                    scope,
-                    label,
-                    status: status.clone(),
-                    created_at,
-                    creation_tiebreak: tie,
-                    last_seq: max,
-                    closed_at: None,
-                    outcome: None,
-                    artifact_kind: None,
-                    artifact_revision: None,
-                    artifact_blob_ref: None,
-                    created_order: 0,
-                    closed_order: None,
-                };
-                match status.as_str() {
-                    "open" => {}
-                    "closed" => {
-                        row.closed_at =
-                            Some(required_time(closed.as_deref(), "closed_at").map_err(bad)?);
-                        let outcome = outcome.unwrap_or_default();
-                        if !matches!(outcome.as_str(), "completed" | "aborted") {
-                            return Err(bad(format!("outcome {outcome:?}")));
-                        }
-                        row.outcome = Some(outcome);
-                        let (Some(kind), Some(revision), Some(blob)) =
-                            (artifact_kind, revision, blob_ref)
-                        else {
-                            return Err(bad("closed without its artifact".to_owned()));
-                        };
-                        fit("the artifact kind", &kind).map_err(bad)?;
-                        row.artifact_kind = Some(kind);
-                        row.artifact_revision = Some(revision);
-                        row.artifact_blob_ref = Some(blob);
-                    }
-                    other => return Err(bad(format!("status {other:?}"))),
-                }
-                Ok(row)
-            })();
-            let mut row = match verdict {
+            };
+            let mut row = match self.stream_verdict(stream, &chunks) {
                 Ok(row) => row,
-                Err((what, why)) => {
+                Err((what, id, why)) => {
                     self.report
                         .problem(what, || format!("{} ({why})", short(&id)));
                     continue;
                 }
             };
             if let Some(blob) = row.artifact_blob_ref.clone()
-                && let Err(why) = self.blob_verdict(&blob)?
+                && let Err((why, detail)) = self.blob_verdict(&blob, None)?
             {
                 let what = format!("closed streams {why} (with their chunks)");
-                self.report
-                    .problem(&what, || format!("{} blob {blob}", short(&id)));
+                self.report.problem(&what, || {
+                    format!("{} blob {blob} {detail}", short(&row.id))
+                        .trim_end()
+                        .to_owned()
+                });
                 continue;
             }
             if row.status == "closed" && row.last_seq == 0 {
@@ -453,18 +320,101 @@ impl Reader<'_> {
                         row.last_seq = n;
                         self.report.note(
                             "closed streams whose chunks Autobuild had pruned (the count kept from the artifact's chunkCount)",
-                            || format!("{} ({n} chunks)", short(&id)),
+                            || format!("{} ({n} chunks)", short(&row.id)),
                         );
                     }
                     None => self.report.note(
                         "closed streams without chunks or a chunkCount (imported with none)",
-                        || short(&id),
+                        || short(&row.id),
                     ),
                 }
             }
             self.streams.push(row);
         }
         Ok(())
+    }
+
+    /// A stream row as abstore keeps it, or the report's kind of problem,
+    /// the stream's id and why.
+    fn stream_verdict(
+        &self,
+        s: SourceStream,
+        chunks: &HashMap<String, Result<i64, String>>,
+    ) -> Result<StreamRow, (&'static str, String, String)> {
+        let id = s.id;
+        let bad = |why: String| {
+            (
+                "streams that cannot be carried (with their chunks)",
+                id.clone(),
+                why,
+            )
+        };
+        let format = s.format.unwrap_or_default();
+        if format != STREAM_FORMAT {
+            return Err((
+                "streams of a format abstore does not serve (with their chunks)",
+                id.clone(),
+                format!("format {:?}", short(&format)),
+            ));
+        }
+        let (family, scope_id) = match (s.scope_kind.as_deref(), s.build, s.repo, s.session) {
+            (Some("build"), Some(b), None, None) => (Family::Build, b),
+            (Some("repo"), None, Some(r), None) => (Family::Repo, r),
+            (Some("session"), None, None, Some(s)) => (Family::Session, s),
+            (kind, ..) => {
+                return Err(bad(format!(
+                    "scope kind {:?} does not match its one scope column",
+                    kind.map(short)
+                )));
+            }
+        };
+        let scope = (family, scope_id);
+        if !self.owners.contains_key(&scope) {
+            return Err((
+                "streams whose scope is not imported (with their chunks)",
+                id.clone(),
+                format!("of {} {}", family.noun(), short(&scope.1)),
+            ));
+        }
+        let created_at = required_time(s.created.as_deref(), "created_at").map_err(bad)?;
+        let last_seq = match chunks.get(&id) {
+            None => 0,
+            Some(Ok(n)) => *n,
+            Some(Err(why)) => return Err(bad(why.clone())),
+        };
+        let mut row = StreamRow {
+            id: id.clone(),
+            scope,
+            label: s.label.unwrap_or_default(),
+            status: s.status.clone().unwrap_or_default(),
+            created_at,
+            creation_tiebreak: s.tiebreak,
+            last_seq,
+            closed_at: None,
+            outcome: None,
+            artifact_kind: None,
+            artifact_revision: None,
+            artifact_blob_ref: None,
+            created_order: 1,
+            closed_order: None,
+        };
+        if row.status == "closed" {
+            row.closed_at = Some(required_time(s.closed.as_deref(), "closed_at").map_err(bad)?);
+            row.closed_order = Some(1);
+            row.outcome = s.outcome;
+            let (Some(kind), Some(revision), Some(blob)) =
+                (s.artifact_kind, s.artifact_revision, s.artifact_blob_ref)
+            else {
+                return Err(bad("closed without its artifact".to_owned()));
+            };
+            row.artifact_kind = Some(kind);
+            row.artifact_revision = Some(revision);
+            row.artifact_blob_ref = Some(blob);
+        }
+        // Checked with stand-in orders (numbered once every stream is known).
+        checks::row(STREAM, &rows::stream_row(&row)).map_err(bad)?;
+        row.closed_order = None;
+        Ok(row)
     }
 
     /// The `chunkCount` of a closed stream's artifact metadata.
@@ -480,13 +430,14 @@ impl Reader<'_> {
             .query_row(
                 &sql,
                 rusqlite::params![row.scope.1, row.artifact_kind, row.artifact_revision],
-                |r| r.get(0),
+                |r| Ok(cell_text(r, 0, "metadata").ok().flatten()),
             )
             .optional()?;
         Ok(metadata
             .flatten()
             .and_then(|m| serde_json::from_str::<Value>(&m).ok())
-            .and_then(|m| m.get("chunkCount").and_then(Value::as_i64)))
+            .and_then(|m| m.get("chunkCount").and_then(Value::as_i64))
+            .filter(|n| (0..=crate::protocol::numbers::MAX_SAFE_INTEGER).contains(n)))
     }
 
     /// Numbers every scope's creations and closes (streams; a repository's
@@ -521,20 +472,28 @@ impl Reader<'_> {
             let mut statement = store.conn.prepare(&sql)?;
             let mut rows = statement.query([])?;
             while let Some(row) = rows.next()? {
-                let id: String = row.get(0)?;
+                // Every imported session's columns were read in the plan.
+                let (Ok(Some(id)), Ok(Some(repo))) =
+                    (cell_text(row, 0, "id"), cell_text(row, 1, "repo"))
+                else {
+                    continue;
+                };
                 if !self.owners.contains_key(&(Family::Session, id.clone())) {
                     continue;
                 }
-                let repo: String = row.get(1)?;
-                let at = time(text(row, 2)?.as_deref()).ok().flatten().unwrap_or(0);
-                let tie: Option<i64> = row.get(3)?;
+                let at = cell_text(row, 2, "created_at")
+                    .ok()
+                    .flatten()
+                    .and_then(|t| parse_iso(&t))
+                    .unwrap_or(0);
+                let tie = cell_int(row, 3, tiebreak).ok().flatten().unwrap_or(0);
                 by_scope
                     .entry((Family::Repo, repo))
                     .or_default()
                     .push(Ordered {
                         at,
                         phase: 0,
-                        tiebreak: (tie.unwrap_or(0), id.clone()),
+                        tiebreak: (tie, id.clone()),
                         target: Target::SessionCreated(id),
                     });
             }
@@ -563,4 +522,50 @@ impl Reader<'_> {
         }
         Ok(())
     }
+}
+
+/// A `streams` row as read, each column what it must be.
+struct SourceStream {
+    id: String,
+    scope_kind: Option<String>,
+    build: Option<String>,
+    repo: Option<String>,
+    session: Option<String>,
+    label: Option<String>,
+    format: Option<String>,
+    status: Option<String>,
+    outcome: Option<String>,
+    artifact_kind: Option<String>,
+    artifact_revision: Option<i64>,
+    artifact_blob_ref: Option<String>,
+    created: Option<String>,
+    closed: Option<String>,
+    tiebreak: i64,
+}
+
+/// The columns of `plan_streams`'s row, or the stream's id (as far as it
+/// reads) and why the row cannot be read.
+fn read_stream(row: &rusqlite::Row<'_>) -> Result<SourceStream, (String, String)> {
+    let id = required_text(row, 0, "id").map_err(|why| ("(unreadable id)".to_owned(), why))?;
+    let read = || -> Result<SourceStream, String> {
+        let t = |i: usize, column: &str| cell_text(row, i, column);
+        Ok(SourceStream {
+            id: id.clone(),
+            scope_kind: t(1, "scope_kind")?,
+            build: t(2, "build")?,
+            repo: t(3, "repo")?,
+            session: t(4, "session")?,
+            label: t(5, "label")?,
+            format: t(6, "format")?,
+            status: t(7, "status")?,
+            outcome: t(8, "outcome")?,
+            artifact_kind: t(9, "artifact_kind")?,
+            artifact_revision: cell_int(row, 10, "artifact_revision")?,
+            artifact_blob_ref: t(11, "artifact_blob_ref")?,
+            created: t(12, "created_at")?,
+            closed: t(13, "closed_at")?,
+            tiebreak: cell_int(row, 14, "creation_seq")?.unwrap_or(0),
+        })
+    };
+    read().map_err(|why| (id.clone(), why))
 }
