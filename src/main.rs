@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
         }
     };
-    abstore::logging::init(cli.log_format);
+    abstore::logging::init(cli.log_format.into());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -59,6 +59,15 @@ pub enum LogFormat {
     Json,
 }
 
+impl From<LogFormat> for crate::logging::LineFormat {
+    fn from(format: LogFormat) -> Self {
+        match format {
+            LogFormat::Text => crate::logging::LineFormat::Text,
+            LogFormat::Json => crate::logging::LineFormat::Json,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the Remote BuildStore protocol.

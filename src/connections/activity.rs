@@ -2,10 +2,13 @@
 //! whether a request is in progress, when the last one finished, and when
 //! the bytes of the next request head started to arrive.
 //!
-//! hyper 1.x has a single header-read timer that also runs while a
-//! keep-alive connection waits for its next request, so it cannot give the
-//! two bounds separately; this does, from the connection's own reads and
-//! requests. Everything here happens on the connection's task, inside its
+//! hyper 1.x has a single header-read timer (`header_read_timeout`) that
+//! starts when it begins reading a head, which on a keep-alive connection is
+//! as soon as the last answer ends: it also runs while the connection waits
+//! for its next request, so it cannot give the two bounds separately
+//! (checked against hyper 1.12; `tests/it/connections.rs`,
+//! `an_idle_keep_alive_connection_outlives_the_header_read_timeout`, fails
+//! with it). This does, from the connection's own reads and requests. Everything here happens on the connection's task, inside its
 //! poll of hyper's connection (hyper polls the service future and drops
 //! the answer's body there), so relaxed atomics are enough, and the
 //! connection's watch reads the deadline after each such poll instead of

@@ -1,7 +1,8 @@
 //! Accepting and serving connections: HTTP/1.1 over hyper with the bounds
 //! `axum::serve` does not have — a cap on open connections, a header-read
-//! timeout, an idle keep-alive timeout and a body-read (stall) timeout —
-//! and a graceful shutdown that lets in-flight requests finish.
+//! timeout, an idle keep-alive timeout and a body-read (stall) timeout
+//! (tower-http's `TimeoutBody`) — and a graceful shutdown that lets
+//! in-flight requests finish (hyper-util's `GracefulShutdown`).
 //!
 //! Over the cap a connection is accepted, answered `503` with the protocol's
 //! JSON error and closed at once, so a flood cannot exhaust descriptors and
@@ -11,7 +12,6 @@
 //! header-read bound (issue 33).
 
 mod activity;
-mod body;
 mod io;
 mod repoll;
 
@@ -23,6 +23,7 @@ use std::time::Duration;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -136,24 +137,28 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
-    let open = accept_until(listener, router, limits, shutdown).await;
-    // Every open connection holds a permit: all returned means all closed.
-    let _ = open.acquire_many(limits.max_connections).await;
+    // Each connection finishes the request it is serving, then closes.
+    accept_until(listener, router, limits, shutdown)
+        .await
+        .shutdown()
+        .await;
 }
 
 /// Serve `router` on `listener` until `shutdown` is cancelled, then stop
 /// accepting and return at once, `listener` free for another server (a
-/// starting server hands it on this way). The connections still open drain
-/// by themselves: each closes after the request it is answering, or at
-/// once when idle. Answers the semaphore their permits return to.
+/// starting server hands it on this way). Answers the connections' drain:
+/// its `shutdown` has each still open close after the request it is
+/// answering (or at once when idle) and waits for them all; dropped, it lets
+/// them close the same way without waiting.
 pub async fn accept_until(
     listener: &TcpListener,
     router: Router,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
-) -> Arc<Semaphore> {
+) -> GracefulShutdown {
     let open = Arc::new(Semaphore::new(limits.max_connections as usize));
     let per_address = Arc::new(PerAddress::default());
+    let drain = GracefulShutdown::new();
     // Looked up once: a handle, not a registry lookup per connection.
     let open_gauge = metrics::gauge!("abstore_connections_open");
     loop {
@@ -189,11 +194,11 @@ pub async fn accept_until(
         match open.clone().try_acquire_owned() {
             Ok(permit) => {
                 let router = router.clone();
-                let shutdown = shutdown.clone();
+                let watcher = drain.watcher();
                 let open_gauge = open_gauge.clone();
                 open_gauge.increment(1.0);
                 tokio::spawn(async move {
-                    serve_connection(stream, router, limits, shutdown, (permit, slot)).await;
+                    serve_connection(stream, router, limits, watcher, (permit, slot)).await;
                     open_gauge.decrement(1.0);
                 });
             }
@@ -205,7 +210,7 @@ pub async fn accept_until(
             }
         }
     }
-    open
+    drain
 }
 
 fn is_connection_error(err: &std::io::Error) -> bool {
@@ -234,7 +239,7 @@ async fn serve_connection(
     stream: TcpStream,
     router: Router,
     limits: ConnectionLimits,
-    shutdown: CancellationToken,
+    drain: Watcher,
     _places: (OwnedSemaphorePermit, AddressSlot),
 ) {
     let activity = Activity::new();
@@ -242,8 +247,12 @@ async fn serve_connection(
     let service_activity = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = service_activity.begin();
-        let request = request
-            .map(|body| axum::body::Body::new(body::StallBoundedBody::new(body, limits.body_read)));
+        let request = request.map(|body| {
+            axum::body::Body::new(tower_http::timeout::TimeoutBody::new(
+                limits.body_read,
+                body,
+            ))
+        });
         // Called here, not in the future: the future then holds the
         // router's future alone, not also the request it was made from
         // (a held read's future lives as long as it waits). A router is
@@ -257,18 +266,13 @@ async fn serve_connection(
             }))
         }
     });
-    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    // Once the server stops, the connection finishes its request and closes.
+    let connection =
+        drain.watch(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
     tokio::pin!(connection);
     let deadline = tokio::time::sleep_until(activity.deadline(limits.deadlines));
     tokio::pin!(deadline);
-    let cancelled = shutdown.cancelled();
-    tokio::pin!(cancelled);
-    let mut draining = false;
     let served = repoll::Repoll::new(std::future::poll_fn(|cx| {
-        if !draining && cancelled.as_mut().poll(cx).is_ready() {
-            draining = true;
-            connection.as_mut().graceful_shutdown();
-        }
         if let Poll::Ready(served) = connection.as_mut().poll(cx) {
             return Poll::Ready(Some(served));
         }

@@ -28,26 +28,31 @@ use std::io::IsTerminal as _;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::LogFormat;
-
 pub use json::{JsonFields, JsonLine};
 pub use text::{TextFields, TextLine};
 
+/// The form of the log lines (`--log-format`, read by `crate::cli`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineFormat {
+    Text,
+    Json,
+}
+
 /// Installs the process's logger: `RUST_LOG` filters (default `info`),
 /// lines go to stderr in `format`.
-pub fn init(format: LogFormat) {
+pub fn init(format: LineFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Json => builder
+        LineFormat::Json => builder
             .with_ansi(false)
             .fmt_fields(JsonFields)
             .event_format(JsonLine)
             .init(),
-        LogFormat::Text if std::io::stderr().is_terminal() => builder.with_ansi(true).init(),
-        LogFormat::Text => builder
+        LineFormat::Text if std::io::stderr().is_terminal() => builder.with_ansi(true).init(),
+        LineFormat::Text => builder
             .with_ansi(false)
             .fmt_fields(TextFields)
             .event_format(TextLine)

@@ -115,6 +115,32 @@ async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
     assert!(took < Duration::from_secs(30), "closed after {took:?}");
 }
 
+/// A keep-alive connection waiting for its next request is under the idle
+/// bound, not the header-read one: it outlives the header-read bound and
+/// serves its next request. hyper's own `header_read_timeout` runs its one
+/// timer from the end of an answer, so it would close this connection at
+/// the header-read bound (src/connections/activity.rs says why we keep our
+/// own).
+#[tokio::test]
+async fn an_idle_keep_alive_connection_outlives_the_header_read_timeout() {
+    let s = Server::builder()
+        .flag("--header-read-timeout-seconds", "1")
+        .flag("--idle-timeout-seconds", "600")
+        .start()
+        .await;
+    let mut kept = connect(&s).await;
+    let request = format!("GET /health HTTP/1.1\r\n{HEADERS}\r\n");
+    kept.write_all(request.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut kept).await.0, 200);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    kept.write_all(request.as_bytes()).await.unwrap();
+    assert_eq!(
+        read_response(&mut kept).await.0,
+        200,
+        "the idle connection was closed at the header-read bound"
+    );
+}
+
 /// A new connection's first request head is due within the header-read
 /// bound from the moment it opens: one that sends nothing is not kept for
 /// the (longer) idle bound, so silent connections cannot hold the cap
