@@ -25,8 +25,6 @@ macro_rules! next_revision_sql {
     };
 }
 
-pub(crate) use next_revision_sql;
-
 pub(crate) fn select_artifact<'a>(r: &'a ResourceRef, kind: &'a str, rev: i64) -> Fixed<'a, 4> {
     const SQL: &str = concat!(
         "SELECT ",

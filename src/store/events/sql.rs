@@ -19,8 +19,6 @@ macro_rules! insert_event_sql {
     };
 }
 
-pub(crate) use {append_event_tail_sql, insert_event_sql};
-
 /// A repository's state events (protocol 3): every event of a durable type
 /// (`harvest.*`, `orchestrator.sandbox.*`, and three `dispatcher.*` settings)
 /// and every event from the latest `dispatcher.run-started` on, when there is

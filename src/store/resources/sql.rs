@@ -4,11 +4,11 @@
 //! (written per dialect: the JSON table functions differ), and the health
 //! check's ping.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::error::StoreResult;
-use crate::store::records::{Lease, Record};
+use crate::store::records::{Lease, Record, ResourceRow};
 use crate::store::statement::{
     Columns, Dialect, Fixed, Statements, args, json_object, resource_kind, statement,
 };
@@ -33,18 +33,11 @@ macro_rules! select_resource_sql {
     };
 }
 
-pub(crate) use {resource_columns, select_resource_sql};
+pub(crate) use resource_columns;
 
 /// PostgreSQL's lock of the resource row, held until the transaction ends
 /// ([`select_resource`]'s arguments).
 pub(crate) const LOCK_RESOURCE_POSTGRES: &str = concat!(select_resource_sql!(), " FOR UPDATE");
-
-/// The resource row as reads and locks return it.
-pub(crate) struct ResourceRow {
-    pub record: Record,
-    pub last_seq: i64,
-    pub lease_ttl_ms: Option<i64>,
-}
 
 /// A resource row, on any connection.
 pub(crate) async fn resource(

@@ -7,9 +7,7 @@
 use crate::protocol::ResourceRef;
 use crate::store::error::StoreResult;
 use crate::store::records::{StreamArtifact, StreamRecord};
-use crate::store::statement::{
-    Arg, Columns, Fixed, Statements, args, resource_kind, statement,
-};
+use crate::store::statement::{Arg, Columns, Fixed, Statements, args, resource_kind, statement};
 
 /// A stream row's columns, in the order [`stream_row`] reads them.
 macro_rules! stream_columns {
@@ -41,7 +39,7 @@ macro_rules! insert_chunk_sql {
     };
 }
 
-pub(crate) use {append_chunk_tail_sql, insert_chunk_sql, select_stream_sql, stream_columns};
+pub(crate) use stream_columns;
 
 /// PostgreSQL's lock of the stream row, held until the transaction ends
 /// ([`select_stream`]'s arguments).
