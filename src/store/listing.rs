@@ -64,7 +64,6 @@ fn any<const N: usize>(statement: Fixed<'_, N>) -> Statement<Vec<Arg<'_>>> {
 }
 
 /// One row of [`statement_of`]'s statement, as its wire JSON.
-
 pub(crate) fn render(
     listing: &Listing,
     row: &(impl Columns + ?Sized),
