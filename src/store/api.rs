@@ -273,7 +273,7 @@ pub trait TicketAssets {
     ) -> StoreResult<Option<TicketAssetMeta>>;
 }
 
-/// Autobuild's hosted tickets (`ops/tickets.rs`, `tickets/`).
+/// Autobuild's hosted tickets (`store/tickets/`; their rules are `crate::tickets`').
 #[async_trait]
 pub trait Tickets {
     /// One of Autobuild's hosted ticket operations ([`crate::tickets`]): one
