@@ -20,7 +20,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::routing::get;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +35,13 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
         ])
         .context("metric buckets")?
+        // Jobs per SQLite commit are counts, not seconds: powers of two up
+        // to the writer's batch bound.
+        .set_buckets_for_metric(
+            Matcher::Full(COMMIT_BATCH_JOBS.to_owned()),
+            &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0],
+        )
+        .context("commit batch buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
     INSTALLED.store(true, Relaxed);
@@ -62,6 +69,16 @@ fn describe() {
         "abstore_http_request_duration_seconds",
         Unit::Seconds,
         "Time from request to response head, by matched route and method."
+    );
+    describe_histogram!(
+        COMMIT_BATCH_JOBS,
+        "Jobs (writes) carried by each SQLite commit of the writer thread: \
+         how many writes share one fsync (group commit)."
+    );
+    describe_histogram!(
+        COMMIT_SECONDS,
+        Unit::Seconds,
+        "Time each SQLite writer batch takes from BEGIN until its jobs are answered (the COMMIT's fsync included)."
     );
     describe_counter!(
         "abstore_appends_total",
@@ -336,6 +353,33 @@ async fn render(State((handle, sample)): State<(PrometheusHandle, Sampler)>) -> 
     metrics::gauge!("abstore_db_pool_max_connections").set(f64::from(pool.max));
     record_process();
     handle.render()
+}
+
+/// The SQLite writer's group-commit histograms.
+const COMMIT_BATCH_JOBS: &str = "abstore_sqlite_commit_batch_jobs";
+const COMMIT_SECONDS: &str = "abstore_sqlite_commit_seconds";
+
+/// Where the SQLite writer thread records each batch it commits: how many
+/// jobs shared the commit, and how long the transaction took. Taken once
+/// per writer thread (the store opens after [`install`]); `None` without a
+/// recorder, so a store with no metrics listener records nothing.
+pub struct CommitBatches {
+    jobs: metrics::Histogram,
+    seconds: metrics::Histogram,
+}
+
+impl CommitBatches {
+    pub fn new() -> Option<CommitBatches> {
+        INSTALLED.load(Relaxed).then(|| CommitBatches {
+            jobs: metrics::histogram!(COMMIT_BATCH_JOBS),
+            seconds: metrics::histogram!(COMMIT_SECONDS),
+        })
+    }
+
+    pub fn record(&self, jobs: usize, took: Duration) {
+        self.jobs.record(jobs as f64);
+        self.seconds.record(took.as_secs_f64());
+    }
 }
 
 /// Whether [`install`] ran: without a recorder the per-request recording

@@ -100,6 +100,24 @@ impl Totals {
     }
 }
 
+/// `p50 / p99 / p99.9 (n)` in ms, or a dash when there are none: the
+/// append tail and the disk's fsyncs beside it (issue 52, item 4), where a
+/// p99 of a few hundred samples is nearly the slowest one.
+pub fn tail_latency(latencies: &[Duration]) -> String {
+    let mut sorted = latencies.to_vec();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return "–".into();
+    }
+    format!(
+        "{} / {} / {} ({})",
+        crate::harness::ms(percentile(&sorted, 0.5)),
+        crate::harness::ms(percentile(&sorted, 0.99)),
+        crate::harness::ms(percentile(&sorted, 0.999)),
+        sorted.len()
+    )
+}
+
 /// `p50 / p99 (n)` in ms, or a dash when there are none.
 pub fn latency(latencies: &[Duration]) -> String {
     let mut sorted = latencies.to_vec();

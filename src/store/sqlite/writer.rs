@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Instant;
 
 use rusqlite::Connection;
 
@@ -109,6 +110,7 @@ impl From<Failure> for StoreError {
 /// Run batches until every sender is gone (the store was dropped).
 /// The connection closes before `guard` is released (see `FileGuard`).
 pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>, guard: Option<Arc<FileGuard>>) {
+    let batches = crate::metrics::CommitBatches::new();
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -117,7 +119,11 @@ pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>, guard: Option<Arc<F
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
+        let (size, started) = (batch.len(), Instant::now());
         run_batch(&mut conn, batch);
+        if let Some(batches) = &batches {
+            batches.record(size, started.elapsed());
+        }
     }
     drop(conn);
     drop(guard);
