@@ -20,7 +20,6 @@ mod extract;
 mod gate;
 mod health;
 mod identity;
-mod kept;
 mod middleware;
 mod path;
 mod prepared;
