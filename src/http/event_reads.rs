@@ -10,9 +10,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiResult;
+use super::extract::read_params;
+use super::lookup::lookup_on_failure;
 use super::path::ResourcePath;
 use super::prepared::{Answer, Prepared};
-use super::resources::{lookup_on_failure, read_params};
 use super::response::json_response;
 use super::state::SharedState;
 use crate::held::PROBE_ROWS;

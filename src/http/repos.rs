@@ -1,5 +1,6 @@
-//! The repository family (spec section 4): `ensureRepo` here, the
-//! per-repository operations from [`resources`](super::resources). There is
+//! The repository family (spec section 4): `ensureRepo` and protocol 3's
+//! derived reads here; the operations every resource family shares are
+//! declared once for every family in `super::routes`. There is
 //! deliberately no `GET /repos`.
 
 use axum::body::Body;
