@@ -220,7 +220,7 @@ async fn open(
     );
     let auth = &settings.auth;
     let state = Arc::new(AppState {
-        store,
+        store: store.clone(),
         blobs,
         access: Access {
             clients,
@@ -232,18 +232,22 @@ async fn open(
         },
         limits: settings.limits.clone(),
         held: Arc::new(held),
-        history: settings.history_cache.map(|cache| {
-            Arc::new(crate::history::HistoryCache::new(
-                cache.chunk_events,
-                cache.bytes,
-                settings.store.answer_times,
-            ))
-        }),
-        state_events: settings
-            .answer_caches
-            .state_events
-            .map(crate::history::StateEventsCache::new),
-        short_logs,
+        history: crate::history::reader::HistoryReader::new(
+            store.clone(),
+            settings.history_cache.map(|cache| {
+                Arc::new(crate::history::HistoryCache::new(
+                    cache.chunk_events,
+                    cache.bytes,
+                    settings.store.answer_times,
+                ))
+            }),
+            short_logs,
+            settings
+                .answer_caches
+                .state_events
+                .map(crate::history::StateEventsCache::new),
+            settings.limits.compress_min_bytes,
+        ),
         json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
         stream_closes: tokio::sync::Semaphore::new(settings.max_concurrent_stream_closes as usize),
         test_clock,

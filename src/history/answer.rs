@@ -58,7 +58,7 @@ const TEXT_AHEAD: usize = 4;
 /// complete chunks and prefixes; `None` when the ordinary read should
 /// answer (no complete chunk or prefix known in range, or as text no
 /// complete chunk; an unknown resource, whose `404` it gives, has none).
-pub fn answer(
+pub(super) fn answer(
     store: &Arc<dyn Store>,
     cache: &Arc<HistoryCache>,
     resource: &ResourceRef,

@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use bytes::Bytes;
 use hashlink::LruCache;
 
+use super::bounded::{Bounded, Weighed};
 use super::gzip::Deflated;
 use crate::protocol::ResourceRef;
 use crate::store::rows::AnswerTimes;
@@ -19,7 +20,7 @@ pub struct HistoryCache {
     /// answer may take (the streamed reads' bounds); then the answer is
     /// abandoned.
     pub(super) times: AnswerTimes,
-    cache: Mutex<Cache>,
+    frames: Mutex<Bounded<(ResourceRef, i64), Chunk>>,
     /// A lower bound on the last sequence of each log a read has seen
     /// (recently read ones first).
     known: Mutex<LruCache<ResourceRef, i64>>,
@@ -29,11 +30,6 @@ pub struct HistoryCache {
 /// a log it forgot is answered by the ordinary read once, which teaches it
 /// again.
 const KNOWN_LOGS: usize = 16_384;
-
-struct Cache {
-    frames: LruCache<(ResourceRef, i64), Chunk>,
-    bytes: usize,
-}
 
 /// A chunk's frame: its events from its start up to `end`, a sequence the
 /// log had committed. The chunk is complete when `end` is the chunk's end.
@@ -64,11 +60,17 @@ impl Chunk {
         }
     }
 
-    /// The bytes it holds, as the cache's bound counts them.
+    /// The bytes it holds.
     fn size(&self) -> usize {
         self.frame.len()
             + self.deflated.as_ref().map_or(0, |d| d.bytes.len())
             + self.brotli.as_ref().map_or(0, Bytes::len)
+    }
+}
+
+impl Weighed for Chunk {
+    fn bytes(&self) -> usize {
+        self.size()
     }
 }
 
@@ -80,10 +82,11 @@ impl HistoryCache {
             chunk_events: i64::from(chunk_events.max(1)),
             capacity,
             times,
-            cache: Mutex::new(Cache {
-                frames: LruCache::new_unbounded(),
-                bytes: 0,
-            }),
+            frames: Mutex::new(Bounded::new(
+                capacity,
+                usize::MAX,
+                "abstore_history_cache_bytes",
+            )),
             known: Mutex::new(LruCache::new(KNOWN_LOGS)),
         }
     }
@@ -120,16 +123,13 @@ impl HistoryCache {
     }
 
     pub(super) fn get(&self, key: &(ResourceRef, i64)) -> Option<Chunk> {
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.frames.get(key).cloned()
+        self.frames().get(key).cloned()
     }
 
     /// Where the cached frame of `resource`'s chunk `index` ends, without
     /// touching its place in the LRU order.
     pub(super) fn cached_end(&self, resource: &ResourceRef, index: i64) -> Option<i64> {
-        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache
-            .frames
+        self.frames()
             .peek(&(resource.clone(), index))
             .map(|chunk| chunk.end)
     }
@@ -141,36 +141,26 @@ impl HistoryCache {
         if self.too_large(chunk.size()) {
             return;
         }
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let size = chunk.size();
-        if let Some(old) = cache.frames.insert(key, chunk) {
-            cache.bytes -= old.size();
-        }
-        cache.bytes += size;
-        self.evict(&mut cache);
+        self.frames().insert(key, chunk);
     }
 
     /// Keep `recoded` beside the cached frame it was made from (`key`'s,
     /// ending at `end`), if that frame is still the one cached and has no
     /// such coding yet.
     pub(super) fn keep_recoded(&self, key: &(ResourceRef, i64), end: i64, recoded: Recoded) {
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(chunk) = cache.frames.get_mut(key) else {
-            return;
-        };
-        let (added, held) = match &recoded {
-            Recoded::Deflated(deflated) => (deflated.bytes.len(), chunk.deflated.is_some()),
-            Recoded::Brotli(stream) => (stream.len(), chunk.brotli.is_some()),
-        };
-        if chunk.end != end || held || self.too_large(chunk.size() + added) {
-            return;
-        }
-        match recoded {
-            Recoded::Deflated(deflated) => chunk.deflated = Some(deflated),
-            Recoded::Brotli(stream) => chunk.brotli = Some(stream),
-        }
-        cache.bytes += added;
-        self.evict(&mut cache);
+        self.frames().change(key, |chunk| {
+            let (added, held) = match &recoded {
+                Recoded::Deflated(deflated) => (deflated.bytes.len(), chunk.deflated.is_some()),
+                Recoded::Brotli(stream) => (stream.len(), chunk.brotli.is_some()),
+            };
+            if chunk.end != end || held || self.too_large(chunk.size() + added) {
+                return;
+            }
+            match recoded {
+                Recoded::Deflated(deflated) => chunk.deflated = Some(deflated),
+                Recoded::Brotli(stream) => chunk.brotli = Some(stream),
+            }
+        });
     }
 
     /// Whether a chunk of `size` bytes is too large to keep: over an eighth
@@ -179,16 +169,8 @@ impl HistoryCache {
         size > self.capacity / 8
     }
 
-    /// Evict the least recently used chunks until the cache is within its
-    /// bound.
-    fn evict(&self, cache: &mut Cache) {
-        while cache.bytes > self.capacity {
-            match cache.frames.remove_lru() {
-                Some((_, evicted)) => cache.bytes -= evicted.size(),
-                None => break,
-            }
-        }
-        metrics::gauge!("abstore_history_cache_bytes").set(cache.bytes as f64);
+    fn frames(&self) -> std::sync::MutexGuard<'_, Bounded<(ResourceRef, i64), Chunk>> {
+        self.frames.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

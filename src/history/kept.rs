@@ -34,17 +34,17 @@ impl KeptAnswer {
         self.text.len() + self.zstd.get().map_or(0, Bytes::len)
     }
 
-    /// The answer as one zstd frame, and its length when this call made it
-    /// (for the cache to count; two racing callers may both compress, only
-    /// the frame kept is counted, once).
-    pub fn zstd(&self) -> Result<(Bytes, Option<usize>), StoreError> {
+    /// The answer as one zstd frame, and whether this call made it (for the
+    /// cache to count it again; two racing callers may both compress, only
+    /// the frame kept is counted).
+    pub fn zstd(&self) -> Result<(Bytes, bool), StoreError> {
         if let Some(done) = self.zstd.get() {
-            return Ok((done.clone(), None));
+            return Ok((done.clone(), false));
         }
         let mut encoder = frames::encoder(frames::LIVE_LEVEL);
         frames::compress(&mut encoder, &self.text)?;
         let frame = frames::finish(encoder)?;
-        let made = self.zstd.set(frame.clone()).is_ok().then_some(frame.len());
+        let made = self.zstd.set(frame.clone()).is_ok();
         Ok((self.zstd.get().cloned().unwrap_or(frame), made))
     }
 }

@@ -39,26 +39,28 @@
 //! are kept whole per journal tail instead (`state_events`), and on a SQLite
 //! file whole short logs are kept until they are written (`short_logs`).
 //!
-//! Here: the plan of an answer (`plan`, pure), the cache of frames and of
-//! what reads have taught (`cache`), the zstd frames (`frames`), the
-//! writer of an answer as a stream of frames (`answer`) and where a zstd
-//! answer's HTTP chunks are cut (`seams`). The HTTP side
-//! (which requests are answered from it, the response's headers) is
-//! `crate::http::resources`.
+//! Here: the one entry for these reads (`reader`: [`reader::HistoryReader`]), which
+//! chooses the source and keeps the caches; the plan of an answer (`plan`,
+//! pure), the cache of frames and of what reads have taught (`cache`), the
+//! zstd frames (`frames`), the writer of an answer as a stream of frames
+//! (`answer`), where a zstd answer's HTTP chunks are cut (`seams`), answers
+//! kept whole (`kept`) and the byte-bounded LRU the three caches share
+//! (`bounded`). The HTTP side (`crate::http`'s `event_reads` and `repos`)
+//! only says how the client takes the answer and sends the [`Reply`].
 
 mod answer;
+mod bounded;
 mod brotli;
 mod cache;
 mod frames;
 mod gzip;
 mod kept;
 mod plan;
+pub mod reader;
 mod seams;
 mod short_logs;
 mod state_events;
 
-pub use answer::{Answer, Form, answer};
 pub use cache::HistoryCache;
-pub use kept::{KeptAnswer, collect};
-pub use short_logs::{ShortLogCache, Ticket as ShortLogTicket};
-pub use state_events::{StateAnswer, StateEventsCache};
+pub use short_logs::ShortLogCache;
+pub use state_events::StateEventsCache;

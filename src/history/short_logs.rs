@@ -33,8 +33,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
-use hashlink::LruCache;
 
+use super::bounded::{Bounded, Weighed};
 use super::kept::KeptAnswer;
 use crate::protocol::ResourceRef;
 use crate::store::StoreError;
@@ -44,14 +44,11 @@ use crate::store::StoreError;
 const MAX_SLOTS: usize = 65_536;
 
 pub struct ShortLogCache {
-    capacity: usize,
     inner: Mutex<Inner>,
 }
 
 struct Inner {
-    slots: LruCache<ResourceRef, Slot>,
-    /// Bytes held by the kept answers.
-    bytes: usize,
+    slots: Bounded<ResourceRef, Slot>,
     next_ticket: u64,
 }
 
@@ -61,6 +58,15 @@ enum Slot {
     Kept(Arc<KeptAnswer>),
 }
 
+impl Weighed for Slot {
+    fn bytes(&self) -> usize {
+        match self {
+            Slot::Reading(_) => 0,
+            Slot::Kept(kept) => kept.held_bytes(),
+        }
+    }
+}
+
 /// A missed read's claim to keep its answer.
 pub struct Ticket(u64);
 
@@ -68,10 +74,8 @@ impl ShortLogCache {
     /// At most `capacity` bytes of answers (at least 1).
     pub fn new(capacity: usize) -> Self {
         ShortLogCache {
-            capacity: capacity.max(1),
             inner: Mutex::new(Inner {
-                slots: LruCache::new_unbounded(),
-                bytes: 0,
+                slots: Bounded::new(capacity.max(1), MAX_SLOTS, "abstore_short_log_cache_bytes"),
                 next_ticket: 0,
             }),
         }
@@ -90,9 +94,7 @@ impl ShortLogCache {
         let mut inner = self.lock();
         inner.next_ticket += 1;
         let ticket = inner.next_ticket;
-        if let Some(Slot::Kept(old)) = inner.slots.insert(resource.clone(), Slot::Reading(ticket)) {
-            inner.bytes -= old.held_bytes().min(inner.bytes);
-        }
+        inner.slots.insert(resource.clone(), Slot::Reading(ticket));
         Ticket(ticket)
     }
 
@@ -100,14 +102,11 @@ impl ShortLogCache {
     /// no write to it was announced since [`begin`](Self::begin).
     pub fn finish(&self, resource: &ResourceRef, ticket: Ticket, text: Bytes) -> Arc<KeptAnswer> {
         let kept = Arc::new(KeptAnswer::new(text));
-        let mut inner = self.lock();
-        if let Some(slot) = inner.slots.get_mut(resource)
-            && matches!(slot, Slot::Reading(t) if *t == ticket.0)
-        {
-            *slot = Slot::Kept(kept.clone());
-            inner.bytes += kept.held_bytes();
-            self.evict(&mut inner);
-        }
+        self.lock().slots.change(resource, |slot| {
+            if matches!(slot, Slot::Reading(t) if *t == ticket.0) {
+                *slot = Slot::Kept(kept.clone());
+            }
+        });
         kept
     }
 
@@ -122,39 +121,22 @@ impl ShortLogCache {
     /// A write to `resource` committed: its kept answer (or a read's mark)
     /// goes.
     pub fn forget(&self, resource: &ResourceRef) {
-        let mut inner = self.lock();
-        if let Some(Slot::Kept(old)) = inner.slots.remove(resource) {
-            inner.bytes -= old.held_bytes().min(inner.bytes);
-            metrics::gauge!("abstore_short_log_cache_bytes").set(inner.bytes as f64);
-        }
+        self.lock().slots.remove(resource);
     }
 
-    /// `kept`'s zstd form (made now, and counted, if it was not yet).
-    pub fn zstd(&self, kept: &KeptAnswer) -> Result<Bytes, StoreError> {
+    /// `resource`'s kept answer `kept` in its zstd form (made now, and
+    /// counted, if it was not yet).
+    pub fn zstd(&self, resource: &ResourceRef, kept: &KeptAnswer) -> Result<Bytes, StoreError> {
         let (frame, made) = kept.zstd()?;
-        if let Some(len) = made {
-            let mut inner = self.lock();
-            inner.bytes += len;
-            self.evict(&mut inner);
+        if made {
+            self.lock().slots.reweigh(resource);
         }
         Ok(frame)
     }
 
     /// The bytes the kept answers hold now.
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
-    }
-
-    fn evict(&self, inner: &mut Inner) {
-        while inner.bytes > self.capacity || inner.slots.len() > MAX_SLOTS {
-            let Some((_, slot)) = inner.slots.remove_lru() else {
-                break;
-            };
-            if let Slot::Kept(old) = slot {
-                inner.bytes -= old.held_bytes().min(inner.bytes);
-            }
-        }
-        metrics::gauge!("abstore_short_log_cache_bytes").set(inner.bytes as f64);
+        self.lock().slots.bytes()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -235,10 +217,10 @@ mod tests {
         assert!(cache.get(&build("a")).is_none(), "the least recent went");
         assert_eq!(cache.bytes(), 80);
         let kept = cache.get(&build("c")).unwrap();
-        let frame = cache.zstd(&kept).unwrap();
+        let frame = cache.zstd(&build("c"), &kept).unwrap();
         assert_eq!(zstd::decode_all(&frame[..]).unwrap(), kept.text().to_vec());
         assert_eq!(cache.bytes(), 80 + frame.len());
-        assert_eq!(cache.zstd(&kept).unwrap(), frame);
+        assert_eq!(cache.zstd(&build("c"), &kept).unwrap(), frame);
         assert_eq!(cache.bytes(), 80 + frame.len(), "counted once");
     }
 }

@@ -25,21 +25,15 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use hashlink::LruCache;
 
+use super::bounded::{Bounded, Weighed};
 use super::kept::KeptAnswer;
 use crate::store::StoreError;
 
 /// The state-events answers of recently read repositories.
 pub struct StateEventsCache {
     capacity: usize,
-    inner: Mutex<Entries>,
-}
-
-struct Entries {
-    by_repo: LruCache<String, Arc<StateAnswer>>,
-    /// Text and zstd bytes held by the entries.
-    bytes: usize,
+    by_repo: Mutex<Bounded<String, Arc<StateAnswer>>>,
 }
 
 /// One repository's answer at one tail of its journal.
@@ -50,6 +44,12 @@ pub struct StateAnswer {
     pub kept: Option<KeptAnswer>,
 }
 
+impl Weighed for Arc<StateAnswer> {
+    fn bytes(&self) -> usize {
+        self.kept.as_ref().map_or(0, KeptAnswer::held_bytes)
+    }
+}
+
 impl StateAnswer {
     /// The answer as one zstd frame, compressed the first time it is asked
     /// for (`None` when the text was not kept).
@@ -58,8 +58,8 @@ impl StateAnswer {
             return Ok(None);
         };
         let (frame, made) = kept.zstd()?;
-        if let Some(len) = made {
-            cache.grew(repo, self, len);
+        if made {
+            cache.lock().reweigh(repo);
         }
         Ok(Some(frame))
     }
@@ -70,10 +70,11 @@ impl StateEventsCache {
     pub fn new(capacity: usize) -> Self {
         StateEventsCache {
             capacity: capacity.max(1),
-            inner: Mutex::new(Entries {
-                by_repo: LruCache::new_unbounded(),
-                bytes: 0,
-            }),
+            by_repo: Mutex::new(Bounded::new(
+                capacity.max(1),
+                usize::MAX,
+                "abstore_state_events_cache_bytes",
+            )),
         }
     }
 
@@ -85,8 +86,8 @@ impl StateEventsCache {
 
     /// `repo`'s answer when it was read at `tail`.
     pub fn get(&self, repo: &str, tail: i64) -> Option<Arc<StateAnswer>> {
-        let mut inner = self.lock();
-        let answer = inner.by_repo.get(repo)?;
+        let mut by_repo = self.lock();
+        let answer = by_repo.get(repo)?;
         (answer.tail == tail).then(|| answer.clone())
     }
 
@@ -97,58 +98,23 @@ impl StateEventsCache {
             tail,
             kept: text.map(KeptAnswer::new),
         });
-        let mut inner = self.lock();
-        match inner.by_repo.get(repo) {
+        let mut by_repo = self.lock();
+        match by_repo.get(repo) {
             // A concurrent read already kept a later tail: keep it.
             Some(kept) if kept.tail > tail => return answer,
             _ => {}
         }
-        if let Some(old) = inner.by_repo.insert(repo.to_owned(), answer.clone()) {
-            inner.bytes -= old.held_bytes();
-        }
-        inner.bytes += answer.held_bytes();
-        self.evict(&mut inner);
+        by_repo.insert(repo.to_owned(), answer.clone());
         answer
     }
 
     /// The bytes the entries hold now.
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
+        self.lock().bytes()
     }
 
-    /// `answer`'s zstd form of `len` bytes was just made: count it, if the
-    /// answer is still the repository's entry.
-    fn grew(&self, repo: &str, answer: &StateAnswer, len: usize) {
-        let mut inner = self.lock();
-        let current = inner
-            .by_repo
-            .peek(repo)
-            .is_some_and(|kept| std::ptr::eq(Arc::as_ptr(kept), answer));
-        if current {
-            inner.bytes += len;
-            self.evict(&mut inner);
-        }
-    }
-
-    /// Down to the capacity, least recently read first; the gauge follows.
-    fn evict(&self, inner: &mut Entries) {
-        while inner.bytes > self.capacity {
-            let Some((_, old)) = inner.by_repo.remove_lru() else {
-                break;
-            };
-            inner.bytes -= old.held_bytes().min(inner.bytes);
-        }
-        metrics::gauge!("abstore_state_events_cache_bytes").set(inner.bytes as f64);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl StateAnswer {
-    fn held_bytes(&self) -> usize {
-        self.kept.as_ref().map_or(0, KeptAnswer::held_bytes)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Bounded<String, Arc<StateAnswer>>> {
+        self.by_repo.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

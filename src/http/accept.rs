@@ -1,4 +1,5 @@
-//! Whether a request's `Accept-Encoding` makes zstd the answer's encoding.
+//! How a request's `Accept-Encoding` takes an answer ([`encoding`]), for
+//! the reads `crate::history` answers.
 //!
 //! The history cache's read (`crate::history`) compresses its answers itself,
 //! and must pick exactly the encoding the compression layer would have
@@ -23,24 +24,34 @@
 
 use axum::http::{HeaderMap, header};
 
+use crate::history::reader::Encoding;
+
 /// The codings the compression layer knows, least preferred first (the
 /// order breaks ties).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Coding {
+enum Coding {
     Identity,
     Gzip,
     Brotli,
     Zstd,
 }
 
-/// Whether the compression layer would answer this request in zstd.
-pub fn prefers_zstd(headers: &HeaderMap) -> bool {
-    chosen(headers) == Some(Coding::Zstd)
+/// How the client takes an answer, as `crate::history` reads it: the
+/// coding the compression layer would pick, and for zstd whether the client
+/// takes several frames.
+pub fn encoding(headers: &HeaderMap) -> Encoding {
+    match chosen(headers) {
+        Some(Coding::Zstd) if takes_zstd_frames(headers) => Encoding::Zstd,
+        Some(Coding::Zstd) => Encoding::ZstdOneFrame,
+        Some(Coding::Gzip) => Encoding::Gzip,
+        Some(Coding::Brotli) => Encoding::Brotli,
+        Some(Coding::Identity) | None => Encoding::Identity,
+    }
 }
 
 /// The coding the compression layer would pick; `None` when nothing
 /// acceptable is named (it then answers identity).
-pub fn chosen(headers: &HeaderMap) -> Option<Coding> {
+fn chosen(headers: &HeaderMap) -> Option<Coding> {
     let accepted = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
@@ -65,7 +76,7 @@ pub fn chosen(headers: &HeaderMap) -> Option<Coding> {
 /// a network read may still, so these clients, known by their default
 /// User-Agent, get one frame from the compression layer instead
 /// (docs/operations.md, "HTTP clients").
-pub fn takes_zstd_frames(headers: &HeaderMap) -> bool {
+fn takes_zstd_frames(headers: &HeaderMap) -> bool {
     /// The User-Agent products of the clients above, as they send them.
     const ONE_FRAME_ONLY: [&[u8]; 3] = [b"python-httpx/", b"python-requests/", b"python-urllib3/"];
     let Some(agent) = headers.get(header::USER_AGENT) else {
@@ -134,7 +145,7 @@ mod tests {
                 HeaderValue::from_str(value).unwrap(),
             );
         }
-        prefers_zstd(&headers)
+        chosen(&headers) == Some(Coding::Zstd)
     }
 
     #[test]

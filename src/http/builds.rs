@@ -1,5 +1,6 @@
-//! The build family (spec section 3): the collection routes here, the
-//! per-build operations from [`resources`](super::resources).
+//! The build family (spec section 3): the collection routes here; the
+//! operations every resource family shares (events, artifacts, leases,
+//! streams) are declared once for every family in `super::routes`.
 
 use axum::body::Body;
 use axum::extract::State;

@@ -2,12 +2,15 @@
 //! percent-decoded path segments (read by [`ResourcePath`](super::path::ResourcePath)), size-bounded JSON bodies, and the raw query
 //! values the `since`/`rev`/`wait`/`kind` grammars read.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::http::Uri;
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
 use crate::protocol::ident;
+use crate::protocol::numbers::{js_integer, wait_seconds};
 
 /// Decode one path segment as JavaScript `decodeURIComponent` would: every
 /// `%` must start a two-hex-digit escape and the bytes must be UTF-8.
@@ -55,6 +58,37 @@ pub fn query_param(uri: &Uri, name: &str) -> Option<String> {
     url::form_urlencoded::parse(query.as_bytes())
         .find(|(key, _)| key == name)
         .map(|(_, value)| value.into_owned())
+}
+
+/// Parse `since` (lenient) and `wait` (digits only, clamped to `ceiling`).
+pub fn read_params(uri: &Uri, ceiling: Duration) -> ApiResult<(i64, Duration)> {
+    let since = lenient_int(uri, "since")?.unwrap_or(0);
+    let wait = match query_param(uri, "wait") {
+        None => Duration::ZERO,
+        Some(raw) => match wait_seconds(&raw) {
+            Some(secs) => Duration::from_secs(secs).min(ceiling),
+            None => {
+                return Err(ApiError::BadRequest(format!(
+                    "query parameter \"wait\" must be one or more ASCII digits, got \"{}\"",
+                    ident::shown(&raw)
+                )));
+            }
+        },
+    };
+    Ok((since, wait))
+}
+
+/// `since`/`rev`: JavaScript `Number()` accepted when an integer (section 3).
+pub fn lenient_int(uri: &Uri, name: &str) -> ApiResult<Option<i64>> {
+    match query_param(uri, name) {
+        None => Ok(None),
+        Some(raw) => js_integer(&raw).map(Some).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "query parameter \"{name}\" must be an integer, got \"{}\"",
+                ident::shown(&raw)
+            ))
+        }),
+    }
 }
 
 /// Read a JSON body of at most `limit` bytes, its parsed tree charged to

@@ -11,16 +11,19 @@
 //! lookup.
 
 mod accept;
+mod artifacts;
 mod auth;
 mod builds;
 mod compression;
 mod error;
 mod event_reads;
+mod events;
 mod extract;
 mod gate;
 mod health;
 mod identity;
-mod kept;
+mod leases;
+mod lookup;
 mod middleware;
 mod path;
 mod prepared;

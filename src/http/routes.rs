@@ -6,6 +6,13 @@
 //!
 //! Paths as in the spec; `{id}` is the family resource, `{sid}` a stream,
 //! `{ticket}` a ticket (`super::path`). `abstore routes` prints this table.
+//!
+//! The routes every build, repository and session has are declared once,
+//! in [`Table::family`]; what differs between the families is data
+//! ([`Family`]). Adding a route to every family is one line there plus its
+//! handler.
+
+use std::borrow::Cow;
 
 use axum::Router;
 use axum::handler::Handler;
@@ -17,8 +24,8 @@ use super::event_reads::READ_EVENTS;
 use super::gate::{GateLayer, Rule, no_route};
 use super::state::SharedState;
 use super::{
-    builds, health, readiness, repos, resources as any_family, sessions, streams, ticket_assets,
-    tickets,
+    artifacts, builds, events, health, leases, readiness, repos, resources, sessions, streams,
+    ticket_assets, tickets,
 };
 use crate::protocol::{Protocol, Protocols};
 
@@ -34,6 +41,43 @@ pub struct Options {
     pub test_clock: bool,
 }
 
+/// What differs between the families whose resources share their routes
+/// (`/builds/{id}`, `/repos/{id}`, `/sessions/{id}`): everything else about
+/// those routes is [`Table::family`], once.
+struct Family {
+    /// The resource's path, the prefix of each of its routes.
+    resource: &'static str,
+    /// What a token must cover on each of them.
+    auth: AuthRule,
+    /// Who reaches the conditional append; `None`: the family has none.
+    conditional_append: Option<Protocols>,
+    /// Who reaches the leases; `None`: the family has none.
+    leases: Option<Protocols>,
+}
+
+const BUILDS: Family = Family {
+    resource: "/builds/{id}",
+    auth: AuthRule::Build,
+    conditional_append: Some(ALL),
+    leases: Some(ALL),
+};
+
+const REPOS: Family = Family {
+    resource: "/repos/{id}",
+    auth: AuthRule::Repo,
+    conditional_append: None,
+    leases: Some(ALL),
+};
+
+/// Operator sessions (spec section 8): no leases, and a conditional append
+/// from protocol 3 on.
+const SESSIONS: Family = Family {
+    resource: "/sessions/{id}",
+    auth: AuthRule::Session,
+    conditional_append: Some(V3),
+    leases: None,
+};
+
 /// Every route, in the spec's order of families. One line per route, kept
 /// as a table: rustfmt would break each line into five.
 #[rustfmt::skip]
@@ -47,41 +91,10 @@ pub fn table(options: Options) -> Table {
         // Builds (spec section 3).
         .post("/builds", c(ALL, A::BuildCollection), builds::create_build)
         .get("/builds", c(ALL, A::BuildCollection), builds::list_builds)
-        .get("/builds/{id}", c(ALL, A::Build), any_family::get_record)
-        .post("/builds/{id}/events", c(ALL, A::Build), any_family::append_event)
-        .get("/builds/{id}/events", c(ALL, A::Build), READ_EVENTS)
-        .post("/builds/{id}/events/conditional", c(ALL, A::Build), any_family::append_conditional)
-        .post("/builds/{id}/deposits", c(ALL, A::Build), any_family::deposit)
-        .post("/builds/{id}/artifacts", c(ALL, A::Build), any_family::put_artifact)
-        .get("/builds/{id}/artifacts", c(ALL, A::Build), any_family::get_artifact)
-        .get("/builds/{id}/artifact-list", c(ALL, A::Build), any_family::list_artifacts)
-        .post("/builds/{id}/lease/claim", c(ALL, A::Build), any_family::claim_lease)
-        .post("/builds/{id}/lease/heartbeat", c(ALL, A::Build), any_family::heartbeat)
-        .post("/builds/{id}/lease/release", c(ALL, A::Build), any_family::release_lease)
-        .post("/builds/{id}/streams", c(ALL, A::Build), streams::create_stream)
-        .get("/builds/{id}/streams", c(ALL, A::Build), streams::list_streams)
-        .get("/builds/{id}/streams/{sid}", c(ALL, A::Build), streams::get_stream)
-        .post("/builds/{id}/streams/{sid}/chunks", c(ALL, A::Build), streams::append_chunk)
-        .get("/builds/{id}/streams/{sid}/chunks", c(ALL, A::Build), streams::READ_CHUNKS)
-        .post("/builds/{id}/streams/{sid}/close", c(ALL, A::Build), streams::close_stream)
+        .family(&BUILDS)
         // Repositories (spec section 4); there is deliberately no `GET /repos`.
         .post("/repos", c(ALL, A::RepoCollection), repos::ensure_repo)
-        .get("/repos/{id}", c(ALL, A::Repo), any_family::get_record)
-        .post("/repos/{id}/events", c(ALL, A::Repo), any_family::append_event)
-        .get("/repos/{id}/events", c(ALL, A::Repo), READ_EVENTS)
-        .post("/repos/{id}/deposits", c(ALL, A::Repo), any_family::deposit)
-        .post("/repos/{id}/artifacts", c(ALL, A::Repo), any_family::put_artifact)
-        .get("/repos/{id}/artifacts", c(ALL, A::Repo), any_family::get_artifact)
-        .get("/repos/{id}/artifact-list", c(ALL, A::Repo), any_family::list_artifacts)
-        .post("/repos/{id}/lease/claim", c(ALL, A::Repo), any_family::claim_lease)
-        .post("/repos/{id}/lease/heartbeat", c(ALL, A::Repo), any_family::heartbeat)
-        .post("/repos/{id}/lease/release", c(ALL, A::Repo), any_family::release_lease)
-        .post("/repos/{id}/streams", c(ALL, A::Repo), streams::create_stream)
-        .get("/repos/{id}/streams", c(ALL, A::Repo), streams::list_streams)
-        .get("/repos/{id}/streams/{sid}", c(ALL, A::Repo), streams::get_stream)
-        .post("/repos/{id}/streams/{sid}/chunks", c(ALL, A::Repo), streams::append_chunk)
-        .get("/repos/{id}/streams/{sid}/chunks", c(ALL, A::Repo), streams::READ_CHUNKS)
-        .post("/repos/{id}/streams/{sid}/close", c(ALL, A::Repo), streams::close_stream)
+        .family(&REPOS)
         .post("/repos/{id}/sessions", c(ALL, A::RepoSessions), sessions::create_session)
         .get("/repos/{id}/sessions", c(ALL, A::RepoSessions), sessions::list_sessions)
         // Protocol 3's derived reads and ticket assets, as the repository's
@@ -94,21 +107,8 @@ pub fn table(options: Options) -> Table {
         .get("/repos/{id}/tickets/{ticket}/assets/file", c(V3, A::Repo), ticket_assets::get_file)
         .get("/repos/{id}/tickets/{ticket}/assets/list", c(V3, A::Repo), ticket_assets::list_assets)
         .post("/repos/{id}/tickets/{ticket}/assets/remove", c(V3, A::Repo), ticket_assets::remove_asset)
-        // Operator sessions (spec section 8): no leases.
-        .get("/sessions/{id}", c(ALL, A::Session), any_family::get_record)
-        .post("/sessions/{id}/events", c(ALL, A::Session), any_family::append_event)
-        .get("/sessions/{id}/events", c(ALL, A::Session), READ_EVENTS)
-        .post("/sessions/{id}/events/conditional", c(V3, A::Session), any_family::append_conditional)
-        .post("/sessions/{id}/deposits", c(ALL, A::Session), any_family::deposit)
-        .post("/sessions/{id}/artifacts", c(ALL, A::Session), any_family::put_artifact)
-        .get("/sessions/{id}/artifacts", c(ALL, A::Session), any_family::get_artifact)
-        .get("/sessions/{id}/artifact-list", c(ALL, A::Session), any_family::list_artifacts)
-        .post("/sessions/{id}/streams", c(ALL, A::Session), streams::create_stream)
-        .get("/sessions/{id}/streams", c(ALL, A::Session), streams::list_streams)
-        .get("/sessions/{id}/streams/{sid}", c(ALL, A::Session), streams::get_stream)
-        .post("/sessions/{id}/streams/{sid}/chunks", c(ALL, A::Session), streams::append_chunk)
-        .get("/sessions/{id}/streams/{sid}/chunks", c(ALL, A::Session), streams::READ_CHUNKS)
-        .post("/sessions/{id}/streams/{sid}/close", c(ALL, A::Session), streams::close_stream)
+        // Operator sessions (spec section 8).
+        .family(&SESSIONS)
         // Streams addressed by id alone (spec section 6), under the scope of
         // the resource that owns them.
         .get("/streams/{sid}", c(ALL, A::StreamOwner), streams::get_stream)
@@ -136,7 +136,7 @@ pub fn table(options: Options) -> Table {
 #[derive(Clone, Debug)]
 pub struct Declared {
     pub method: Method,
-    pub path: &'static str,
+    pub path: Cow<'static, str>,
     pub rule: Rule,
 }
 
@@ -147,26 +147,71 @@ pub struct Table {
 }
 
 impl Table {
-    fn get<H, T>(self, path: &'static str, rule: Rule, handler: H) -> Table
-    where
-        H: Handler<T, SharedState>,
-        T: 'static,
-    {
-        self.add(Method::GET, path, rule, on(MethodFilter::GET, handler))
+    /// The routes every resource of `family` has, one line each, in the
+    /// spec's order: a route added here is added to every family, under
+    /// what `family` says differs.
+    #[rustfmt::skip]
+    fn family(self, family: &Family) -> Table {
+        let c = |reach| Rule::clients(reach, family.auth);
+        let p = |tail: &str| Cow::Owned(format!("{}{tail}", family.resource));
+        self.get(p(""), c(ALL), resources::get_record)
+            .post(p("/events"), c(ALL), events::append_event)
+            .get(p("/events"), c(ALL), READ_EVENTS)
+            .with(family.conditional_append, |t, reach| t.post(p("/events/conditional"), c(reach), events::append_conditional))
+            .post(p("/deposits"), c(ALL), artifacts::deposit)
+            .post(p("/artifacts"), c(ALL), artifacts::put_artifact)
+            .get(p("/artifacts"), c(ALL), artifacts::get_artifact)
+            .get(p("/artifact-list"), c(ALL), artifacts::list_artifacts)
+            .with(family.leases, |t, reach| t.post(p("/lease/claim"), c(reach), leases::claim_lease))
+            .with(family.leases, |t, reach| t.post(p("/lease/heartbeat"), c(reach), leases::heartbeat))
+            .with(family.leases, |t, reach| t.post(p("/lease/release"), c(reach), leases::release_lease))
+            .post(p("/streams"), c(ALL), streams::create_stream)
+            .get(p("/streams"), c(ALL), streams::list_streams)
+            .get(p("/streams/{sid}"), c(ALL), streams::get_stream)
+            .post(p("/streams/{sid}/chunks"), c(ALL), streams::append_chunk)
+            .get(p("/streams/{sid}/chunks"), c(ALL), streams::READ_CHUNKS)
+            .post(p("/streams/{sid}/close"), c(ALL), streams::close_stream)
     }
 
-    fn post<H, T>(self, path: &'static str, rule: Rule, handler: H) -> Table
+    /// `add`'s routes for the protocols `reach` names; none when `None`
+    /// (a route the family does not have).
+    fn with(self, reach: Option<Protocols>, add: impl FnOnce(Table, Protocols) -> Table) -> Table {
+        match reach {
+            Some(reach) => add(self, reach),
+            None => self,
+        }
+    }
+
+    fn get<H, T>(self, path: impl Into<Cow<'static, str>>, rule: Rule, handler: H) -> Table
     where
         H: Handler<T, SharedState>,
         T: 'static,
     {
-        self.add(Method::POST, path, rule, on(MethodFilter::POST, handler))
+        self.add(
+            Method::GET,
+            path.into(),
+            rule,
+            on(MethodFilter::GET, handler),
+        )
+    }
+
+    fn post<H, T>(self, path: impl Into<Cow<'static, str>>, rule: Rule, handler: H) -> Table
+    where
+        H: Handler<T, SharedState>,
+        T: 'static,
+    {
+        self.add(
+            Method::POST,
+            path.into(),
+            rule,
+            on(MethodFilter::POST, handler),
+        )
     }
 
     fn add(
         mut self,
         method: Method,
-        path: &'static str,
+        path: Cow<'static, str>,
         rule: Rule,
         route: MethodRouter<SharedState>,
     ) -> Table {
@@ -187,7 +232,7 @@ impl Table {
         self.routes
             .into_iter()
             .fold(Router::new(), |router, (declared, route)| {
-                router.route(declared.path, route.route_layer(gate(declared.rule)))
+                router.route(&declared.path, route.route_layer(gate(declared.rule)))
             })
             .fallback(unrouted.clone())
             .method_not_allowed_fallback(unrouted)

@@ -10,12 +10,13 @@ use std::future::Future;
 use std::pin::Pin;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
 
-use super::response::json_response_bytes;
+use super::response::{json_response_bytes, mark_encoded, zstd_response};
+use crate::history::reader::{Form, Reply};
 use crate::store::rows::Next;
 use crate::store::{Rows, StoreError};
 
@@ -30,21 +31,9 @@ pub fn fixed_suffix(text: &'static str) -> Suffix {
 
 /// `200` with `prefix`, the rows, then the suffix.
 pub async fn rows_response(
-    rows: Rows,
-    prefix: &'static str,
-    suffix: Suffix,
-) -> Result<Response, StoreError> {
-    counted_rows_response(rows, prefix, suffix, |_| {}).await
-}
-
-/// [`rows_response`], telling `counted` how many rows the answer held once
-/// the store has produced them all (not called when the read fails or its
-/// client leaves first).
-pub async fn counted_rows_response(
     mut rows: Rows,
     prefix: &'static str,
     suffix: Suffix,
-    counted: impl FnOnce(u64) + Send + 'static,
 ) -> Result<Response, StoreError> {
     if !rows.is_streamed() {
         // Everything is here: one buffer with its length.
@@ -56,37 +45,26 @@ pub async fn counted_rows_response(
             }
         }
         body.extend_from_slice(&suffix.await?);
-        counted(rows.count().unwrap_or(0));
         return Ok(json_response_bytes(StatusCode::OK, body.freeze()));
     }
-    let counted: Counted = Box::new(counted);
-    let pieces = futures_util::stream::unfold(
-        Stage::Prefix(rows, prefix, suffix, counted),
-        |stage| async move {
+    let pieces =
+        futures_util::stream::unfold(Stage::Prefix(rows, prefix, suffix), |stage| async move {
             match stage {
-                Stage::Prefix(rows, prefix, suffix, counted) => Some((
+                Stage::Prefix(rows, prefix, suffix) => Some((
                     Ok(Bytes::from_static(prefix.as_bytes())),
-                    Stage::Rows(rows, suffix, counted),
+                    Stage::Rows(rows, suffix),
                 )),
-                Stage::Rows(mut rows, suffix, counted) => match rows.next().await {
-                    Some(Ok(Next::Piece(piece))) => {
-                        Some((Ok(piece), Stage::Rows(rows, suffix, counted)))
-                    }
-                    Some(Ok(Next::End(()))) | None => {
-                        if let Some(count) = rows.count() {
-                            counted(count);
-                        }
-                        match suffix.await {
-                            Ok(text) => Some((Ok(text), Stage::Done)),
-                            Err(err) => Some((Err(cut_short(err)), Stage::Done)),
-                        }
-                    }
+                Stage::Rows(mut rows, suffix) => match rows.next().await {
+                    Some(Ok(Next::Piece(piece))) => Some((Ok(piece), Stage::Rows(rows, suffix))),
+                    Some(Ok(Next::End(()))) | None => match suffix.await {
+                        Ok(text) => Some((Ok(text), Stage::Done)),
+                        Err(err) => Some((Err(cut_short(err)), Stage::Done)),
+                    },
                     Some(Err(err)) => Some((Err(cut_short(err)), Stage::Done)),
                 },
                 Stage::Done => None,
             }
-        },
-    );
+        });
     Ok(json_response_body(
         StatusCode::OK,
         // Fused: the compression layer's reader polls again after the end.
@@ -94,36 +72,39 @@ pub async fn counted_rows_response(
     ))
 }
 
-/// What learns an answer's row count.
-type Counted = Box<dyn FnOnce(u64) + Send>;
-
 enum Stage {
-    Prefix(Rows, &'static str, Suffix, Counted),
-    Rows(Rows, Suffix, Counted),
+    Prefix(Rows, &'static str, Suffix),
+    Rows(Rows, Suffix),
     Done,
 }
 
-/// A whole-history answer from the history cache, streamed as its writer
-/// hands it over (cut short like any streamed answer): zstd frames or a
-/// gzip member or a brotli stream, marked so, or text, which the compression layer treats as
-/// any answer.
-pub fn history_response(answer: crate::history::Answer, form: crate::history::Form) -> Response {
-    use futures_util::TryStreamExt as _;
-    // Fused: the compression layer's reader polls again after the end.
-    let body = Body::from_stream(answer.into_stream().map_err(cut_short).fuse());
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    match form {
-        crate::history::Form::Zstd => super::response::mark_encoded(headers, "zstd"),
-        crate::history::Form::Gzip => super::response::mark_encoded(headers, "gzip"),
-        crate::history::Form::Brotli => super::response::mark_encoded(headers, "br"),
-        crate::history::Form::Text => {}
+/// `200` with a [`Reply`] of `crate::history`: a whole text with its
+/// length, one zstd frame, or pieces streamed as they are written (cut
+/// short like any streamed answer): zstd frames, a gzip member or a brotli
+/// stream, marked so, or text, which the compression layer treats as any
+/// answer.
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        use futures_util::TryStreamExt as _;
+        let (pieces, form) = match self {
+            Reply::Text(text) => return json_response_bytes(StatusCode::OK, text),
+            Reply::Zstd(frame) => return zstd_response(frame),
+            Reply::Streamed { pieces, form } => (pieces, form),
+        };
+        // Fused: the compression layer's reader polls again after the end.
+        let mut response = json_response_body(
+            StatusCode::OK,
+            Body::from_stream(pieces.map_err(cut_short).fuse()),
+        );
+        let headers = response.headers_mut();
+        match form {
+            Form::Zstd => mark_encoded(headers, "zstd"),
+            Form::Gzip => mark_encoded(headers, "gzip"),
+            Form::Brotli => mark_encoded(headers, "br"),
+            Form::Text => {}
+        }
+        response
     }
-    response
 }
 
 /// A failure after the status was sent: logged, and the body ends early

@@ -12,8 +12,8 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::error::ApiResult;
+use super::lookup::lookup_on_failure;
 use super::path::ResourcePath;
-use super::resources::lookup_on_failure;
 use super::state::SharedState;
 use crate::protocol::{Client, wire};
 use crate::store::{Listing, NewEvent, StoreError};

@@ -73,15 +73,9 @@ pub struct AppState {
     pub access: Access,
     pub limits: Limits,
     pub held: Arc<HeldReads>,
-    /// The history cache (whole-history reads in zstd); `None` when
-    /// compression or the cache is off.
-    pub history: Option<Arc<crate::history::HistoryCache>>,
-    /// The protocol-3 state-events answers at their journals' tails;
-    /// `None` when that cache is off.
-    pub state_events: Option<crate::history::StateEventsCache>,
-    /// Whole short event logs until they are written; SQLite files only,
-    /// `None` otherwise or when off.
-    pub short_logs: Option<Arc<crate::history::ShortLogCache>>,
+    /// Whole-history and state-events reads, and the caches that serve
+    /// them.
+    pub history: crate::history::reader::HistoryReader,
     /// Turns for closing streams (`--max-concurrent-stream-closes`): each
     /// close holds the document it assembles in memory.
     pub stream_closes: tokio::sync::Semaphore,

@@ -18,9 +18,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::error::{ApiError, ApiResult};
+use super::extract::read_params;
+use super::lookup::lookup_on_failure;
 use super::path::{ResourcePath, unknown_stream};
 use super::prepared::{Answer, Prepared};
-use super::resources::{lookup_on_failure, read_params};
 use super::response::{json, json_response};
 use super::rows::{Suffix, fixed_suffix, rows_response};
 use super::state::SharedState;

@@ -27,9 +27,9 @@ use bytes::BytesMut;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
+use super::extract::lenient_int;
 use super::extract::{ParsedJson, json_body, query_param};
 use super::path::ResourcePath;
-use super::resources::lenient_int;
 use super::response::{json, json_response, json_response_bytes};
 use super::state::SharedState;
 use crate::protocol::ticket_assets::{self as assets, validate::is_label};
