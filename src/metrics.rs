@@ -26,6 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hosts::{AllowedHost, HostCheck};
 use crate::store::PoolStats;
+// Recorded by the SQLite writer thread itself; described and bucketed here.
+use crate::store::sqlite::{COMMIT_BATCH_JOBS, COMMIT_SECONDS};
 
 /// Install the process-wide recorder and describe every metric; call once,
 /// before serving.
@@ -353,33 +355,6 @@ async fn render(State((handle, sample)): State<(PrometheusHandle, Sampler)>) -> 
     metrics::gauge!("abstore_db_pool_max_connections").set(f64::from(pool.max));
     record_process();
     handle.render()
-}
-
-/// The SQLite writer's group-commit histograms.
-const COMMIT_BATCH_JOBS: &str = "abstore_sqlite_commit_batch_jobs";
-const COMMIT_SECONDS: &str = "abstore_sqlite_commit_seconds";
-
-/// Where the SQLite writer thread records each batch it commits: how many
-/// jobs shared the commit, and how long the transaction took. Taken once
-/// per writer thread (the store opens after [`install`]); `None` without a
-/// recorder, so a store with no metrics listener records nothing.
-pub struct CommitBatches {
-    jobs: metrics::Histogram,
-    seconds: metrics::Histogram,
-}
-
-impl CommitBatches {
-    pub fn new() -> Option<CommitBatches> {
-        INSTALLED.load(Relaxed).then(|| CommitBatches {
-            jobs: metrics::histogram!(COMMIT_BATCH_JOBS),
-            seconds: metrics::histogram!(COMMIT_SECONDS),
-        })
-    }
-
-    pub fn record(&self, jobs: usize, took: Duration) {
-        self.jobs.record(jobs as f64);
-        self.seconds.record(took.as_secs_f64());
-    }
 }
 
 /// Whether [`install`] ran: without a recorder the per-request recording

@@ -21,6 +21,7 @@ mod migrate;
 mod primitives;
 mod readers;
 mod writer;
+pub use self::writer::{COMMIT_BATCH_JOBS, COMMIT_SECONDS};
 
 use std::path::PathBuf;
 use std::sync::Arc;

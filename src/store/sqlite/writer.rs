@@ -107,10 +107,38 @@ impl From<Failure> for StoreError {
     }
 }
 
+/// Jobs per commit: how many writes shared one fsync (`crate::metrics`
+/// describes it and gives it count buckets).
+pub const COMMIT_BATCH_JOBS: &str = "abstore_sqlite_commit_batch_jobs";
+/// Each batch's time, `BEGIN` until its jobs are answered.
+pub const COMMIT_SECONDS: &str = "abstore_sqlite_commit_seconds";
+
+/// Where the writer thread records each batch it commits. Taken once per
+/// thread: the server installs its recorder before it opens the store;
+/// without one the handles record nothing.
+struct CommitBatches {
+    jobs: metrics::Histogram,
+    seconds: metrics::Histogram,
+}
+
+impl CommitBatches {
+    fn new() -> CommitBatches {
+        CommitBatches {
+            jobs: metrics::histogram!(COMMIT_BATCH_JOBS),
+            seconds: metrics::histogram!(COMMIT_SECONDS),
+        }
+    }
+
+    fn record(&self, jobs: usize, took: std::time::Duration) {
+        self.jobs.record(jobs as f64);
+        self.seconds.record(took.as_secs_f64());
+    }
+}
+
 /// Run batches until every sender is gone (the store was dropped).
 /// The connection closes before `guard` is released (see `FileGuard`).
 pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>, guard: Option<Arc<FileGuard>>) {
-    let batches = crate::metrics::CommitBatches::new();
+    let batches = CommitBatches::new();
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -121,9 +149,7 @@ pub(super) fn run(mut conn: Connection, jobs: Receiver<Job>, guard: Option<Arc<F
         }
         let (size, started) = (batch.len(), Instant::now());
         run_batch(&mut conn, batch);
-        if let Some(batches) = &batches {
-            batches.record(size, started.elapsed());
-        }
+        batches.record(size, started.elapsed());
     }
     drop(conn);
     drop(guard);
