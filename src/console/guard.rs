@@ -112,9 +112,10 @@ mod tests {
             &headers(Some("null"), "127.0.0.1:8080")
         ));
         assert!(!same_origin(&console, &headers(None, "127.0.0.1:8080")));
-        let mut settings = super::super::ConsoleSettings::default();
-        settings.public_url = Some("https://store.example/".parse().unwrap());
-        let console = Console::new(settings);
+        let console = Console::new(super::super::ConsoleSettings {
+            public_url: Some("https://store.example/".parse().unwrap()),
+            ..super::super::ConsoleSettings::default()
+        });
         assert!(same_origin(
             &console,
             &headers(Some("https://store.example"), "10.0.0.2:80")
