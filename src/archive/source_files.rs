@@ -132,31 +132,6 @@ pub fn read(path: &Path, size: u64) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Copies the regular file at `from` to a new private file `to` (0600):
-/// exactly the bytes it held when opened. `Ok(false)` when `from` does not
-/// exist; an error naming it when it is not a regular file.
-pub fn copy(from: &Path, to: &Path, links: Links) -> anyhow::Result<bool> {
-    let (file, size) =
-        match open(from, links).with_context(|| format!("opening {}", from.display()))? {
-            Opened::Regular(file, size) => (file, size),
-            Opened::Absent => return Ok(false),
-            Opened::Special(what) => {
-                anyhow::bail!("{} is {what}, not a regular file", from.display())
-            }
-        };
-    let mut out =
-        super::temp::create_private(to).with_context(|| format!("creating {}", to.display()))?;
-    let copied = std::io::copy(&mut file.take(size), &mut out)
-        .with_context(|| format!("copying {}", from.display()))?;
-    if copied != size {
-        anyhow::bail!(
-            "{} shrank while it was copied ({copied} of {size} bytes)",
-            from.display()
-        );
-    }
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,8 +163,6 @@ mod tests {
             hash(&dir.path().join("none"), u64::MAX).unwrap(),
             Hashed::Absent
         ));
-        let err = copy(&fifo, &dir.path().join("copy"), Links::Follow).unwrap_err();
-        assert!(err.to_string().contains("is a FIFO"), "{err}");
     }
 
     #[test]
@@ -204,9 +177,5 @@ mod tests {
         assert!(matches!(hash(&path, 4).unwrap(), Hashed::TooLarge(5)));
         assert_eq!(read(&path, 5).unwrap(), b"hello");
         assert!(read(&path, 4).is_err(), "a changed size is refused");
-        let to = dir.path().join("copy");
-        assert!(copy(&path, &to, Links::Refuse).unwrap());
-        assert_eq!(std::fs::read(&to).unwrap(), b"hello");
-        assert!(!copy(&dir.path().join("none"), &to, Links::Refuse).unwrap());
     }
 }

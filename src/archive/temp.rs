@@ -9,11 +9,13 @@
 //! the process exits. (Waiting for the command to unwind instead could take
 //! as long as the read a blocked thread is in.)
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::Context as _;
+
+use super::source_files::{self, Links, Opened};
 
 /// Every temporary directory and file alive now, for [`remove_all`].
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -110,7 +112,6 @@ impl Drop for TempDir {
 /// for a minute. Returns how many it removed. A directory it cannot enter
 /// (another user's) or remove is left alone.
 pub fn sweep(base: &Path, prefix: &str) -> usize {
-    use super::source_files::{self, Links, Opened};
     let Ok(entries) = std::fs::read_dir(base) else {
         return 0;
     };
@@ -151,6 +152,32 @@ pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
         .create_new(true)
         .mode(0o600)
         .open(path)
+}
+
+/// Copies the regular file at `from` (opened as [`source_files::open`]
+/// opens a file someone else wrote) to a new private file `to` (0600):
+/// exactly the bytes it held when opened. `Ok(false)` when `from` does not
+/// exist; an error naming it when it is not a regular file.
+pub fn copy(from: &Path, to: &Path, links: Links) -> anyhow::Result<bool> {
+    let (file, size) = match source_files::open(from, links)
+        .with_context(|| format!("opening {}", from.display()))?
+    {
+        Opened::Regular(file, size) => (file, size),
+        Opened::Absent => return Ok(false),
+        Opened::Special(what) => {
+            anyhow::bail!("{} is {what}, not a regular file", from.display())
+        }
+    };
+    let mut out = create_private(to).with_context(|| format!("creating {}", to.display()))?;
+    let copied = std::io::copy(&mut file.take(size), &mut out)
+        .with_context(|| format!("copying {}", from.display()))?;
+    if copied != size {
+        anyhow::bail!(
+            "{} shrank while it was copied ({copied} of {size} bytes)",
+            from.display()
+        );
+    }
+    Ok(true)
 }
 
 /// Answers SIGINT and SIGTERM while it is alive: removes every registered
@@ -255,6 +282,26 @@ mod tests {
         assert!(!left.exists());
         assert!(live.path().exists(), "a live directory's lock is held");
         assert!(other.exists());
+    }
+
+    #[test]
+    fn copies_take_regular_files_only_exactly_as_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blob");
+        std::fs::write(&path, b"hello").unwrap();
+        let to = dir.path().join("copy");
+        assert!(copy(&path, &to, Links::Refuse).unwrap());
+        assert_eq!(std::fs::read(&to).unwrap(), b"hello");
+        let mode = std::fs::metadata(&to).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(!copy(&dir.path().join("none"), &to, Links::Refuse).unwrap());
+        // Never read whole: a link to an endless device is refused.
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let err = copy(&zero, &dir.path().join("copy2"), Links::Follow).unwrap_err();
+        assert!(err.to_string().contains("is a character device"), "{err}");
+        let err = copy(&zero, &dir.path().join("copy3"), Links::Refuse).unwrap_err();
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
     }
 
     #[test]

@@ -277,7 +277,7 @@ pub trait TicketAssets {
     ) -> StoreResult<Option<TicketAssetMeta>>;
 }
 
-/// Autobuild's hosted tickets (`ops/tickets.rs`, `tickets/`).
+/// Autobuild's hosted tickets (`store/tickets/`; their rules are `crate::tickets`').
 #[async_trait]
 pub trait Tickets {
     /// One of Autobuild's hosted ticket operations ([`crate::tickets`]): one
@@ -313,7 +313,7 @@ pub trait Revocations {
     async fn prune_revocations(&self, now: i64) -> StoreResult<u64>;
 }
 
-/// The web console's bounded reads (`ops/console.rs`): one page each, so a
+/// The web console's bounded reads (`console/`): one page each, so a
 /// person's page stays cheap however large the store grows.
 #[async_trait]
 pub trait ConsoleReads {

@@ -5,11 +5,30 @@
 //! connection, a task of its own per write), and what of a write its dialect
 //! does its own way ([`WriteTx`]).
 //!
-//! The operations' rules are in `ops/`, one file per family, each the
-//! family's trait of [`Store`] implemented for the engine. What is the same
-//! for every operation is here, once: what follows a commit
-//! ([`AfterCommit`]: the pruning count, the held reads' wake-up), and the
-//! loop of a streamed read ([`stream_listing`]).
+//! The operations are written once for both backends (docs/decisions.md,
+//! 16), each in its family's folder (`events/mod.rs`, `artifacts/mod.rs`,
+//! …: the family's trait of [`Store`] implemented for the engine). An
+//! operation is its rule and its statements: its body runs inside one
+//! write transaction ([`Engine::write_op`]) or one read, reads and writes
+//! through its family's statements (`<family>/sql.rs`), and asks the
+//! backend only for what its dialect does its own way ([`WriteTx`]: row
+//! locks, fused statements, fast paths).
+//!
+//! Every rule lives in its family and nowhere else: the conditional append,
+//! the deposit composition, the lease truth table, stream close checks,
+//! chunk pruning, artifact retention and the collection bounds
+//! (`Bounds`). A bound is checked where the
+//! transaction holds the row that counts the collection; a refusal is an
+//! error, which rolls the whole write back. An operation answers with its
+//! outcome ([`Written`]): whether to keep its changes, which resource's held
+//! reads to wake, what it pruned. The write operations run on the SQLite
+//! writer thread (synchronously: rusqlite never pends) or in a PostgreSQL
+//! task of their own; what they take is owned (`'static`), as they may
+//! outlive the request (docs/decisions.md, 14).
+//!
+//! What is the same for every operation is here, once: what follows a
+//! commit ([`AfterCommit`]: the pruning count, the held reads' wake-up);
+//! the loop of a streamed read is `listing.rs`'s (`stream_listing`).
 //!
 //! [`Store`]: super::api::Store
 
@@ -19,12 +38,11 @@ use std::sync::Arc;
 
 use super::api::{MakeEvent, NewArtifact, NewEvent, PoolStats};
 use super::bounds::Bounds;
-use super::error::{StoreError, StoreResult};
-use super::records::{ArtifactMeta, StreamRecord};
+use super::error::StoreResult;
+use super::records::{ArtifactMeta, ResourceRow, StreamRecord};
 use super::retention::Retention;
-use super::rows::{Listing, RowSink, Rows};
-use super::sql::{self, ResourceRow};
-use super::statement::{Columns, EachRow, Statements};
+use super::rows::{Listing, Rows};
+use super::statement::Statements;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 
@@ -58,8 +76,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
         T: Send + 'static,
         F: for<'a, 'r> FnOnce(&'a mut Self::Read<'r>) -> OpFuture<'a, T> + Send + 'static;
 
-    /// A streamed read: [`stream_listing`] on a read connection, where it
-    /// may wait for its client.
+    /// A streamed read: `listing::stream_listing` on a read connection,
+    /// where it may wait for its client.
     fn stream(&self, listing: Listing) -> impl Future<Output = StoreResult<Rows>> + Send;
 
     fn pool_stats(&self) -> PoolStats;
@@ -76,7 +94,7 @@ pub(crate) enum FastAppend {
 /// One write transaction of a backend: it runs the shared statements
 /// ([`Statements`]), reads the injected clock, and does its own way what
 /// its dialect does otherwise. Only that is here; every other statement of
-/// a write is run as it is written in `sql.rs`.
+/// a write is run as its family's `sql.rs` writes it.
 ///
 /// SQLite needs no row lock (its one writer connection serialises every
 /// write) and runs two statements where PostgreSQL fuses them into one
@@ -94,7 +112,8 @@ pub(crate) trait WriteTx: Statements {
     fn now(&self) -> i64;
 
     /// An append in one statement, while the log holds fewer than
-    /// `max_events` events.
+    /// `max_events` events: PostgreSQL runs `events/fast_append.rs`, which
+    /// restates the append rule (`events/mod.rs`) in SQL.
     fn try_append(
         &mut self,
         _r: &ResourceRef,
@@ -149,7 +168,7 @@ pub(crate) trait WriteTx: Statements {
     ) -> impl Future<Output = StoreResult<()>> + Send;
 
     /// Store `envelope` as sequence `seq` and make it the tail (`updated_at
-    /// = now`): [`sql::append_event`] and [`sql::APPEND_EVENT_TAIL`].
+    /// = now`): `events::sql::append_event` and `events::sql::APPEND_EVENT_TAIL`.
     fn append_event(
         &mut self,
         r: &ResourceRef,
@@ -161,7 +180,8 @@ pub(crate) trait WriteTx: Statements {
 
     /// Assign the next revision of `artifact`'s kind and store its
     /// metadata (`metadata`, serialised); returns the revision:
-    /// [`sql::insert_artifact`] and [`sql::store_revision`].
+    /// `artifacts::sql::insert_artifact` and
+    /// `artifacts::sql::store_revision`.
     fn insert_artifact(
         &mut self,
         r: &ResourceRef,
@@ -171,8 +191,8 @@ pub(crate) trait WriteTx: Statements {
     ) -> impl Future<Output = StoreResult<i64>> + Send;
 
     /// Store `chunk` as sequence `seq` and make it the stream's tail, adding
-    /// its bytes to the stream's total: [`sql::append_chunk`] and
-    /// [`sql::APPEND_CHUNK_TAIL`].
+    /// its bytes to the stream's total: `streams::sql::append_chunk` and
+    /// `streams::sql::APPEND_CHUNK_TAIL`.
     fn append_chunk(
         &mut self,
         id: &str,
@@ -261,7 +281,7 @@ impl AfterCommit {
     }
 }
 
-/// The store: `backend` running the operations (`ops/`), with the
+/// The store: `backend` running the operations (each family's), with the
 /// retention puts and deposits apply and the bounds every write that grows
 /// a collection keeps.
 pub(crate) struct Engine<B> {
@@ -304,59 +324,5 @@ impl<B: Backend> Engine<B> {
         F: for<'a, 'r> FnOnce(&'a mut B::Read<'r>) -> OpFuture<'a, T> + Send + 'static,
     {
         self.backend.read(op).await
-    }
-}
-
-/// A streamed read's one loop, on either backend's read connection:
-/// `listing`'s one statement (one snapshot), each row rendered as its wire
-/// JSON into `sink`, a piece sent whenever one is full; an empty answer of
-/// an owner that does not exist is `NotFound`. The backend ends `sink`
-/// with the outcome. A statement stopped early because the client went
-/// away (or too many long answers are sending) leaves its connection
-/// abandoned ([`Statements::abandon`]).
-pub(crate) async fn stream_listing<D: Statements>(
-    db: &mut D,
-    listing: &Listing,
-    sink: &mut RowSink<()>,
-) -> StoreResult<()> {
-    let mut rows = Rendering {
-        listing,
-        sink: &mut *sink,
-        stopped: false,
-    };
-    let stepped = db.each(sql::listing(listing, D::DIALECT), &mut rows).await;
-    if rows.stopped {
-        db.abandon();
-    }
-    stepped?;
-    if !sink.has_rows()
-        && let Some(owner) = listing.owner()
-        && !sql::exists(db, &owner).await?
-    {
-        return Err(StoreError::NotFound(owner));
-    }
-    Ok(())
-}
-
-/// Rows of a listing into the pieces of its answer.
-struct Rendering<'a> {
-    listing: &'a Listing,
-    sink: &'a mut RowSink<()>,
-    /// A piece could not be sent: the answer is cut or refused.
-    stopped: bool,
-}
-
-impl EachRow for Rendering<'_> {
-    /// Rendered; a full piece is sent before the next row.
-    fn take(&mut self, row: &dyn Columns) -> StoreResult<bool> {
-        sql::render(self.listing, row, self.sink.row())?;
-        Ok(self.sink.is_full())
-    }
-
-    async fn pause(&mut self) -> StoreResult<()> {
-        self.sink.send_piece().await.map_err(|stopped| {
-            self.stopped = true;
-            stopped.into()
-        })
     }
 }

@@ -26,12 +26,22 @@
 //! - `open.rs`: opening the backend a [`DatabaseUrl`] names, with
 //!   [`StoreOptions`] (`options.rs`); [`migration`]: what migrating means
 //!   to the callers (settings, report, a start's progress);
-//! - `engine.rs` and `ops/`: the one `Store` implementation, every rule
-//!   written once; `sql.rs`: the statements both backends run,
-//!   `statement.rs`: how a statement reaches a driver;
-//! - [`sqlite`], [`postgres`]: how each database runs them;
-//! - `tickets/`: Autobuild's hosted tickets' transactions and statements
-//!   (their rules are `crate::tickets`'), run by `ops/tickets.rs`;
+//! - `engine.rs`: the one `Store` implementation, over a backend; what
+//!   every operation shares (the commit's aftermath, a streamed read's
+//!   loop);
+//! - one folder per family, each its rule (`mod.rs`: the family's trait of
+//!   `Store` for the engine) beside its statements and the decoding of its
+//!   rows (`sql.rs`): `resources/` (what builds, repositories and sessions
+//!   share: the row, its lock, tails, health), `events/` (the append rule,
+//!   and beside it PostgreSQL's one-statement append, `fast_append.rs`),
+//!   `builds/`, `repos/`, `sessions/`, `leases/`, `artifacts/` (with
+//!   retention's pruning), `streams/`, `revocations/`, `ticket_assets/`,
+//!   `tickets/` (Autobuild's hosted tickets; their rules are
+//!   `crate::tickets`'), `console/` (the web console's bounded
+//!   listings); `listing.rs` picks a streamed read's statement
+//!   from its family; `statement.rs`: how a statement reaches a driver;
+//! - [`sqlite`], [`postgres`]: how each database runs the statements, and
+//!   what only its dialect does (row locks, fused statements, fast paths);
 //! - `records.rs`, [`assets`], [`rows`] (streamed reads), [`bounds`],
 //!   [`retention`], `envelope.rs`: the values the operations deal in.
 
@@ -42,19 +52,31 @@ mod engine;
 mod envelope;
 mod error;
 mod fill_types;
+mod listing;
 pub mod migration;
 mod open;
-mod ops;
 mod options;
 pub mod postgres;
 mod records;
 pub mod retention;
 pub mod rows;
-mod sql;
 pub mod sqlite;
 mod statement;
-mod tickets;
 pub mod url;
+
+// The families: each one's rule, statements and rows.
+mod artifacts;
+mod builds;
+mod console;
+mod events;
+mod leases;
+mod repos;
+mod resources;
+mod revocations;
+mod sessions;
+mod streams;
+mod ticket_assets;
+mod tickets;
 
 #[cfg(test)]
 mod contract;

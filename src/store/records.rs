@@ -263,3 +263,11 @@ impl BuildDigest {
         }
     }
 }
+
+/// The resource row as reads and locks return it: the record, its tail and
+/// its lease's ttl (`resources::sql` reads it).
+pub(crate) struct ResourceRow {
+    pub record: Record,
+    pub last_seq: i64,
+    pub lease_ttl_ms: Option<i64>,
+}

@@ -1,15 +1,31 @@
 //! How a statement reaches a driver: its text and its arguments
 //! ([`Statement`], [`Arg`]), what runs it ([`Statements`]: a backend's
 //! connection or transaction), and how a row's columns are read
-//! ([`Columns`]). The texts themselves are `sql.rs`'s; each backend
+//! ([`Columns`]), and what every family's statements and row decoding
+//! share ([`Fixed`], [`statement`], [`args!`], [`json_object`]). The texts
+//! themselves are each family's (`<family>/sql.rs`); each backend
 //! implements these traits for its driver.
+//!
+//! A statement is a function returning its text and its arguments, so the
+//! argument order its placeholders expect is written once. Texts use
+//! PostgreSQL's numbered placeholders (`$1`, `$2`, …). SQLite reads `$N` as
+//! a parameter *named* `$N` and numbers such parameters by where they first
+//! appear, not by `N`, so the SQLite backend binds them by name
+//! (`sqlite::primitives`). A text may leave a number out: SQLite binds what
+//! appears, while PostgreSQL's form fused from two texts uses every
+//! argument (`events::sql::append_event`). Rows are read by position,
+//! through [`Columns`]: each family's column lists fix the positions.
 
 use std::future::Future;
 
-use super::error::StoreResult;
+use serde_json::{Map, Value};
+
+use super::error::{StoreError, StoreResult};
+use crate::protocol::ResourceKind;
 
 /// The SQL dialect a connection speaks: a few statements are written once
-/// per dialect (`sql.rs` says where and why).
+/// per dialect, in their family's `sql.rs` (the `tails` query, protocol 3's
+/// build digests and state events).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Dialect {
     Sqlite,
@@ -175,4 +191,36 @@ pub(crate) trait Columns {
     fn str(&self, i: usize) -> StoreResult<&str>;
     fn int(&self, i: usize) -> StoreResult<i64>;
     fn optional_int(&self, i: usize) -> StoreResult<Option<i64>>;
+}
+
+// ------------------------------------------------- what the families share
+
+/// A statement's arguments, each converted into an [`Arg`].
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        [$($crate::store::statement::Arg::from($arg)),*]
+    };
+}
+
+pub(crate) use args;
+
+/// A statement of `N` arguments.
+pub(crate) type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;
+
+pub(crate) fn statement<A>(text: &'static str, args: A) -> Statement<A> {
+    Statement { text, args }
+}
+
+/// A stored JSON object (attributes, metadata), refused as corrupt otherwise.
+pub(crate) fn json_object(text: &str, what: &str) -> StoreResult<Map<String, Value>> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(StoreError::Corrupt(format!("{what} is not a JSON object"))),
+    }
+}
+
+/// A stored resource kind tag, refused as corrupt when unknown.
+pub(crate) fn resource_kind(tag: &str, what: &str) -> StoreResult<ResourceKind> {
+    ResourceKind::from_tag(tag)
+        .ok_or_else(|| StoreError::Corrupt(format!("unknown {what} {tag:?}")))
 }

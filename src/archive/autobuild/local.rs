@@ -36,8 +36,8 @@ use super::schema::{self, Shape};
 use super::source_blobs::SourceBlobs;
 use crate::archive::export::Item;
 use crate::archive::format::{MAX_BLOB_BYTES, Val};
-use crate::archive::source_files::{self, Hashed, Links};
-use crate::archive::temp::TempDir;
+use crate::archive::source_files::{Hashed, Links};
+use crate::archive::temp::{self, TempDir};
 use crate::protocol::ident;
 use crate::protocol::time::{format_iso, parse_iso};
 use crate::store::AssetEntry;
@@ -215,7 +215,7 @@ impl LocalStore {
                 path.display()
             ))
         };
-        if !source_files::copy(&db, &target, Links::Follow).map_err(refused)? {
+        if !temp::copy(&db, &target, Links::Follow).map_err(refused)? {
             bail!(
                 "{} is not an Autobuild local store: {} does not exist",
                 path.display(),
@@ -227,7 +227,7 @@ impl LocalStore {
             side.push(suffix);
             let mut to = target.clone().into_os_string();
             to.push(suffix);
-            source_files::copy(Path::new(&side), Path::new(&to), Links::Refuse).map_err(refused)?;
+            temp::copy(Path::new(&side), Path::new(&to), Links::Refuse).map_err(refused)?;
         }
         let conn = rusqlite::Connection::open_with_flags(
             &target,

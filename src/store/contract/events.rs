@@ -121,3 +121,88 @@ pub(super) async fn appends_behind_the_clock(h: &Harness) {
         T0 + 10_007
     );
 }
+
+/// PostgreSQL's one-statement append (`events/fast_append.rs`) restates the
+/// append rule (`events/mod.rs`) in SQL. Driven with the same inputs as a
+/// twin store whose every append takes the rule's transaction, at each of
+/// the rule's checks' edges (a stale expected sequence either side of the
+/// tail, the bound on events exactly at and over, the clock behind the last
+/// write by as much as the fast path covers and by one millisecond more, a
+/// resource that does not exist), it must answer exactly as the rule does
+/// and leave the same log. On SQLite both stores take the rule: the case
+/// then pins the rule's own answers at those edges. Run with the bounded
+/// contract's bounds (4 events per log).
+pub(super) async fn fast_append_agrees_with_the_rule(h: &Harness) {
+    use crate::protocol::time::format_iso;
+    use crate::store::events::fast_append::SKEW_MS;
+
+    let twin = h.twin_without_fast_paths(super::bounds::options()).await;
+    let at = |ms: i64| {
+        h.clock.set(ms);
+        twin.clock.set(ms);
+    };
+    let b = build("fa");
+    for s in [&h.store, &twin.store] {
+        s.create_build("fa", attrs()).await.unwrap();
+    }
+    let last_write = T0 + 10;
+    // (clock, resource, expected sequence, the rule's answer)
+    let steps: [(i64, &ResourceRef, Option<i64>, &str); 13] = [
+        (last_write, &b, Some(1), "stale"),
+        (last_write, &b, Some(0), "seq 1"),
+        (last_write, &b, Some(0), "stale"),
+        // Behind the last write: its time, never earlier.
+        (last_write - (SKEW_MS - 1), &b, None, "seq 2"),
+        (last_write - SKEW_MS, &b, Some(2), "seq 3"),
+        (last_write - 1000, &b, Some(2), "stale"),
+        // The last event the bound allows, then over it.
+        (last_write + 5, &b, Some(3), "seq 4"),
+        (last_write + 6, &b, None, "over"),
+        (last_write + 6, &b, Some(4), "over"),
+        // Stale first, full or not.
+        (last_write + 6, &b, Some(3), "stale"),
+        (last_write + 6, &b, Some(5), "stale"),
+        (last_write + 6, &build("none"), None, "not found"),
+        (last_write + 6, &build("none"), Some(0), "not found"),
+    ];
+    let outcome = |answer: StoreResult<Option<String>>| match answer {
+        Ok(Some(envelope)) => envelope,
+        Ok(None) => "stale".to_owned(),
+        Err(StoreError::OverBound(refusal)) => format!("over: {}", refusal.message),
+        Err(StoreError::NotFound(r)) => format!("not found: {r:?}"),
+        Err(other) => panic!("an append failed: {other}"),
+    };
+    let mut ts_of_seq = std::collections::HashMap::new();
+    for (n, (clock, r, expected, rule)) in steps.into_iter().enumerate() {
+        at(clock);
+        let fast = outcome(h.store.append(r, event(n as i64), expected).await);
+        let slow = outcome(twin.store.append(r, event(n as i64), expected).await);
+        assert_eq!(fast, slow, "step {n}: the fast path and the rule disagree");
+        match rule {
+            "stale" => assert_eq!(fast, "stale", "step {n}"),
+            "over" => assert!(fast.starts_with("over: "), "step {n}: {fast}"),
+            "not found" => assert!(fast.starts_with("not found: "), "step {n}: {fast}"),
+            seq => {
+                let value: Value = serde_json::from_str(&fast).expect("an envelope");
+                assert_eq!(format!("seq {}", value["seq"]), seq, "step {n}");
+                ts_of_seq.insert(value["seq"].as_i64().unwrap(), value["ts"].clone());
+            }
+        }
+    }
+    // Never before the last write: the clock's steps back kept its time.
+    for seq in 1..=3 {
+        assert_eq!(ts_of_seq[&seq], json!(format_iso(last_write)), "seq {seq}");
+    }
+    assert_eq!(ts_of_seq[&4], json!(format_iso(last_write + 5)));
+    assert_eq!(
+        envelopes(&h.store, &b, 0).await.unwrap(),
+        envelopes(&twin.store, &b, 0).await.unwrap()
+    );
+    let record = |s: &std::sync::Arc<dyn crate::store::api::Store>| {
+        let s = s.clone();
+        let b = b.clone();
+        async move { s.get_record(&b).await.unwrap().unwrap().to_json() }
+    };
+    assert_eq!(record(&h.store).await, record(&twin.store).await);
+    twin.finish().await;
+}

@@ -10,12 +10,14 @@ use crate::clock::TestClock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::{CloseOutcome, NewArtifact, NewEvent, Store};
+use crate::store::engine::Engine;
 use crate::store::error::StoreResult;
 use crate::store::options::StoreOptions;
+use crate::store::postgres::PgBackend;
 use crate::store::records::StreamRecord;
 use crate::store::retention::{Retention, RetentionPolicy};
 use crate::store::rows::Listing;
-use crate::store::url::DatabaseUrl;
+use crate::store::url::{DatabaseUrl, Location};
 
 pub(super) const T0: i64 = 1_784_116_800_000; // 2026-07-15T12:00:00.000Z
 
@@ -49,7 +51,16 @@ pub(super) async fn open(
         .await
 }
 
+/// Which database a harness runs on.
+#[derive(Clone, Copy)]
+enum Backend {
+    SqliteMemory,
+    SqliteFile,
+    Postgres,
+}
+
 pub(super) struct Harness {
+    backend: Backend,
     pub(super) store: Arc<dyn Store>,
     pub(super) clock: Arc<TestClock>,
     /// The store's notifier: what its writes announce after their commit.
@@ -66,6 +77,7 @@ impl Harness {
             .await
             .expect("open sqlite memory");
         Harness {
+            backend: Backend::SqliteMemory,
             store,
             clock,
             notifier,
@@ -86,6 +98,7 @@ impl Harness {
             .await
             .expect("open sqlite file");
         Harness {
+            backend: Backend::SqliteFile,
             store,
             clock,
             notifier,
@@ -107,12 +120,58 @@ impl Harness {
             .await
             .expect("open postgres");
         Some(Harness {
+            backend: Backend::Postgres,
             store,
             clock,
             notifier,
             _dir: None,
             pg_database: Some(db),
         })
+    }
+
+    /// A fresh, empty store on the same kind of database, on this harness's
+    /// clock, whose every write takes the transaction path (PostgreSQL's
+    /// fast paths switched off; SQLite has none): what a case holds the
+    /// fast paths against.
+    pub(super) async fn twin_without_fast_paths(&self, options: StoreOptions) -> Harness {
+        match self.backend {
+            Backend::SqliteMemory => Harness::sqlite_memory(options).await,
+            Backend::SqliteFile => Harness::sqlite_file(options).await,
+            Backend::Postgres => {
+                let db = abstore_testkit::scratch_pg::for_test(
+                    "PostgreSQL store contract",
+                    "abstore_contract",
+                )
+                .await
+                .expect("the twin of a PostgreSQL harness");
+                let url = DatabaseUrl::parse(db.url.as_str()).expect("a PostgreSQL URL");
+                let Location::Postgres(connect) = url.location() else {
+                    panic!("a PostgreSQL URL names PostgreSQL");
+                };
+                let notifier = Arc::new(Notifier::new());
+                let clock: Arc<dyn crate::clock::Clock> = self.clock.clone();
+                let backend = PgBackend::connect(
+                    connect,
+                    &options,
+                    clock,
+                    notifier.clone(),
+                    &crate::store::Progress::default(),
+                )
+                .await
+                .expect("open postgres")
+                .without_fast_paths();
+                let store =
+                    Engine::new(backend, options.retention, options.bounds, notifier.clone());
+                Harness {
+                    backend: Backend::Postgres,
+                    store: Arc::new(store),
+                    clock: self.clock.clone(),
+                    notifier,
+                    _dir: None,
+                    pg_database: Some(db),
+                }
+            }
+        }
     }
 
     pub(super) async fn finish(self) {

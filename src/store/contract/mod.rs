@@ -72,7 +72,8 @@ contract!(@ bounds_sqlite_memory, bounds_sqlite_file, bounds_postgres, super::bo
     bounds::ticket_asset_revision_bound,
     bounds::ticket_asset_live_bound,
     bounds::ticket_asset_live_bound_under_concurrent_puts,
-    bounds::stream_bounds_under_concurrent_appends
+    bounds::stream_bounds_under_concurrent_appends,
+    events::fast_append_agrees_with_the_rule
 );
 
 mod tickets;

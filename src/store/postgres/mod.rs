@@ -22,8 +22,9 @@ use crate::clock::Clock;
 use crate::notify::Notifier;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::PoolStats;
-use crate::store::engine::{AfterCommit, Backend, OpFuture, Written, stream_listing};
+use crate::store::engine::{AfterCommit, Backend, OpFuture, Written};
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::listing::stream_listing;
 use crate::store::migration::{MigrationReport, MigrationSettings, Progress};
 use crate::store::options::StoreOptions;
 use crate::store::rows::{Listing, Rows, StreamedReads};
@@ -60,6 +61,10 @@ pub struct PgBackend {
     published: tokio::sync::mpsc::UnboundedSender<String>,
     /// The bounds of streamed reads.
     reads: StreamedReads,
+    /// Whether writes try their one-statement fast paths before the
+    /// transaction: always, but in the contract case that holds the two
+    /// paths against each other.
+    fast_paths: bool,
 }
 
 impl PgBackend {
@@ -123,7 +128,18 @@ impl PgBackend {
             clock,
             published,
             reads: options.streamed_reads(),
+            fast_paths: true,
         })
+    }
+
+    /// Every write takes the transaction path: the contract's witness that
+    /// a fast path answers as the rule does (`store/contract/events.rs`).
+    #[cfg(test)]
+    pub(crate) fn without_fast_paths(self) -> Self {
+        PgBackend {
+            fast_paths: false,
+            ..self
+        }
     }
 }
 
@@ -156,8 +172,9 @@ impl Backend for PgBackend {
         let db = self.connections.clone();
         let clock = self.clock.clone();
         let published = self.published.clone();
+        let fast_paths = self.fast_paths;
         let outcome = tokio::spawn(async move {
-            let mut tx = PgTx::new(db.acquire().await?, clock);
+            let mut tx = PgTx::new(db.acquire().await?, clock, fast_paths);
             // An error drops `tx`, which rolls back a transaction begun.
             let written = op(&mut tx).await?;
             tx.finish(written.keep).await?;

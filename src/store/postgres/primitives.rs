@@ -8,7 +8,9 @@
 //!
 //! Appends, deposits and chunk appends have fast paths: one autocommit
 //! statement (a deposit: one read and one statement) instead of a
-//! transaction of five or six round trips. Each declines, having written
+//! transaction of five or six round trips; the append's statement and what
+//! its answer means are the events family's (`events/fast_append.rs`),
+//! beside the rule it restates. Each declines, having written
 //! nothing, whenever it cannot decide exactly as the transaction would;
 //! the collection bounds are conditions of their counter `UPDATE`s (or of
 //! the deposit's read), so a fast path never writes past one and leaves
@@ -27,23 +29,22 @@ use super::connections::Connections;
 use super::counted;
 use super::errors::is_unique_violation;
 use crate::clock::Clock;
-use crate::protocol::time::format_iso;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::{MakeEvent, NewArtifact, NewEvent};
+use crate::store::artifacts::sql::{INSERT_ARTIFACT_POSTGRES, insert_artifact};
 use crate::store::bounds::Bounds;
 use crate::store::engine::{FastAppend, WriteTx};
-use crate::store::envelope::{
-    TS_MEMBER, chunk_parts, envelope_after_ts, envelope_head, envelope_json,
-};
+use crate::store::envelope::{TS_MEMBER, chunk_parts, envelope_json};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{ArtifactMeta, StreamRecord};
-use crate::store::sql::{self, ResourceRow};
+use crate::store::events::fast_append::{self, Step};
+use crate::store::events::sql::{APPEND_EVENT_POSTGRES, append_event};
+use crate::store::records::{ArtifactMeta, ResourceRow, StreamRecord};
+use crate::store::resources::sql::{LOCK_RESOURCE_POSTGRES, resource_row, select_resource};
 use crate::store::statement::{Arg, ArgList, Columns, Dialect, EachRow, Statement, Statements};
+use crate::store::streams::sql::{
+    APPEND_CHUNK_POSTGRES, LOCK_STREAM_POSTGRES, append_chunk, select_stream, stream_row,
+};
 
-/// The resource row, held until the transaction ends.
-const LOCK_RESOURCE: &str = concat!(sql::select_resource_sql!(), " FOR UPDATE");
-/// The stream row, held until the transaction ends.
-const LOCK_STREAM: &str = concat!(sql::select_stream_sql!(), " FOR UPDATE");
 /// A ticket's lock for the writers that may add a live asset, until the
 /// transaction ends: an advisory lock in a class of its own (the two-key
 /// form, whose keys never meet sqlx's one-key migration lock), keyed by a
@@ -51,58 +52,12 @@ const LOCK_STREAM: &str = concat!(sql::select_stream_sql!(), " FOR UPDATE");
 /// spell one text). A collision only serialises two tickets' puts.
 const LOCK_TICKET: &str = "SELECT pg_advisory_xact_lock(1952540531, \
      hashtext(length($1::text)::text || ':' || $1::text || $2::text))";
-// Statements fused from the shared ones: one round trip, not two.
+// The fast paths (one autocommit statement each; the append's is its
+// family's, `events/fast_append.rs`). Each bumps the counter row first, so
+// writers of one resource still serialise on it, and writes nothing unless
+// the row was as the transaction path requires: the caller tells a refusal
+// from a miss by the tail the statement's snapshot saw.
 
-/// The event and the counter ([`sql::append_event`], [`sql::APPEND_EVENT_TAIL`]).
-const APPEND_EVENT: &str = concat!(
-    "WITH bumped AS (",
-    sql::append_event_tail_sql!(),
-    ") ",
-    sql::insert_event_sql!()
-);
-/// Assign the next revision ([`sql::insert_artifact`]) and insert the metadata.
-const INSERT_ARTIFACT: &str = concat!(
-    "WITH head AS (",
-    sql::next_revision_sql!(),
-    ") INSERT INTO artifacts (kind, resource_id, artifact_kind, revision, blob_ref, size, metadata, created_at) \
-     SELECT $1, $2, $3, head.revision, $4, $5, $6, $7 FROM head RETURNING revision"
-);
-/// The chunk and the stream's counter ([`sql::append_chunk`], [`sql::APPEND_CHUNK_TAIL`]).
-const APPEND_CHUNK: &str = concat!(
-    "WITH bumped AS (",
-    sql::append_chunk_tail_sql!(),
-    ") ",
-    sql::insert_chunk_sql!()
-);
-
-// The fast paths (one autocommit statement each). Each bumps the counter
-// row first, so writers of one resource still serialise on it, and writes
-// nothing unless the row was as the transaction path requires: the caller
-// tells a refusal from a miss by the tail the statement's snapshot saw.
-
-/// Append: the tail bumped (only if `expected_seq` matches, the log holds
-/// fewer than `$9` events, and the last write is less than `$7`'s length of
-/// milliseconds ahead of the clock) and the envelope stored. Its `seq`
-/// digits and its `ts` text are joined in between the texts the caller
-/// made; `$7` holds the formatted times from the clock's `$3` on, of which
-/// the statement takes the write time, `GREATEST($3, updated_at)`, as the
-/// transaction would.
-const FAST_APPEND: &str = "WITH bumped AS (\
-     UPDATE resources SET last_seq = last_seq + 1, updated_at = GREATEST(updated_at, $3) \
-     WHERE kind = $1 AND id = $2 AND updated_at < $3 + cardinality($7::text[]) \
-     AND ($4::bigint IS NULL OR last_seq = $4) AND last_seq < $9::bigint \
-     RETURNING last_seq, updated_at), \
-     stored AS (INSERT INTO events (kind, resource_id, seq, envelope, type) \
-     SELECT $1, $2, last_seq, $5::text || last_seq::text || $8::text \
-     || ($7::text[])[(updated_at - $3 + 1)::int] || $6::text, $10::text FROM bumped RETURNING seq) \
-     SELECT (SELECT seq FROM stored) AS seq, (SELECT updated_at FROM bumped) AS ts, \
-     (SELECT last_seq FROM resources WHERE kind = $1 AND id = $2) AS before";
-/// How far behind a resource's last write the clock may be for an append to
-/// take the fast path: racing writers take the row in another order than
-/// they read the clock, by a few milliseconds.
-const FAST_APPEND_SKEW_MS: i64 = 32;
-/// How many times an append tries [`FAST_APPEND`] before the transaction.
-const FAST_APPEND_ATTEMPTS: usize = 2;
 /// A deposit's read: the resource's tail and the next revision of each kind.
 const DEPOSIT_HEADS: &str = "SELECT r.last_seq, r.updated_at, k.artifact_kind, h.next_revision \
      FROM resources r LEFT JOIN unnest($3::text[]) AS k(artifact_kind) ON true \
@@ -293,6 +248,8 @@ impl<C: Connection> Statements for C {
 pub(crate) struct PgTx {
     conn: Conn,
     clock: Arc<dyn Clock>,
+    /// The fast paths may run (`PgBackend`'s switch).
+    fast_paths: bool,
 }
 
 enum Conn {
@@ -304,17 +261,19 @@ enum Conn {
 }
 
 impl PgTx {
-    pub fn new(conn: PoolConnection<Postgres>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(conn: PoolConnection<Postgres>, clock: Arc<dyn Clock>, fast_paths: bool) -> Self {
         PgTx {
             conn: Conn::Idle(conn),
             clock,
+            fast_paths,
         }
     }
 
-    /// The connection outside any transaction, while none has begun.
+    /// The connection outside any transaction, while none has begun: where
+    /// a fast path runs (none, with the fast paths switched off).
     fn autocommit(&mut self) -> Option<&mut PgConnection> {
         match &mut self.conn {
-            Conn::Idle(conn) => Some(&mut **conn),
+            Conn::Idle(conn) if self.fast_paths => Some(&mut **conn),
             _ => None,
         }
     }
@@ -372,46 +331,33 @@ impl WriteTx for PgTx {
         // Writers racing for one row may take it in another order than they
         // read the clock: one refused for a time behind the last write tries
         // again with a fresh reading, which has passed that write.
-        let head = envelope_head(r);
-        let after = envelope_after_ts(event);
-        let event_type = event.type_name();
-        for _ in 0..FAST_APPEND_ATTEMPTS {
+        let texts = fast_append::Texts::new(r, event);
+        for _ in 0..fast_append::ATTEMPTS {
             let now = self.now();
             let Some(conn) = self.autocommit() else {
                 return Ok(None);
             };
-            let times: Vec<String> = (0..FAST_APPEND_SKEW_MS)
-                .map(|ahead| format_iso(now.saturating_add(ahead)))
-                .collect();
-            let row = counted(FAST_APPEND)
+            let row = counted(fast_append::POSTGRES)
                 .bind(r.kind.tag())
                 .bind(&r.id)
                 .bind(now)
                 .bind(expected_seq)
-                .bind(&head)
-                .bind(&after)
-                .bind(&times)
+                .bind(&texts.head)
+                .bind(&texts.after)
+                .bind(fast_append::times(now))
                 .bind(TS_MEMBER)
                 .bind(max_events)
-                .bind(&*event_type)
+                .bind(&*texts.event_type)
                 .fetch_one(conn)
                 .await?;
-            let seq: Option<i64> = row.try_get("seq")?;
-            let before: Option<i64> = row.try_get("before")?;
-            match (seq, before) {
-                (Some(seq), _) => {
-                    let ts: i64 = row.try_get("ts")?;
-                    return Ok(Some(FastAppend::Appended(envelope_json(r, seq, ts, event))));
-                }
-                (None, None) => return Err(StoreError::NotFound(r.clone())),
-                // The statement saw this tail and refused on it, as the
-                // transaction path would have.
-                (None, Some(before)) if expected_seq.is_some_and(|e| e != before) => {
-                    return Ok(Some(FastAppend::Stale));
-                }
-                // A full log: the transaction refuses it.
-                (None, Some(before)) if before >= max_events => return Ok(None),
-                (None, Some(_)) => {}
+            let (seq, ts, before) = (
+                row.try_get("seq")?,
+                row.try_get("ts")?,
+                row.try_get("before")?,
+            );
+            match fast_append::decide(r, event, expected_seq, max_events, seq, ts, before)? {
+                Step::Decided(answer) => return Ok(answer),
+                Step::Again => {}
             }
         }
         Ok(None)
@@ -554,9 +500,8 @@ impl WriteTx for PgTx {
     }
 
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        let statement = sql::select_resource(r).with_text(LOCK_RESOURCE);
-        self.first(statement, |row| sql::resource_row(r.kind, row))
-            .await
+        let statement = select_resource(r).with_text(LOCK_RESOURCE_POSTGRES);
+        self.first(statement, |row| resource_row(r.kind, row)).await
     }
 
     async fn append_event(
@@ -568,7 +513,7 @@ impl WriteTx for PgTx {
         event_type: &str,
     ) -> StoreResult<()> {
         let statement =
-            sql::append_event(r, seq, now, envelope, event_type).with_text(APPEND_EVENT);
+            append_event(r, seq, now, envelope, event_type).with_text(APPEND_EVENT_POSTGRES);
         self.run(statement).await
     }
 
@@ -579,7 +524,8 @@ impl WriteTx for PgTx {
         metadata: &str,
         now: i64,
     ) -> StoreResult<i64> {
-        let statement = sql::insert_artifact(r, artifact, metadata, now).with_text(INSERT_ARTIFACT);
+        let statement =
+            insert_artifact(r, artifact, metadata, now).with_text(INSERT_ARTIFACT_POSTGRES);
         self.first(statement, |row| row.int(0))
             .await?
             .ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))
@@ -594,12 +540,12 @@ impl WriteTx for PgTx {
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        let statement = sql::select_stream(id).with_text(LOCK_STREAM);
-        self.first(statement, |row| sql::stream_row(row)).await
+        let statement = select_stream(id).with_text(LOCK_STREAM_POSTGRES);
+        self.first(statement, |row| stream_row(row)).await
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        let statement = sql::append_chunk(id, seq, chunk).with_text(APPEND_CHUNK);
+        let statement = append_chunk(id, seq, chunk).with_text(APPEND_CHUNK_POSTGRES);
         self.run(statement).await
     }
 }

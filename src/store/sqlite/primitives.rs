@@ -17,11 +17,14 @@ use rusqlite::{CachedStatement, Connection, Row, ToSql};
 use crate::clock::Clock;
 use crate::protocol::ResourceRef;
 use crate::store::api::NewArtifact;
+use crate::store::artifacts::sql::{insert_artifact, store_revision};
 use crate::store::engine::WriteTx;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::StreamRecord;
-use crate::store::sql::{self, ResourceRow};
+use crate::store::events::sql::{APPEND_EVENT_TAIL, append_event};
+use crate::store::records::{ResourceRow, StreamRecord};
+use crate::store::resources::sql as resources;
 use crate::store::statement::{Arg, ArgList, Columns, Dialect, EachRow, Statement, Statements};
+use crate::store::streams::sql::{self as streams, APPEND_CHUNK_TAIL, append_chunk};
 
 /// A page's `LIMIT` for "no limit": SQLite takes a negative one (and
 /// refuses `NULL`).
@@ -168,11 +171,11 @@ impl WriteTx for Conn<'_> {
     }
 
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
-        sql::resource(self, r).await
+        resources::resource(self, r).await
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {
-        sql::stream(self, id).await
+        streams::stream(self, id).await
     }
 
     async fn lock_ticket(&mut self, _repo: &str, _ticket_id: &str) -> StoreResult<()> {
@@ -187,10 +190,9 @@ impl WriteTx for Conn<'_> {
         envelope: &str,
         event_type: &str,
     ) -> StoreResult<()> {
-        let insert = sql::append_event(r, seq, now, envelope, event_type);
+        let insert = append_event(r, seq, now, envelope, event_type);
         self.execute(insert).await?;
-        self.execute(insert.with_text(sql::APPEND_EVENT_TAIL))
-            .await?;
+        self.execute(insert.with_text(APPEND_EVENT_TAIL)).await?;
         Ok(())
     }
 
@@ -201,19 +203,18 @@ impl WriteTx for Conn<'_> {
         metadata: &str,
         now: i64,
     ) -> StoreResult<i64> {
-        let next = sql::insert_artifact(r, artifact, metadata, now);
+        let next = insert_artifact(r, artifact, metadata, now);
         let revision = self.first(next, |row| row.int(0)).await?;
         let revision =
             revision.ok_or_else(|| StoreError::Corrupt("no revision assigned".into()))?;
-        self.run(sql::store_revision(next, revision)).await?;
+        self.run(store_revision(next, revision)).await?;
         Ok(revision)
     }
 
     async fn append_chunk(&mut self, id: &str, seq: i64, chunk: &str) -> StoreResult<()> {
-        let insert = sql::append_chunk(id, seq, chunk);
+        let insert = append_chunk(id, seq, chunk);
         self.execute(insert).await?;
-        self.execute(insert.with_text(sql::APPEND_CHUNK_TAIL))
-            .await?;
+        self.execute(insert.with_text(APPEND_CHUNK_TAIL)).await?;
         Ok(())
     }
 }
@@ -293,18 +294,19 @@ mod tests {
     /// no table or journal is scanned whole.
     #[test]
     fn protocol_3_reads_use_their_indexes() {
+        use crate::store::builds::sql::build_digests;
+        use crate::store::listing::statement_of;
         use crate::store::rows::Listing;
-        use crate::store::sql;
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrate::run(&mut conn).unwrap();
-        let digests = plan(&conn, sql::build_digests("r", Dialect::Sqlite).text);
+        let digests = plan(&conn, build_digests("r", Dialect::Sqlite).text);
         assert!(digests.contains("INDEX builds_by_repo"), "{digests}");
         assert!(digests.contains("INDEX events_by_type"), "{digests}");
         let listing = Listing::StateEvents {
             repo: "r".into(),
             until: Some(7),
         };
-        let state = plan(&conn, sql::listing(&listing, Dialect::Sqlite).text);
+        let state = plan(&conn, statement_of(&listing, Dialect::Sqlite).text);
         assert_eq!(state.matches("INDEX events_by_type").count(), 4, "{state}");
         assert!(!state.contains("SCAN"), "{state}");
     }
@@ -315,7 +317,7 @@ mod tests {
     #[test]
     fn ticket_asset_reads_walk_the_primary_key_in_order() {
         use crate::store::assets::AssetKey;
-        use crate::store::sql;
+        use crate::store::ticket_assets::sql;
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrate::run(&mut conn).unwrap();
         let key = AssetKey {

@@ -22,6 +22,9 @@ mod sql;
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
+
+use super::api::Tickets;
 use super::engine::{Backend, Engine, Pruned, WriteTx, Written};
 use super::error::{StoreError, StoreResult};
 use super::statement::Statements;
@@ -46,98 +49,98 @@ const BATCH: usize = 500;
 type Outcome = StoreResult<TicketOutcome>;
 type WrittenOutcome = StoreResult<Written<TicketOutcome>>;
 
-/// Run one ticket operation on `backend`.
-pub(crate) async fn run<B: Backend>(engine: &Engine<B>, call: TicketCall) -> Outcome {
-    let TicketCall {
-        settings,
-        context,
-        op,
-        actor,
-    } = call;
-    let team = match Team::resolve(&settings.lifecycle, &context) {
-        Ok(team) => team,
-        Err(refusal) => return Ok(Err(refusal)),
-    };
-    // Each operation's own rules, before any transaction.
-    let checked = match &op {
-        TicketOp::Create { draft, state, .. } => {
-            rules::create(&settings, &team, draft, state.as_deref()).map(Some)
-        }
-        TicketOp::Update { patch, .. } => rules::update(&settings, patch).map(|()| None),
-        TicketOp::Comment { body, .. } => rules::comment(&settings, body).map(|()| None),
-        TicketOp::Transition { state, .. } => settings.lifecycle.require(state).map(|()| None),
-        _ => Ok(None),
-    };
-    let create_state = match checked {
-        Ok(state) => state.unwrap_or_default(),
-        Err(refusal) => return Ok(Err(refusal)),
-    };
-    macro_rules! read {
-        ($db:ident => $body:expr) => {
-            engine
-                .read_op(move |$db| Box::pin(async move { $body.await }))
-                .await
+#[async_trait]
+impl<B: Backend> Tickets for Engine<B> {
+    /// One ticket operation, as one read or one write transaction.
+    async fn tickets(&self, call: TicketCall) -> Outcome {
+        let engine = self;
+        let TicketCall {
+            settings,
+            context,
+            op,
+            actor,
+        } = call;
+        let team = match Team::resolve(&settings.lifecycle, &context) {
+            Ok(team) => team,
+            Err(refusal) => return Ok(Err(refusal)),
         };
-    }
-    macro_rules! write {
-        ($tx:ident => $body:expr) => {
-            engine
-                .write_op(move |$tx| Box::pin(async move { $body.await }))
-                .await
+        // Each operation's own rules, before any transaction.
+        let checked = match &op {
+            TicketOp::Create { draft, state, .. } => {
+                rules::create(&settings, &team, draft, state.as_deref()).map(Some)
+            }
+            TicketOp::Update { patch, .. } => rules::update(&settings, patch).map(|()| None),
+            TicketOp::Comment { body, .. } => rules::comment(&settings, body).map(|()| None),
+            TicketOp::Transition { state, .. } => settings.lifecycle.require(state).map(|()| None),
+            _ => Ok(None),
         };
+        let create_state = match checked {
+            Ok(state) => state.unwrap_or_default(),
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        macro_rules! read {
+            ($db:ident => $body:expr) => {
+                engine
+                    .read_op(move |$db| Box::pin(async move { $body.await }))
+                    .await
+            };
+        }
+        macro_rules! write {
+            ($tx:ident => $body:expr) => {
+                engine
+                    .write_op(move |$tx| Box::pin(async move { $body.await }))
+                    .await
+            };
+        }
+        match op {
+            TicketOp::ListReady { labels, state } => {
+                read!(db => list_ready(db, &settings, &team, &labels, state.as_deref()))
+            }
+            TicketOp::Get { id } => read!(db => get(db, &settings, &team, &id)),
+            TicketOp::DependencyStates { ids } => {
+                read!(db => dependency_states(db, &settings, &team, &ids))
+            }
+            TicketOp::Claim { id } => write!(tx => claim(tx, &settings, &team, &actor, &id)),
+            TicketOp::Comment { id, body } => {
+                write!(tx => comment(tx, &settings, &team, &actor, &id, &body))
+            }
+            TicketOp::Transition { id, state } => {
+                write!(tx => transition(tx, &team, &actor, &id, &state))
+            }
+            TicketOp::Create {
+                draft,
+                idempotency_key,
+                ..
+            } => write!(tx => create(
+                tx,
+                &settings,
+                &team,
+                &actor,
+                &draft,
+                &create_state,
+                idempotency_key.as_deref()
+            )),
+            TicketOp::Update { id, patch } => write!(tx => update(tx, &team, &actor, &id, &patch)),
+            TicketOp::AddBlocker { id, blocker_id } => {
+                write!(tx => add_blocker(tx, &settings, &team, &actor, &id, &blocker_id))
+            }
+            TicketOp::RemoveBlocker { id, blocker_id } => {
+                write!(tx => remove_blocker(tx, &team, &actor, &id, &blocker_id))
+            }
+        }
     }
-    match op {
-        TicketOp::ListReady { labels, state } => {
-            read!(db => list_ready(db, &settings, &team, &labels, state.as_deref()))
-        }
-        TicketOp::Get { id } => read!(db => get(db, &settings, &team, &id)),
-        TicketOp::DependencyStates { ids } => {
-            read!(db => dependency_states(db, &settings, &team, &ids))
-        }
-        TicketOp::Claim { id } => write!(tx => claim(tx, &settings, &team, &actor, &id)),
-        TicketOp::Comment { id, body } => {
-            write!(tx => comment(tx, &settings, &team, &actor, &id, &body))
-        }
-        TicketOp::Transition { id, state } => {
-            write!(tx => transition(tx, &team, &actor, &id, &state))
-        }
-        TicketOp::Create {
-            draft,
-            idempotency_key,
-            ..
-        } => write!(tx => create(
-            tx,
-            &settings,
-            &team,
-            &actor,
-            &draft,
-            &create_state,
-            idempotency_key.as_deref()
-        )),
-        TicketOp::Update { id, patch } => write!(tx => update(tx, &team, &actor, &id, &patch)),
-        TicketOp::AddBlocker { id, blocker_id } => {
-            write!(tx => add_blocker(tx, &settings, &team, &actor, &id, &blocker_id))
-        }
-        TicketOp::RemoveBlocker { id, blocker_id } => {
-            write!(tx => remove_blocker(tx, &team, &actor, &id, &blocker_id))
-        }
-    }
-}
 
-// ------------------------------------------------------------------ reads
-
-/// A page of the history of the team's ticket `id`; `None` when the team
-/// has no such ticket.
-pub(crate) async fn history<B: Backend>(
-    engine: &Engine<B>,
-    team: &str,
-    id: &str,
-    after: i64,
-    limit: i64,
-) -> StoreResult<Option<Vec<Entry>>> {
-    let (team, id) = (team.to_owned(), id.to_owned());
-    engine
-        .read_op(move |db| {
+    /// A page of the history of the team's ticket `id`; `None` when the team
+    /// has no such ticket.
+    async fn ticket_history(
+        &self,
+        team: &str,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> StoreResult<Option<Vec<Entry>>> {
+        let (team, id) = (team.to_owned(), id.to_owned());
+        self.read_op(move |db| {
             Box::pin(async move {
                 if !exists(db, &team, &id).await? {
                     return Ok(None);
@@ -147,7 +150,10 @@ pub(crate) async fn history<B: Backend>(
             })
         })
         .await
+    }
 }
+
+// ------------------------------------------------------------------ reads
 
 /// The team's ticket `id`; an id that could never be stored names none.
 async fn find<S: Statements>(

@@ -6,10 +6,8 @@
 //! ([`Columns`]).
 
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::statement::{Arg, Columns, Dialect, Statement};
+use crate::store::statement::{Arg, Columns, Dialect, Fixed, Statement};
 use crate::tickets::answer::StoredTicket;
-
-type Fixed<'a, const N: usize> = Statement<[Arg<'a>; N]>;
 
 /// A ticket row's columns as [`ticket_row`] reads them (`t` is `tickets`),
 /// but for the blockers' aggregate, which follows per dialect.

@@ -1,16 +1,24 @@
 //! The event log of a build, repository or session: appends (conditional
-//! or not) and a held read's page.
+//! or not) and a held read's page. The append rule is [`Events::append`]
+//! here; its statements are `sql.rs`'s, and PostgreSQL's one-statement
+//! form of the whole rule is `fast_append.rs`, which a change of the rule
+//! changes with it (the contract case `events::fast_append_agrees_with_the_rule`
+//! fails while the two disagree).
+
+pub(crate) mod fast_append;
+pub(crate) mod sql;
 
 use async_trait::async_trait;
 
-use super::{locked, write_time};
 use crate::protocol::ResourceRef;
 use crate::store::api::{Events, NewEvent};
 use crate::store::bounds::{Bounds, OverBound};
 use crate::store::engine::{Backend, Engine, FastAppend, WriteTx, Written};
 use crate::store::envelope::envelope_json;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::sql::{self, ResourceRow};
+use crate::store::records::ResourceRow;
+use crate::store::resources::sql::exists;
+use crate::store::resources::{locked, write_time};
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -62,7 +70,7 @@ impl<B: Backend> Events for Engine<B> {
             Box::pin(async move {
                 let page = sql::events_page(&r, since, Some(limit));
                 let rows = db.all(page, |row| row.text(0)).await?;
-                if rows.is_empty() && !sql::exists(db, &r).await? {
+                if rows.is_empty() && !exists(db, &r).await? {
                     return Err(StoreError::NotFound(r));
                 }
                 Ok(rows)

@@ -1,12 +1,13 @@
 //! Revoked tokens (`abstore token revoke`, `crate::revocation`).
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 
 use crate::store::api::Revocations;
 use crate::store::engine::{Backend, Engine, Written};
 use crate::store::error::StoreResult;
 use crate::store::records::Revocation;
-use crate::store::sql;
 use crate::store::statement::Statements;
 
 #[async_trait]

@@ -12,7 +12,6 @@ use crate::store::api::ConsoleReads;
 use crate::store::engine::{Backend, Engine};
 use crate::store::error::StoreResult;
 use crate::store::records::{ResourceSummary, StoredArtifact, StreamRecord, TicketComment};
-use crate::store::sql;
 use crate::store::statement::{Arg, Dialect, Statement, Statements};
 
 /// Repositories in id order after `after`, at most `limit`.
@@ -56,7 +55,7 @@ const ARTIFACTS: &str = "SELECT artifact_kind, revision, size, created_at FROM a
 /// A scope's streams, newest first, at most `limit`.
 const STREAMS: &str = concat!(
     "SELECT ",
-    crate::store::sql::stream_columns!(),
+    crate::store::streams::sql::stream_columns!(),
     " FROM streams WHERE scope_kind = $1 AND scope_id = $2 \
      ORDER BY created_at DESC, created_order DESC LIMIT $3"
 );
@@ -231,7 +230,7 @@ impl<B: Backend> ConsoleReads for Engine<B> {
                             Arg::Limit(Some(limit)),
                         ],
                     },
-                    |row| sql::stream_row(row),
+                    |row| crate::store::streams::sql::stream_row(row),
                 )
                 .await
             })

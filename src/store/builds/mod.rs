@@ -1,6 +1,8 @@
 //! Builds: creating one, and the digests of a repository's builds
 //! (protocol 3).
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
@@ -9,7 +11,7 @@ use crate::store::api::Builds;
 use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{BuildDigest, Record};
-use crate::store::sql;
+use crate::store::resources::sql::insert_resource;
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -21,11 +23,7 @@ impl<B: Backend> Builds for Engine<B> {
             Box::pin(async move {
                 let now = tx.now();
                 let text = Value::Object(attrs.clone()).to_string();
-                if tx
-                    .execute(sql::insert_resource(&r, Some(&text), now))
-                    .await?
-                    == 0
-                {
+                if tx.execute(insert_resource(&r, Some(&text), now)).await? == 0 {
                     return Err(StoreError::Conflict(r));
                 }
                 Ok(Written::kept(Record {

@@ -1,21 +1,22 @@
 //! What any resource shares: its record, the held-read sweep's tails, the
 //! streamed reads of every listing, and the store's own health.
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 
 use crate::protocol::ResourceRef;
 use crate::store::api::{PoolStats, Store};
-use crate::store::engine::{Backend, Engine};
-use crate::store::error::StoreResult;
-use crate::store::records::Record;
+use crate::store::engine::{Backend, Engine, WriteTx};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{Record, ResourceRow};
 use crate::store::rows::{Listing, Rows};
-use crate::store::sql;
 use crate::store::statement::Statements;
 
 #[async_trait]
 impl<B: Backend> Store for Engine<B> {
     /// The backend runs the one loop of a streamed read
-    /// ([`stream_listing`](crate::store::engine::stream_listing)) where it
+    /// ([`stream_listing`](crate::store::listing::stream_listing)) where it
     /// may wait for the client.
     async fn read(&self, listing: Listing) -> StoreResult<Rows> {
         self.backend.stream(listing).await
@@ -52,4 +53,29 @@ impl<B: Backend> Store for Engine<B> {
     fn pool_stats(&self) -> PoolStats {
         self.backend.pool_stats()
     }
+}
+
+/// The resource row, held until the transaction ends; `NotFound` without it.
+pub(crate) async fn locked(tx: &mut impl WriteTx, r: &ResourceRef) -> StoreResult<ResourceRow> {
+    tx.lock_resource(r)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(r.clone()))
+}
+
+/// A time for a write that never precedes the resource's last write, so
+/// `ts` and `updatedAt` are nondecreasing along a resource's sequence even
+/// if the clock steps back. Lease decisions use the clock itself.
+pub(crate) fn write_time(tx: &impl WriteTx, row: &ResourceRow) -> i64 {
+    tx.now().max(row.record.updated_at)
+}
+
+/// The next value of a resource's child counter, which orders the sessions
+/// and streams it creates (and stream closes) within a millisecond.
+pub(crate) async fn next_child_order(
+    tx: &mut impl WriteTx,
+    parent: &ResourceRef,
+) -> StoreResult<i64> {
+    tx.first(sql::next_child_order(parent), |row| row.int(0))
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("no child order assigned".into()))
 }

@@ -2,14 +2,15 @@
 //! by the clock itself, even when it stepped back behind the resource's
 //! `updatedAt`; the record's `updatedAt` never goes back.
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 
-use super::{locked, write_time};
 use crate::protocol::ResourceRef;
 use crate::store::api::Leases;
 use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::error::StoreResult;
-use crate::store::sql;
+use crate::store::resources::{locked, write_time};
 use crate::store::statement::Statements;
 
 #[async_trait]

@@ -2,18 +2,20 @@
 //! streams' chunks), chunk appends under the stream's bounds, reads of a
 //! page of chunks, and the close that finalizes a stream into an artifact.
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 
-use super::artifacts::insert_artifacts;
-use super::{locked, next_child_order, write_time};
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::{CloseOutcome, NewArtifact, Streams};
+use crate::store::artifacts::insert_artifacts;
 use crate::store::bounds::OverBound;
 use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::envelope::chunk_json;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{StreamArtifact, StreamRecord};
-use crate::store::sql;
+use crate::store::resources::sql::touch;
+use crate::store::resources::{locked, next_child_order, write_time};
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -159,7 +161,7 @@ impl<B: Backend> Streams for Engine<B> {
                 let order = next_child_order(tx, &scope).await?;
                 let close = sql::close_stream(&id, now, order, &outcome, &stream_artifact);
                 tx.run(close).await?;
-                tx.run(sql::touch(&scope, now)).await?;
+                tx.run(touch(&scope, now)).await?;
                 let wake = ResourceRef::new(ResourceKind::Stream, &id);
                 Ok(Written::waking(
                     CloseOutcome::Closed(StreamRecord {

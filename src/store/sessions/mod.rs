@@ -1,16 +1,17 @@
 //! Sessions: `createSession`.
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use super::events::append_after;
-use super::{locked, next_child_order};
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::{MakeFirstEvent, Sessions};
 use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::error::StoreResult;
+use crate::store::events::append_after;
 use crate::store::records::Record;
-use crate::store::sql;
+use crate::store::resources::{locked, next_child_order};
 use crate::store::statement::Statements;
 
 #[async_trait]

@@ -3,6 +3,8 @@
 //! asset's `ticket_asset_heads` row: the counter is the lock, as
 //! `artifact_heads` is for a deposit's revisions.
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 
 use crate::store::api::TicketAssets;
@@ -10,7 +12,6 @@ use crate::store::assets::{AnswerCheck, AssetKey, NewTicketAsset, TicketAssetMet
 use crate::store::bounds::{Bounds, OverBound};
 use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::sql;
 use crate::store::statement::Statements;
 
 #[async_trait]

@@ -2,19 +2,21 @@
 //! commit), a revision read; and artifact retention (spec section 3),
 //! applied by puts and deposits inside their own transaction.
 
+pub(crate) mod sql;
+
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::events::{append_after, check_events};
-use super::{locked, write_time};
 use crate::protocol::ResourceRef;
 use crate::store::api::{Artifacts, MakeEvent, NewArtifact};
 use crate::store::bounds::{Bounds, OverBound};
 use crate::store::engine::{Backend, Engine, Pruned, WriteTx, Written};
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::events::{append_after, check_events};
 use crate::store::records::ArtifactMeta;
+use crate::store::resources::sql::{exists, touch};
+use crate::store::resources::{locked, write_time};
 use crate::store::retention::Retention;
-use crate::store::sql;
 use crate::store::statement::{Columns, Statements};
 
 #[async_trait]
@@ -39,7 +41,7 @@ impl<B: Backend> Artifacts for Engine<B> {
                 let written = std::slice::from_ref(&meta);
                 check_revisions(&r, written, &retention, &bounds)?;
                 let pruned = apply_retention(tx, &r, written, &retention).await?;
-                tx.run(sql::touch(&r, now)).await?;
+                tx.run(touch(&r, now)).await?;
                 Ok(Written::kept(meta).pruning(pruned))
             })
         })
@@ -108,7 +110,7 @@ impl<B: Backend> Artifacts for Engine<B> {
                 };
                 match found {
                     Some(meta) => Ok(Some(meta)),
-                    None if sql::exists(db, &r).await? => Ok(None),
+                    None if exists(db, &r).await? => Ok(None),
                     None => Err(StoreError::NotFound(r)),
                 }
             })

@@ -2,13 +2,13 @@
 
 use async_trait::async_trait;
 
-use super::locked;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::Repos;
 use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::error::StoreResult;
 use crate::store::records::Record;
-use crate::store::sql;
+use crate::store::resources::locked;
+use crate::store::resources::sql::{insert_resource, resource};
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -21,7 +21,7 @@ impl<B: Backend> Repos for Engine<B> {
         let r = ResourceRef::new(ResourceKind::Repo, repo);
         let read = r.clone();
         let found = self
-            .read_op(move |db| Box::pin(async move { sql::resource(db, &read).await }))
+            .read_op(move |db| Box::pin(async move { resource(db, &read).await }))
             .await?;
         if let Some(row) = found {
             return Ok(row.record);
@@ -29,7 +29,7 @@ impl<B: Backend> Repos for Engine<B> {
         self.write_op(move |tx| {
             Box::pin(async move {
                 let now = tx.now();
-                let inserted = tx.execute(sql::insert_resource(&r, None, now)).await? > 0;
+                let inserted = tx.execute(insert_resource(&r, None, now)).await? > 0;
                 let row = locked(tx, &r).await?;
                 Ok(if inserted {
                     Written::kept(row.record)

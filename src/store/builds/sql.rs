@@ -1,0 +1,133 @@
+//! Builds' own statements: every build record (a streamed read), and
+//! protocol 3's build digests of a repository, written per dialect.
+//! Creating one is the resource row's insert (`resources::sql`).
+
+use serde_json::Value;
+
+use crate::store::error::StoreResult;
+use crate::store::resources::sql::resource_columns;
+use crate::store::statement::{Columns, Dialect, Fixed, Statements, args, statement};
+
+// Statements written once per `Dialect`: protocol 3's derived reads select
+// events by the `type` column (migration 0011, index `events_by_type`), and
+// look into the envelope for a digest's `ts` and into the record JSON for a
+// build's repository, which the two databases spell differently
+// (`json_extract` / `abstore_json_member`, migration 0005: PostgreSQL's own
+// JSON functions refuse a document holding `\u0000`, and it reads the
+// member's text as written, still escaped). The repository expression is
+// exactly the one migration 0005 indexes, so the planners can use it;
+// SQLite, whose planner keeps the primary key without statistics, is told
+// to use the type index (`INDEXED BY`: a statement that could not use the
+// index fails to prepare rather than scan). The state events' statement
+// (`events::sql::state_events`) follows the same rules.
+
+/// The build digests of a repository (protocol 3): one row per event of the
+/// four digest types of each of its builds, by slug then sequence, and a
+/// row with `NULL`s for a build without any. `$1`: the repository.
+///
+/// The join selects by the indexed type column; the type and time a row
+/// reports are `$row_ty` and `$row_ts`. On PostgreSQL the time is read by
+/// position: its regular expression, for each of a week-old repository's
+/// ~9,000 digest events, was most of the read's cost
+/// (docs/benchmarks/frame-and-tick.md). By position is exact here: the
+/// server writes envelopes compact, resource member, `seq`, `ts`, actor,
+/// `type`, payload (store/envelope.rs, `envelope_json`), and a string value
+/// cannot hold `,"ts":"` (its quotes are escaped), so the first is the
+/// member itself. Every `ts` (ISO 8601) holds no escape or quote, and the
+/// window (40 characters) exceeds it.
+macro_rules! build_digests_sql {
+    ($events:literal, $ty:literal, $row_ty:literal, $row_ts:literal, $repo:literal) => {
+        concat!(
+            "SELECT b.id, e.seq, ",
+            $row_ty,
+            ", ",
+            $row_ts,
+            " FROM resources b LEFT JOIN ",
+            $events,
+            " ON e.kind = 'build' AND e.resource_id = b.id AND ",
+            $ty,
+            " IN ('build.completed', 'build.aborted', 'pr.merged', 'observation.recorded') \
+             WHERE b.kind = 'build' AND ",
+            $repo,
+            " = $1 ORDER BY b.id, e.seq"
+        )
+    };
+}
+
+/// The digest rows of `repo`'s builds ([`build_digests`], [`digest_row`]),
+/// on any connection.
+pub(crate) async fn digest_rows<D: Statements>(
+    db: &mut D,
+    repo: &str,
+) -> StoreResult<Vec<(String, Option<DigestEvent>)>> {
+    let repo = digests_repo(repo, D::DIALECT);
+    db.all(build_digests(&repo, D::DIALECT), |row| digest_row(row))
+        .await
+}
+
+/// The repository parameter of [`build_digests`]: PostgreSQL compares it
+/// as the attributes' JSON text writes it, escapes included (migration
+/// 0005, `abstore_json_member`), so it is given serde_json's escaping, the
+/// one every stored record's JSON was written with.
+fn digests_repo(repo: &str, dialect: Dialect) -> std::borrow::Cow<'_, str> {
+    match dialect {
+        Dialect::Sqlite => repo.into(),
+        Dialect::Postgres => {
+            let quoted = Value::String(repo.to_owned()).to_string();
+            quoted[1..quoted.len() - 1].to_owned().into()
+        }
+    }
+}
+
+/// The digest rows of `repo`'s builds ([`digest_row`] reads them); `repo`
+/// as [`digests_repo`] gives it.
+pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    // SQLite keeps json_extract: by position (instr and substr, which walk
+    // the text by characters) measured slower there, 49-52 against 37-42 ms
+    // of server CPU a week-old store's frame.
+    const SQLITE: &str = build_digests_sql!(
+        "events e INDEXED BY events_by_type",
+        "e.type",
+        "e.type",
+        "json_extract(e.envelope, '$.ts')",
+        "json_extract(b.attrs, '$.repo')"
+    );
+    const POSTGRES: &str = build_digests_sql!(
+        "events e",
+        "e.type",
+        "e.type",
+        "split_part(substr(e.envelope, strpos(e.envelope, ',\"ts\":\"') + 7, 40), '\"', 1)",
+        "(abstore_json_member(b.attrs, 'repo') COLLATE \"C\")"
+    );
+    let text = match dialect {
+        Dialect::Sqlite => SQLITE,
+        Dialect::Postgres => POSTGRES,
+    };
+    statement(text, args![repo])
+}
+
+/// A digest event's seq, type and ts.
+pub(crate) type DigestEvent = (i64, String, String);
+
+/// A row of [`build_digests`]: slug, and the event's seq, type and ts
+/// (`None` for a build without digest events).
+pub(crate) fn digest_row(
+    row: &(impl Columns + ?Sized),
+) -> StoreResult<(String, Option<DigestEvent>)> {
+    let slug = row.text(0)?;
+    let event = match row.optional_int(1)? {
+        Some(seq) => Some((seq, row.text(2)?, row.text(3)?)),
+        None => None,
+    };
+    Ok((slug, event))
+}
+
+/// Every build record, in creation order (a streamed read).
+pub(crate) fn all_builds() -> Fixed<'static, 0> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        resource_columns!(),
+        " FROM resources WHERE kind = 'build' ORDER BY created_at, id"
+    );
+    statement(SQL, [])
+}
