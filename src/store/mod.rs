@@ -37,7 +37,8 @@
 //!   `builds/`, `repos/`, `sessions/`, `leases/`, `artifacts/` (with
 //!   retention's pruning), `streams/`, `revocations/`, `ticket_assets/`,
 //!   `tickets/` (Autobuild's hosted tickets; their rules are
-//!   `crate::tickets`'); `listing.rs` picks a streamed read's statement
+//!   `crate::tickets`'), `console/` (the web console's bounded
+//!   listings); `listing.rs` picks a streamed read's statement
 //!   from its family; `statement.rs`: how a statement reaches a driver;
 //! - [`sqlite`], [`postgres`]: how each database runs the statements, and
 //!   what only its dialect does (row locks, fused statements, fast paths);
@@ -66,6 +67,7 @@ pub mod url;
 // The families: each one's rule, statements and rows.
 mod artifacts;
 mod builds;
+mod console;
 mod events;
 mod leases;
 mod repos;
@@ -80,8 +82,9 @@ mod tickets;
 mod contract;
 
 pub use api::{
-    Artifacts, Builds, CloseOutcome, Events, Leases, MakeEvent, MakeFirstEvent, NewArtifact,
-    NewEvent, PoolStats, Repos, Revocations, Sessions, Store, Streams, TicketAssets, Tickets,
+    Artifacts, Builds, CloseOutcome, ConsoleReads, Events, Leases, MakeEvent, MakeFirstEvent,
+    NewArtifact, NewEvent, PoolStats, Repos, Revocations, Sessions, Store, Streams, TicketAssets,
+    Tickets,
 };
 pub use assets::{
     AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
@@ -91,8 +94,9 @@ pub use error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 pub use migration::{MigrationReport, MigrationSettings, Phase, Progress};
 pub use options::StoreOptions;
 pub use records::{
-    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, Revocation, STREAM_FORMAT,
-    StreamArtifact, StreamRecord, Terminal,
+    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, ResourceSummary,
+    Revocation, STREAM_FORMAT, StoredArtifact, StreamArtifact, StreamRecord, Terminal,
+    TicketComment,
 };
 pub use rows::{Listing, Rows};
 pub use url::DatabaseUrl;
