@@ -79,11 +79,6 @@ const ops = {
     const response = await page.goto(url, { waitUntil: "load" });
     return { ...(await answer(response)), at: page.url() };
   },
-  async reload({ id }) {
-    const { page } = tab(id);
-    const response = await page.reload({ waitUntil: "load" });
-    return { ...(await answer(response)), at: page.url() };
-  },
   // Fill a form's fields (by name) and press its submit button, waiting for
   // the navigation it starts.
   async submit({ id, form, fields = {} }) {

@@ -180,10 +180,6 @@ impl Page<'_> {
         landed(&self.call(json!({"op": "goto", "url": url})).await)
     }
 
-    pub async fn reload(&mut self) -> Landed {
-        landed(&self.call(json!({"op": "reload"})).await)
-    }
-
     /// Click the first match of `selector` (a link or button) and wait for
     /// the navigation it starts.
     pub async fn follow(&mut self, selector: &str) -> Landed {
