@@ -58,6 +58,8 @@ pub struct Settings {
     pub connections: ConnectionSettings,
     /// The hosted tickets' lifecycle, bounds and answer ceiling.
     pub tickets: crate::tickets::TicketSettings,
+    /// The web console; `None` with `--no-console`.
+    pub console: Option<crate::console::ConsoleSettings>,
 }
 
 /// The client identities accepted and the catalogs that serve them,

@@ -41,6 +41,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod connections;
+pub mod console;
 pub mod healthcheck;
 pub mod held;
 pub mod history;

@@ -38,6 +38,8 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         .install_recorder()
         .context("installing the metrics recorder")?;
     INSTALLED.store(true, Relaxed);
+    // The console's operator page reads the same numbers (`rendered`).
+    let _ = HANDLE.set(handle.clone());
     describe();
     // Present from the start, so that an alert on its rate sees a series
     // before the first refusal.
@@ -48,6 +50,15 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
         metrics::counter!("abstore_auth_failures_total", "reason" => failure.label()).absolute(0);
     }
     Ok(handle)
+}
+
+/// The installed recorder's handle, for [`rendered`].
+static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
+
+/// Every metric in the Prometheus text format, as `/metrics` serves it
+/// (without the sampled gauges); `None` before [`install`].
+pub fn rendered() -> Option<String> {
+    HANDLE.get().map(PrometheusHandle::render)
 }
 
 /// `# HELP` text for every metric the server records. A metric added

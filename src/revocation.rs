@@ -76,7 +76,7 @@ impl Revocations {
     /// Replace the set with what the database holds now; its size. A row
     /// whose digest is not 64 hex digits (written by hand) is skipped and
     /// logged: it names no token.
-    async fn refresh(&self, store: &dyn Store) -> StoreResult<usize> {
+    pub async fn refresh(&self, store: &dyn Store) -> StoreResult<usize> {
         let rows = store.revocations().await?;
         let mut fresh = HashSet::with_capacity(rows.len());
         for row in rows {

@@ -323,7 +323,10 @@ fn blamed_variable(err: &clap::Error) -> Option<(String, bool)> {
 
 /// `abstore routes`: the route table of a server with every optional route.
 fn print_routes() {
-    let table = crate::http::route_table(crate::http::RouteOptions { test_clock: true });
+    let table = crate::http::route_table(crate::http::RouteOptions {
+        test_clock: true,
+        console: true,
+    });
     let routes: Vec<_> = table.declared().collect();
     let width = routes.iter().map(|r| r.path.len()).max().unwrap_or(0);
     for route in routes {

@@ -64,7 +64,7 @@ pub struct RevocationsArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "build", "repo", "session", "deployment"])))]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "build", "repo", "session", "deployment", "operator_user"])))]
 pub struct MintArgs {
     #[command(flatten)]
     pub secret: SecretArgs,
@@ -83,6 +83,12 @@ pub struct MintArgs {
     /// A deployment scope: raw store routes, like admin.
     #[arg(long)]
     pub deployment: bool,
+    /// A person's operator scope (`{"operator": {"user": NAME}}`, as
+    /// Autobuild's operator API has it): signs in to the web console and
+    /// its ticket actions are recorded under NAME; refused on the protocol
+    /// routes.
+    #[arg(long, value_name = "NAME", conflicts_with = "agent_session")]
+    pub operator_user: Option<String>,
     /// Agent session the token's event writes must be attributed to (`*` = any actor).
     #[arg(
         long,
@@ -172,8 +178,19 @@ pub fn mint(args: &MintArgs) -> anyhow::Result<String> {
             via: via.clone(),
             exp,
         }
+    } else if let Some(user) = &args.operator_user {
+        if user.trim().is_empty() {
+            bail!("--operator-user must name someone (nonblank)");
+        }
+        Scope::Operator {
+            user: user.clone(),
+            via: via.clone(),
+            exp,
+        }
     } else {
-        bail!("choose a scope: --admin, --build, --repo, --session or --deployment");
+        bail!(
+            "choose a scope: --admin, --build, --repo, --session, --deployment or --operator-user"
+        );
     };
     Ok(secret.mint(&scope))
 }

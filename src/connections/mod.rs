@@ -198,7 +198,7 @@ pub async fn accept_until(
                 let open_gauge = open_gauge.clone();
                 open_gauge.increment(1.0);
                 tokio::spawn(async move {
-                    serve_connection(stream, router, limits, watcher, (permit, slot)).await;
+                    serve_connection(stream, peer, router, limits, watcher, (permit, slot)).await;
                     open_gauge.decrement(1.0);
                 });
             }
@@ -237,6 +237,7 @@ async fn refuse(mut stream: TcpStream) {
 
 async fn serve_connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     router: Router,
     limits: ConnectionLimits,
     drain: Watcher,
@@ -247,12 +248,17 @@ async fn serve_connection(
     let service_activity = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = service_activity.begin();
-        let request = request.map(|body| {
+        let mut request = request.map(|body| {
             axum::body::Body::new(tower_http::timeout::TimeoutBody::new(
                 limits.body_read,
                 body,
             ))
         });
+        // The peer's address, for what is bounded per address beyond the
+        // connection cap (the console's sign-in attempts).
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         // Called here, not in the future: the future then holds the
         // router's future alone, not also the request it was made from
         // (a held read's future lives as long as it waits). A router is

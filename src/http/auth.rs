@@ -63,6 +63,9 @@ pub enum AuthRule {
     Tickets,
     /// What an unrouted path resembles (`/builds/x/nope` as a build route).
     Resembled,
+    /// The web console (`crate::console`): a browser's session cookie,
+    /// checked by the console itself against the same token rules.
+    Console,
 }
 
 impl AuthRule {
@@ -80,6 +83,7 @@ impl AuthRule {
             AuthRule::Tickets => "deployment only",
             AuthRule::StreamOwner => "the stream owner's",
             AuthRule::Resembled => "as the path it resembles",
+            AuthRule::Console => "a console session's",
         }
     }
 }
@@ -93,6 +97,7 @@ fn target<'a>(rule: AuthRule, path: &'a ResourcePath) -> ApiResult<Option<Target
     }
     Ok(Some(match rule {
         AuthRule::None
+        | AuthRule::Console
         | AuthRule::BuildCollection
         | AuthRule::RepoCollection
         | AuthRule::TestClock
@@ -199,7 +204,8 @@ fn decide(state: &SharedState, rule: AuthRule, request: &mut Request) -> ApiResu
         return Ok(Checked::Admitted);
     };
     let path = match rule {
-        AuthRule::None => return Ok(Checked::Admitted),
+        // The console checks its own session (`crate::console::session`).
+        AuthRule::None | AuthRule::Console => return Ok(Checked::Admitted),
         // Rules whose target no path names.
         AuthRule::TestClock | AuthRule::Tickets => None,
         AuthRule::Resembled => {
@@ -246,6 +252,16 @@ fn authenticate(
         refused(Failure::Missing);
         return Err(ApiError::Unauthenticated("missing bearer token".into()));
     };
+    verify_token(state, secret, token)
+}
+
+/// The scope of `token` if it verifies exactly as a bearer token does (see
+/// the module doc): the console signs in and re-checks its sessions here.
+pub fn verify_token(
+    state: &SharedState,
+    secret: &crate::secret::Secret,
+    token: &str,
+) -> ApiResult<Scope> {
     let invalid = |failure: Failure| {
         refused(failure);
         ApiError::Unauthenticated(auth::InvalidToken.to_string())

@@ -40,7 +40,7 @@ mod tickets;
 
 use axum::Router;
 
-pub use auth::AuthRule;
+pub use auth::{AuthRule, verify_token};
 pub use error::{ApiError, ApiResult};
 pub use extract::JsonBudget;
 pub use gate::{Reach, Rule};
@@ -53,6 +53,7 @@ pub use state::{Access, AppState, Limits, SharedState};
 pub fn router(state: SharedState) -> Router {
     let options = RouteOptions {
         test_clock: state.test_clock.is_some(),
+        console: state.console.is_some(),
     };
     let routes = route_table(options).into_router(state.clone());
     let compress = state.limits.compress_min_bytes;

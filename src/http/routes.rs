@@ -32,6 +32,8 @@ const V3: Protocols = Protocols::since(Protocol::V3);
 pub struct Options {
     /// `--test-clock`: the harness clock route.
     pub test_clock: bool,
+    /// The web console's routes (off with `--no-console`).
+    pub console: bool,
 }
 
 /// Every route, in the spec's order of families. One line per route, kept
@@ -120,6 +122,7 @@ pub fn table(options: Options) -> Table {
         // is then `404`, as Autobuild's hosted service answers.
         .post("/tickets/", c(ALL, A::Tickets), tickets::ticket_operation)
         .post("/tickets/{*operation}", c(ALL, A::Tickets), tickets::ticket_operation);
+    let t = if options.console { console_routes(t) } else { t };
     if !options.test_clock {
         return t;
     }
@@ -130,6 +133,35 @@ pub fn table(options: Options) -> Table {
         Rule::anyone(A::TestClock),
         health::set_clock,
     )
+}
+
+/// The web console (docs/console.md): pages for browsers, not protocol
+/// clients, under `/console/`; each checks its own session cookie
+/// (`crate::console::viewer`) against the same token rules.
+#[rustfmt::skip]
+fn console_routes(t: Table) -> Table {
+    use crate::console::{assets, live, pages as p};
+    let b = Rule::anyone(AuthRule::Console);
+    t.get("/console", b, p::overview::slash)
+        .get("/console/", b, p::overview::overview)
+        .get("/console/sign-in", b, p::sign_in::form)
+        .post("/console/sign-in", b, p::sign_in::sign_in)
+        .post("/console/sign-out", b, p::sign_in::sign_out)
+        .get("/console/assets/{name}", b, assets::serve)
+        .get("/console/repos/{repo}", b, p::repo::repo)
+        .get("/console/builds/{id}", b, p::build::build)
+        .get("/console/builds/{id}/artifacts/{kind}/{revision}", b, p::build::download)
+        .get("/console/sessions/{id}", b, p::session::session)
+        .get("/console/sessions/{id}/artifacts/{kind}/{revision}", b, p::build::download)
+        .get("/console/live/{family}/{id}", b, live::events)
+        .get("/console/tickets", b, p::overview::team_board)
+        .get("/console/tickets/{team}", b, p::tickets::board)
+        .post("/console/tickets/{team}", b, p::tickets::create)
+        .get("/console/tickets/{team}/new", b, p::tickets::new_form)
+        .get("/console/tickets/{team}/{ticket}", b, p::ticket::ticket)
+        .post("/console/tickets/{team}/{ticket}/{action}", b, p::ticket::act)
+        .get("/console/operator", b, p::operator::operator)
+        .post("/console/operator/revocations", b, p::operator::revoke)
 }
 
 /// One route as declared: what `abstore routes` prints and tests walk.

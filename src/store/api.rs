@@ -12,9 +12,12 @@ use serde_json::{Map, Value};
 
 use super::assets::{AnswerCheck, AssetKey, NewTicketAsset, TicketAssetMeta};
 use super::error::StoreResult;
-use super::records::{ArtifactMeta, BuildDigest, Record, Revocation, StreamRecord};
+use super::records::{
+    ArtifactMeta, BuildDigest, Record, ResourceSummary, Revocation, StoredArtifact, StreamRecord,
+    TicketComment,
+};
 use super::rows::{Listing, Rows};
-use crate::protocol::ResourceRef;
+use crate::protocol::{ResourceKind, ResourceRef};
 
 /// What closing a stream did.
 #[derive(Debug)]
@@ -87,6 +90,7 @@ pub trait Store:
     + TicketAssets
     + Tickets
     + Revocations
+    + ConsoleReads
     + Send
     + Sync
     + 'static
@@ -307,6 +311,43 @@ pub trait Revocations {
     /// Forget the revocations of tokens expired by `now` (refused as
     /// expired anyway); how many.
     async fn prune_revocations(&self, now: i64) -> StoreResult<u64>;
+}
+
+/// The web console's bounded reads (`ops/console.rs`): one page each, so a
+/// person's page stays cheap however large the store grows.
+#[async_trait]
+pub trait ConsoleReads {
+    /// Up to `limit` repositories with ids after `after`, in id order, each
+    /// with its build count (`children`) and last change.
+    async fn repo_page(&self, after: &str, limit: i64) -> StoreResult<Vec<ResourceSummary>>;
+    /// Up to `limit` of repository `repo`'s builds or sessions (`kind`),
+    /// newest first, created before the `(created_at, id)` cursor `before`,
+    /// whose id contains `id_contains`; each with its last event's type and
+    /// time.
+    async fn child_page(
+        &self,
+        kind: ResourceKind,
+        repo: &str,
+        before: Option<(i64, String)>,
+        id_contains: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ResourceSummary>>;
+    /// Up to `limit` of a resource's artifact revisions, newest first.
+    async fn artifact_page(
+        &self,
+        resource: &ResourceRef,
+        limit: i64,
+    ) -> StoreResult<Vec<StoredArtifact>>;
+    /// Up to `limit` of a scope's streams, newest first.
+    async fn stream_page(&self, scope: &ResourceRef, limit: i64) -> StoreResult<Vec<StreamRecord>>;
+    /// Up to `limit` of team `team`'s ticket `ticket`'s comments, in order
+    /// (the hosted protocol writes them but has no read).
+    async fn comment_page(
+        &self,
+        team: &str,
+        ticket: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<TicketComment>>;
 }
 
 /// A snapshot of connection pool usage, for metrics.

@@ -60,8 +60,9 @@ pub mod url;
 mod contract;
 
 pub use api::{
-    Artifacts, Builds, CloseOutcome, Events, Leases, MakeEvent, MakeFirstEvent, NewArtifact,
-    NewEvent, PoolStats, Repos, Revocations, Sessions, Store, Streams, TicketAssets, Tickets,
+    Artifacts, Builds, CloseOutcome, ConsoleReads, Events, Leases, MakeEvent, MakeFirstEvent,
+    NewArtifact, NewEvent, PoolStats, Repos, Revocations, Sessions, Store, Streams, TicketAssets,
+    Tickets,
 };
 pub use assets::{
     AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
@@ -71,8 +72,9 @@ pub use error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 pub use migration::{MigrationReport, MigrationSettings, Phase, Progress};
 pub use options::StoreOptions;
 pub use records::{
-    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, Revocation, STREAM_FORMAT,
-    StreamArtifact, StreamRecord, Terminal,
+    ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, ResourceSummary,
+    Revocation, STREAM_FORMAT, StoredArtifact, StreamArtifact, StreamRecord, Terminal,
+    TicketComment,
 };
 pub use rows::{Listing, Rows};
 pub use url::DatabaseUrl;

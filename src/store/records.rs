@@ -54,6 +54,41 @@ impl Record {
     }
 }
 
+/// A build, session or repository as the console lists it
+/// ([`ConsoleReads`](super::api::ConsoleReads)): no attributes, its event
+/// count (`last_seq`: logs are append-only) and what it last did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceSummary {
+    pub id: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub last_seq: i64,
+    pub lease_holder: Option<String>,
+    pub lease_expires_at: Option<i64>,
+    /// The last event's type and `ts`, as stored.
+    pub last_type: Option<String>,
+    pub last_ts: Option<String>,
+    /// A repository's build count.
+    pub children: i64,
+}
+
+/// One artifact revision as the console lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredArtifact {
+    pub kind: String,
+    pub revision: i64,
+    pub size: i64,
+    pub created_at: i64,
+}
+
+/// A ticket's comment as the console shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TicketComment {
+    pub seq: i64,
+    pub body: String,
+    pub created_at: i64,
+}
+
 /// A revoked token (`abstore token revoke`; migration 0007): never the token,
 /// only what names it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -158,7 +158,7 @@ impl Entry {
 
 /// A stored change in words; one this build does not know is shown as
 /// stored.
-fn describe_change(change_json: &str) -> String {
+pub fn describe_change(change_json: &str) -> String {
     let Ok(change) = serde_json::from_str::<Value>(change_json) else {
         return change_json.to_owned();
     };

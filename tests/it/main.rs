@@ -24,6 +24,7 @@ mod clients;
 mod compose;
 mod conformance_suite;
 mod connections;
+mod console;
 mod console_browser;
 mod crash;
 mod cut_answers;

@@ -7,6 +7,7 @@
 //! - `requests`: request ceilings, connections, compression.
 
 mod access;
+mod console;
 mod requests;
 mod storage;
 mod tickets;
@@ -79,6 +80,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub tickets: tickets::TicketArgs,
+
+    #[command(flatten)]
+    pub console: console::ConsoleArgs,
 }
 
 /// A size or count flag between `min` and `max` (inclusive): a value out of
@@ -113,6 +117,7 @@ impl ServeArgs {
             connections,
             compression,
             tickets,
+            console,
         } = self;
         let ServerDatabaseArgs {
             db,
@@ -176,6 +181,7 @@ impl ServeArgs {
         let (retention, retention_source) = retention.load()?;
         let (compress_min_bytes, history_cache, answer_caches) = compression.into_settings();
         let (ticket_lifecycle, ticket_bounds) = tickets.into_config()?;
+        let console = console.into_settings()?;
         Ok(Settings {
             listen,
             metrics_listen,
@@ -226,6 +232,7 @@ impl ServeArgs {
                 bounds: ticket_bounds,
                 max_answer_bytes: max_body_bytes,
             },
+            console,
         })
     }
 }

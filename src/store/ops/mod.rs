@@ -25,6 +25,7 @@
 
 mod artifacts;
 mod builds;
+mod console;
 mod events;
 mod leases;
 mod repos;
