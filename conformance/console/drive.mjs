@@ -87,8 +87,10 @@ const ops = {
     await f.waitFor({ timeout: 5000 });
     for (const [name, value] of Object.entries(fields)) {
       const field = f.locator(`[name="${name}"]`).first();
-      const tag = await field.evaluate((e) => e.tagName.toLowerCase());
-      if (tag === "select") await field.selectOption(String(value));
+      const kind = await field.evaluate((e) => (e.tagName === "INPUT" ? e.type : e.tagName.toLowerCase()));
+      if (kind === "select") await field.selectOption(String(value));
+      // A hidden field is set as a page's own script would; a person cannot type there.
+      else if (kind === "hidden") await field.evaluate((e, v) => { e.value = v; }, String(value));
       else await field.fill(String(value));
     }
     const submitter = f.locator('button[type="submit"], input[type="submit"], button:not([type])').first();

@@ -286,12 +286,15 @@ impl Page<'_> {
             .unwrap_or_else(|| panic!("page {} has no csrf field", self.id))
     }
 
-    /// `data-page` of the page's `<main>`, and its `data-error` if any.
+    /// `data-page` of the page's `<main>`, and the `data-error` on it or
+    /// inside it, if any.
     pub async fn kind(&mut self) -> (Option<String>, Option<String>) {
         let v = self
             .eval(
                 "(() => { const m = document.querySelector('main[data-page]'); \
-                 return m ? [m.dataset.page, m.dataset.error ?? null] : [null, null]; })()",
+                 if (!m) return [null, null]; \
+                 const e = m.dataset.error ? m : m.querySelector('[data-error]'); \
+                 return [m.dataset.page, e ? e.dataset.error : null]; })()",
             )
             .await;
         (

@@ -117,7 +117,7 @@ async fn photograph_every_page(mut browser: Browser, server: Server) {
         if update && width == 1280 {
             std::fs::copy(&shot, docs.join("sign-in.png")).expect("docs/console/sign-in.png");
         }
-        sign_in(&mut page, &base, &seed::admin()).await;
+        sign_in(&mut page, &base, &seed::deployment()).await;
         for (path, kind) in &pages {
             visit(&mut page, &base, path, kind).await;
             let shot = dir.join(format!("{kind}-{width}.png"));
