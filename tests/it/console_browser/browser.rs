@@ -128,7 +128,10 @@ impl Browser {
     pub async fn open(&mut self, id: &str, width: u32) -> Page<'_> {
         self.call(json!({"op": "open", "id": id, "width": width, "height": 900}))
             .await;
-        Page { browser: self, id: id.to_owned() }
+        Page {
+            browser: self,
+            id: id.to_owned(),
+        }
     }
 
     /// The same with the page's Content-Security-Policy switched off, so
@@ -136,12 +139,18 @@ impl Browser {
     pub async fn open_without_csp(&mut self, id: &str) -> Page<'_> {
         self.call(json!({"op": "open", "id": id, "width": 1280, "height": 900, "bypassCSP": true}))
             .await;
-        Page { browser: self, id: id.to_owned() }
+        Page {
+            browser: self,
+            id: id.to_owned(),
+        }
     }
 
     /// A page opened before, by its id.
     pub fn page(&mut self, id: &str) -> Page<'_> {
-        Page { browser: self, id: id.to_owned() }
+        Page {
+            browser: self,
+            id: id.to_owned(),
+        }
     }
 }
 
@@ -183,7 +192,11 @@ impl Page<'_> {
     /// Click the first match of `selector` (a link or button) and wait for
     /// the navigation it starts.
     pub async fn follow(&mut self, selector: &str) -> Landed {
-        landed(&self.call(json!({"op": "follow", "selector": selector})).await)
+        landed(
+            &self
+                .call(json!({"op": "follow", "selector": selector}))
+                .await,
+        )
     }
 
     /// Fill `form`'s fields by name and press its submit button.
@@ -204,7 +217,11 @@ impl Page<'_> {
     }
 
     pub async fn texts(&mut self, selector: &str) -> Vec<String> {
-        strings(&self.call(json!({"op": "texts", "selector": selector})).await)
+        strings(
+            &self
+                .call(json!({"op": "texts", "selector": selector}))
+                .await,
+        )
     }
 
     /// Attribute `name` of every match.
@@ -233,7 +250,8 @@ impl Page<'_> {
     }
 
     pub async fn eval(&mut self, expression: &str) -> Value {
-        self.call(json!({"op": "eval", "expression": expression})).await
+        self.call(json!({"op": "eval", "expression": expression}))
+            .await
     }
 
     pub async fn screenshot(&mut self, path: &std::path::Path, full_page: bool) {
@@ -256,12 +274,21 @@ impl Page<'_> {
 
     /// A request carrying this page's cookies, with `headers` (no redirect
     /// followed): `(status, body)`.
-    pub async fn request(&mut self, method: &str, url: &str, form: Value, headers: Value) -> (u16, String) {
+    pub async fn request(
+        &mut self,
+        method: &str,
+        url: &str,
+        form: Value,
+        headers: Value,
+    ) -> (u16, String) {
         let v = self
             .call(json!({"op": "request", "method": method, "url": url, "form": form, "headers": headers}))
             .await;
         (
-            v["status"].as_u64().and_then(|s| u16::try_from(s).ok()).unwrap_or(0),
+            v["status"]
+                .as_u64()
+                .and_then(|s| u16::try_from(s).ok())
+                .unwrap_or(0),
             v["body"].as_str().unwrap_or_default().to_owned(),
         )
     }

@@ -72,9 +72,7 @@ where
         return;
     };
     with_pg("console_browser", move |database| async move {
-        let server = console(Server::builder().database(&database))
-            .start()
-            .await;
+        let server = console(Server::builder().database(&database)).start().await;
         scenario(browser, server).await;
     })
     .await;
@@ -105,7 +103,10 @@ async fn sign_in(page: &mut Page<'_>, base: &str, token: &str) {
         .unwrap_or_else(|| panic!("no HttpOnly session cookie after sign-in: {cookies:?}"));
     assert_eq!(session["sameSite"], json!("Strict"), "{session}");
     assert!(
-        !session["value"].as_str().unwrap_or_default().contains(token),
+        !session["value"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(token),
         "the cookie must not carry the token itself"
     );
 }
@@ -177,13 +178,19 @@ async fn seed_store(store: &Store) -> Seeded {
     store
         .observation("web-1", "review", "retry with a pinned lockfile")
         .await;
-    store.answer("web-1", "ada", "ship it after the retry").await;
+    store
+        .answer("web-1", "ada", "ship it after the retry")
+        .await;
     store
         .artifact("web-1", "plan", b"# Plan\n1. pin the lockfile\n")
         .await;
     store.lease("web-1", "runner-7").await;
     store
-        .stream("/builds/web-1", "implement round 1", "I pinned the lockfile and reran publish.")
+        .stream(
+            "/builds/web-1",
+            "implement round 1",
+            "I pinned the lockfile and reran publish.",
+        )
         .await;
     store.build("acme/web", "web-2").await;
     store
@@ -194,16 +201,37 @@ async fn seed_store(store: &Store) -> Seeded {
         .journal("acme/web", "ada", "paused dispatch for the release")
         .await;
     let web_session = store
-        .session("acme/web", "ada", "release checklist", "please re-run the flaky job")
+        .session(
+            "acme/web",
+            "ada",
+            "release checklist",
+            "please re-run the flaky job",
+        )
         .await;
     let ready = store
-        .create_ticket(TEAM, "Fix the login redirect", "Users land on **/home**.\n", &["auth"], "Ready")
+        .create_ticket(
+            TEAM,
+            "Fix the login redirect",
+            "Users land on **/home**.\n",
+            &["auth"],
+            "Ready",
+        )
         .await;
     let blocked = store
-        .create_ticket(TEAM, "Write the release notes", "After the fix.\n", &["docs"], "Triage")
+        .create_ticket(
+            TEAM,
+            "Write the release notes",
+            "After the fix.\n",
+            &["docs"],
+            "Triage",
+        )
         .await;
     let (status, answer) = store
-        .ticket(TEAM, "add-blocker", json!({"id": blocked, "blockerId": ready}))
+        .ticket(
+            TEAM,
+            "add-blocker",
+            json!({"id": blocked, "blockerId": ready}),
+        )
         .await;
     assert_eq!(status, 200, "{answer}");
     Seeded {
@@ -236,23 +264,40 @@ async fn person_sees_the_store(mut browser: Browser, server: Server) {
     let landed = page.follow("[data-repo=\"acme/web\"] a").await;
     assert_eq!(page.kind().await.0.as_deref(), Some("repo"), "{landed:?}");
     let builds = page.attrs("[data-build]", "data-build").await;
-    assert_eq!(builds, ["web-2", "web-1"], "acme/web's builds, newest first");
+    assert_eq!(
+        builds,
+        ["web-2", "web-1"],
+        "acme/web's builds, newest first"
+    );
     let body = page.text("main").await.unwrap_or_default();
     assert!(
         body.contains("paused dispatch for the release"),
         "the repository page shows its journal:\n{body}"
     );
     let session_row = format!("[data-session=\"{}\"]", seeded.web_session);
-    assert_eq!(page.count(&session_row).await, 1, "the repository page lists its session");
-    assert!(!body.contains("api-1"), "acme/api's build is not acme/web's");
+    assert_eq!(
+        page.count(&session_row).await,
+        1,
+        "the repository page lists its session"
+    );
+    assert!(
+        !body.contains("api-1"),
+        "acme/api's build is not acme/web's"
+    );
 
     // Build: every event by seq, its artifact, stream transcript and lease.
     let landed = page.follow("[data-build=\"web-1\"] a").await;
     assert_eq!(page.kind().await.0.as_deref(), Some("build"), "{landed:?}");
     let seqs = page.attrs("[data-events] [data-seq]", "data-seq").await;
-    assert_eq!(seqs, protocol_seqs(&store, "web-1").await, "the build page's events");
+    assert_eq!(
+        seqs,
+        protocol_seqs(&store, "web-1").await,
+        "the build page's events"
+    );
     // textContent: folded parts (a long payload, a transcript) count too.
-    let body = page.eval("document.querySelector('main').textContent").await;
+    let body = page
+        .eval("document.querySelector('main').textContent")
+        .await;
     let body = body.as_str().unwrap_or_default().to_owned();
     for shown in [
         "publish step failed on node 22",
@@ -262,13 +307,18 @@ async fn person_sees_the_store(mut browser: Browser, server: Server) {
         "I pinned the lockfile and reran publish.",
         "runner-7",
     ] {
-        assert!(body.contains(shown), "the build page shows {shown:?}:\n{body}");
+        assert!(
+            body.contains(shown),
+            "the build page shows {shown:?}:\n{body}"
+        );
     }
     // Who acted: the actor's ids, not only its kind (checked last, so that
     // a failure here still lets the rest of the tour run first).
     let actors = page.texts("[data-events] [data-seq]").await.join("\n");
     // The artifact downloads as an attachment, never inline.
-    let hrefs = page.attrs("[data-artifact=\"plan\"] a[href*=\"/artifacts/\"]", "href").await;
+    let hrefs = page
+        .attrs("[data-artifact=\"plan\"] a[href*=\"/artifacts/\"]", "href")
+        .await;
     let href = hrefs.first().expect("a download link for the plan");
     let url = if href.starts_with("http") {
         href.clone()
@@ -280,7 +330,10 @@ async fn person_sees_the_store(mut browser: Browser, server: Server) {
         .await
         .expect("download the plan");
     assert_eq!(download["status"], json!(200), "{download}");
-    assert_eq!(download["headers"]["content-type"], json!("application/octet-stream"));
+    assert_eq!(
+        download["headers"]["content-type"],
+        json!("application/octet-stream")
+    );
     assert!(
         download["headers"]["content-disposition"]
             .as_str()
@@ -290,7 +343,13 @@ async fn person_sees_the_store(mut browser: Browser, server: Server) {
     assert_eq!(download["body"], json!("# Plan\n1. pin the lockfile\n"));
 
     // Session: its message.
-    visit(&mut page, &base, &format!("/console/sessions/{}", enc(&seeded.web_session)), "session").await;
+    visit(
+        &mut page,
+        &base,
+        &format!("/console/sessions/{}", enc(&seeded.web_session)),
+        "session",
+    )
+    .await;
     let body = page.text("main").await.unwrap_or_default();
     assert!(body.contains("please re-run the flaky job"), "{body}");
 
@@ -298,20 +357,34 @@ async fn person_sees_the_store(mut browser: Browser, server: Server) {
     visit(&mut page, &base, &board_path(TEAM), "board").await;
     let states = page.attrs("[data-state]", "data-state").await;
     for state in ["Triage", "Ready", "Doing", "Done"] {
-        assert!(states.iter().any(|s| s == state), "a {state} column: {states:?}");
+        assert!(
+            states.iter().any(|s| s == state),
+            "a {state} column: {states:?}"
+        );
     }
     let card = page
-        .text(&format!("[data-state=\"Ready\"] [data-ticket=\"{}\"]", seeded.ready))
+        .text(&format!(
+            "[data-state=\"Ready\"] [data-ticket=\"{}\"]",
+            seeded.ready
+        ))
         .await
         .expect("the ready ticket's card in Ready");
-    assert!(card.contains("Fix the login redirect") && card.contains("auth"), "{card}");
+    assert!(
+        card.contains("Fix the login redirect") && card.contains("auth"),
+        "{card}"
+    );
     let card = page
-        .text(&format!("[data-state=\"Triage\"] [data-ticket=\"{}\"]", seeded.blocked))
+        .text(&format!(
+            "[data-state=\"Triage\"] [data-ticket=\"{}\"]",
+            seeded.blocked
+        ))
         .await
         .expect("the blocked ticket's card in Triage");
     assert!(card.contains("docs"), "{card}");
     assert!(
-        card.contains(&seeded.ready) || card.contains("Fix the login redirect") || card.to_lowercase().contains("blocked"),
+        card.contains(&seeded.ready)
+            || card.contains("Fix the login redirect")
+            || card.to_lowercase().contains("blocked"),
         "the card shows its blocker: {card}"
     );
 
@@ -355,7 +428,10 @@ async fn offline_check(page: &mut Page<'_>, base: &str) {
                 .collect()
         })
         .unwrap_or_default();
-    assert!(foreign.is_empty(), "requests to another origin: {foreign:?}");
+    assert!(
+        foreign.is_empty(),
+        "requests to another origin: {foreign:?}"
+    );
 }
 
 #[tokio::test]
@@ -390,7 +466,11 @@ async fn build_page_grows_live(mut browser: Browser, server: Server) {
     for round in 0..2 {
         let appended = Instant::now();
         let seq = store
-            .observation("live-1", "implement", &format!("appended live, round {round}"))
+            .observation(
+                "live-1",
+                "implement",
+                &format!("appended live, round {round}"),
+            )
             .await;
         let row = format!("[data-events] [data-seq=\"{seq}\"]");
         let left = Duration::from_secs(2).saturating_sub(appended.elapsed());
@@ -399,9 +479,15 @@ async fn build_page_grows_live(mut browser: Browser, server: Server) {
             waited.is_ok(),
             "event {seq} did not appear on the open build page within 2 s of its append: {waited:?}"
         );
-        eprintln!("round {round}: event {seq} shown {:?} after its append", appended.elapsed());
+        eprintln!(
+            "round {round}: event {seq} shown {:?} after its append",
+            appended.elapsed()
+        );
         let text = page.text(&row).await.unwrap_or_default();
-        assert!(text.contains(&format!("appended live, round {round}")), "{text}");
+        assert!(
+            text.contains(&format!("appended live, round {round}")),
+            "{text}"
+        );
     }
     assert_eq!(
         page.eval("window.__sameDocument").await,
@@ -460,7 +546,13 @@ async fn tickets_written_on_the_board(mut browser: Browser, server: Server) {
     sign_in(&mut page, &base, &token).await;
 
     // Create.
-    visit(&mut page, &base, &format!("{}/new", board_path(TEAM)), "board").await;
+    visit(
+        &mut page,
+        &base,
+        &format!("{}/new", board_path(TEAM)),
+        "board",
+    )
+    .await;
     let landed = page
         .submit(
             "form[data-action=\"create\"]",
@@ -471,8 +563,16 @@ async fn tickets_written_on_the_board(mut browser: Browser, server: Server) {
         .unwrap_or_else(|| panic!("creating lands on the new ticket's page: {landed:?}"));
     assert_eq!(page.kind().await.0.as_deref(), Some("ticket"));
     let created = store.get_ticket(TEAM, &id).await;
-    assert_eq!(created["title"], json!("Console-made ticket"), "{landed:?}: {created}");
-    assert_eq!(created["state"], json!("Triage"), "new tickets go to triage: {created}");
+    assert_eq!(
+        created["title"],
+        json!("Console-made ticket"),
+        "{landed:?}: {created}"
+    );
+    assert_eq!(
+        created["state"],
+        json!("Triage"),
+        "new tickets go to triage: {created}"
+    );
 
     // Edit title, body and labels.
     page.submit(
@@ -492,7 +592,8 @@ async fn tickets_written_on_the_board(mut browser: Browser, server: Server) {
     }
     visit(&mut page, &base, &board_path(TEAM), "board").await;
     assert_eq!(
-        page.count(&format!("[data-state=\"Doing\"] [data-ticket=\"{id}\"]")).await,
+        page.count(&format!("[data-state=\"Doing\"] [data-ticket=\"{id}\"]"))
+            .await,
         1,
         "the moved card is in Doing"
     );
@@ -509,7 +610,8 @@ async fn tickets_written_on_the_board(mut browser: Browser, server: Server) {
     let blocked = store.get_ticket(TEAM, &id).await;
     assert_eq!(blocked["blockedBy"], json!([other]), "{blocked}");
     // Unblocking is the button beside the blocker it removes.
-    let unblock = format!("form[data-action=\"unblock\"]:has(input[name=\"blocker\"][value=\"{other}\"])");
+    let unblock =
+        format!("form[data-action=\"unblock\"]:has(input[name=\"blocker\"][value=\"{other}\"])");
     page.submit(&unblock, json!({})).await;
 
     // What the protocol returns is what the person wrote.
@@ -531,7 +633,9 @@ async fn tickets_written_on_the_board(mut browser: Browser, server: Server) {
     visit(&mut page, &base, &ticket_path(TEAM, &id), "ticket").await;
     let text = page.text("main").await.unwrap_or_default();
     assert!(text.contains("Checked in the browser."), "{text}");
-    let history = page.texts("[data-ticket-history] li, [data-ticket-history] tr").await;
+    let history = page
+        .texts("[data-ticket-history] li, [data-ticket-history] tr")
+        .await;
     let history = if history.is_empty() {
         vec![page.text("[data-ticket-history]").await.unwrap_or_default()]
     } else {

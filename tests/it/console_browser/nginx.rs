@@ -59,9 +59,18 @@ async fn chromium_console_through_nginx_as_documented() {
     let waited = page
         .wait(&format!("[data-events] [data-seq=\"{seq}\"]"), left)
         .await;
-    assert!(waited.is_ok(), "event {seq} not shown through nginx within 2 s: {waited:?}");
+    assert!(
+        waited.is_ok(),
+        "event {seq} not shown through nginx within 2 s: {waited:?}"
+    );
 
-    visit(&mut page, &public, &format!("{}/new", board_path(TEAM)), "board").await;
+    visit(
+        &mut page,
+        &public,
+        &format!("{}/new", board_path(TEAM)),
+        "board",
+    )
+    .await;
     let landed = page
         .submit(
             "form[data-action=\"create\"]",

@@ -51,8 +51,14 @@ async fn scopes_bound_the_console(mut browser: Browser, server: Server) {
     let mut page = browser.open("repo-person", 1280).await;
     sign_in(&mut page, &base, &seed::repo_token("acme/web")).await;
     let overview = page.text("main").await.unwrap_or_default();
-    assert!(overview.contains("acme/web"), "the overview names its repository:\n{overview}");
-    assert!(!overview.contains("acme/api"), "the overview names no other repository:\n{overview}");
+    assert!(
+        overview.contains("acme/web"),
+        "the overview names its repository:\n{overview}"
+    );
+    assert!(
+        !overview.contains("acme/api"),
+        "the overview names no other repository:\n{overview}"
+    );
     visit(&mut page, &base, &repo_path("acme/web"), "repo").await;
     // As on the protocol's routes (src/auth/authorize.rs), a repository
     // token opens no build page, its repository's included.
@@ -63,7 +69,8 @@ async fn scopes_bound_the_console(mut browser: Browser, server: Server) {
 
     // Sign-out ends the session at once.
     visit(&mut page, &base, "/console/", "overview").await;
-    page.submit("form[data-action=\"sign-out\"]", json!({})).await;
+    page.submit("form[data-action=\"sign-out\"]", json!({}))
+        .await;
     assert!(
         signed_out(&mut page, &base, &repo_path("acme/web")).await,
         "after sign-out the console asks for a token again"
@@ -93,7 +100,11 @@ async fn scopes_bound_the_console(mut browser: Browser, server: Server) {
         )
         .await;
     let listed = format!("[data-revocation=\"{}\"]", seed::digest(&doomed));
-    assert_eq!(admin.count(&listed).await, 1, "the operator page lists the revocation");
+    assert_eq!(
+        admin.count(&listed).await,
+        1,
+        "the operator page lists the revocation"
+    );
     let revoked = Instant::now();
     let mut page = browser.page("doomed");
     loop {
@@ -117,9 +128,7 @@ async fn scopes_bound_the_console(mut browser: Browser, server: Server) {
     visit(&mut admin, &base, &ticket_path(TEAM, &ticket), "ticket").await;
     let csrf = admin.csrf().await;
     let edit = format!("{base}{}/edit", ticket_path(TEAM, &ticket));
-    let fields = |title: &str, csrf: &str| {
-        json!({"csrf": csrf, "title": title, "body": "body\n", "labels": ""})
-    };
+    let fields = |title: &str, csrf: &str| json!({"csrf": csrf, "title": title, "body": "body\n", "labels": ""});
     // A hostile site's form, as the browser sends it.
     admin
         .cross_site_post("http://evil.test", &edit, fields("cross-site", &csrf))
@@ -136,16 +145,32 @@ async fn scopes_bound_the_console(mut browser: Browser, server: Server) {
     assert_eq!(status, 403, "a POST claiming another Origin is refused");
     // The right Origin, a wrong CSRF token.
     let (status, _) = admin
-        .request("POST", &edit, fields("forged csrf", "0000"), json!({"origin": base}))
+        .request(
+            "POST",
+            &edit,
+            fields("forged csrf", "0000"),
+            json!({"origin": base}),
+        )
         .await;
-    assert_eq!(status, 403, "a POST without the session's CSRF token is refused");
+    assert_eq!(
+        status, 403,
+        "a POST without the session's CSRF token is refused"
+    );
     let unchanged = store.get_ticket(TEAM, &ticket).await;
     assert_eq!(unchanged["title"], json!("Guarded title"), "{unchanged}");
     // The control: the same POST from the console's origin with its token.
     let (status, body) = admin
-        .request("POST", &edit, fields("edited at home", &csrf), json!({"origin": base}))
+        .request(
+            "POST",
+            &edit,
+            fields("edited at home", &csrf),
+            json!({"origin": base}),
+        )
         .await;
-    assert!((200..400).contains(&status), "the console's own POST: {status} {body:.300}");
+    assert!(
+        (200..400).contains(&status),
+        "the console's own POST: {status} {body:.300}"
+    );
     let changed = store.get_ticket(TEAM, &ticket).await;
     assert_eq!(changed["title"], json!("edited at home"), "{changed}");
 }

@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 
 use super::browser::{Browser, Page, target_dir};
 use super::seed::{self, Store};
-use super::{TEAM, board_path, build_path, on_sqlite, repo_path, seed_store, sign_in, ticket_path, visit};
+use super::{
+    TEAM, board_path, build_path, on_sqlite, repo_path, seed_store, sign_in, ticket_path, visit,
+};
 use crate::support::{Server, enc};
 
 const WIDTHS: [u32; 2] = [1280, 390];
@@ -21,7 +23,9 @@ const MAX_PAGE_BYTES: usize = 100 * 1024;
 
 /// The console's headers on an HTML page, as the issue states them.
 fn check_headers(path: &str, headers: &Value) {
-    let csp = headers["content-security-policy"].as_str().unwrap_or_default();
+    let csp = headers["content-security-policy"]
+        .as_str()
+        .unwrap_or_default();
     for directive in [
         "default-src 'self'",
         "script-src 'self'",
@@ -31,22 +35,34 @@ fn check_headers(path: &str, headers: &Value) {
         "frame-ancestors 'none'",
         "form-action 'self'",
     ] {
-        assert!(csp.contains(directive), "{path}: CSP lacks {directive:?}: {csp:?}");
+        assert!(
+            csp.contains(directive),
+            "{path}: CSP lacks {directive:?}: {csp:?}"
+        );
     }
-    assert_eq!(headers["x-content-type-options"], json!("nosniff"), "{path}");
+    assert_eq!(
+        headers["x-content-type-options"],
+        json!("nosniff"),
+        "{path}"
+    );
     assert_eq!(headers["referrer-policy"], json!("same-origin"), "{path}");
 }
 
 /// The page's weight and headers, fetched with its cookies.
 async fn weigh(page: &mut Page<'_>, base: &str, path: &str) {
     let reply = page
-        .try_call(json!({"op": "request", "method": "GET", "url": format!("{base}{path}"),
-                         "headers": {"accept-encoding": "identity"}}))
+        .try_call(
+            json!({"op": "request", "method": "GET", "url": format!("{base}{path}"),
+                         "headers": {"accept-encoding": "identity"}}),
+        )
         .await
         .expect("fetch the page");
     assert_eq!(reply["status"], json!(200), "{path}");
     let bytes = reply["body"].as_str().unwrap_or_default().len();
-    assert!(bytes <= MAX_PAGE_BYTES, "{path} weighs {bytes} bytes, over {MAX_PAGE_BYTES}");
+    assert!(
+        bytes <= MAX_PAGE_BYTES,
+        "{path} weighs {bytes} bytes, over {MAX_PAGE_BYTES}"
+    );
     check_headers(path, &reply["headers"]);
 }
 
@@ -76,8 +92,13 @@ async fn check_assets(page: &mut Page<'_>, base: &str) {
             .try_call(json!({"op": "request", "method": "GET", "url": url}))
             .await
             .expect("fetch the asset");
-        let cache = reply["headers"]["cache-control"].as_str().unwrap_or_default();
-        assert!(cache.contains("immutable"), "{name}: cache-control {cache:?}");
+        let cache = reply["headers"]["cache-control"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            cache.contains("immutable"),
+            "{name}: cache-control {cache:?}"
+        );
     }
 }
 
@@ -92,14 +113,21 @@ async fn photograph_every_page(mut browser: Browser, server: Server) {
     let store = Store::new(&base);
     let seeded = seed_store(&store).await;
     let (status, _) = store
-        .ticket(TEAM, "comment", json!({"id": seeded.ready, "body": "Reproduced on staging."}))
+        .ticket(
+            TEAM,
+            "comment",
+            json!({"id": seeded.ready, "body": "Reproduced on staging."}),
+        )
         .await;
     assert_eq!(status, 200);
     let pages: Vec<(String, &str)> = vec![
         ("/console/".to_owned(), "overview"),
         (repo_path("acme/web"), "repo"),
         (build_path("web-1"), "build"),
-        (format!("/console/sessions/{}", enc(&seeded.web_session)), "session"),
+        (
+            format!("/console/sessions/{}", enc(&seeded.web_session)),
+            "session",
+        ),
         (board_path(TEAM), "board"),
         (ticket_path(TEAM, &seeded.ready), "ticket"),
         ("/console/operator".to_owned(), "operator"),
@@ -122,7 +150,10 @@ async fn photograph_every_page(mut browser: Browser, server: Server) {
             visit(&mut page, &base, path, kind).await;
             let shot = dir.join(format!("{kind}-{width}.png"));
             page.screenshot(&shot, width == 390).await;
-            assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0), "{shot:?}");
+            assert!(
+                std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0),
+                "{shot:?}"
+            );
             if update && width == 1280 {
                 std::fs::copy(&shot, docs.join(format!("{kind}.png")))
                     .unwrap_or_else(|e| panic!("docs/console/{kind}.png: {e}"));

@@ -107,7 +107,8 @@ impl Store {
     }
 
     pub async fn build(&self, repo: &str, slug: &str) {
-        self.post("/builds", json!({"slug": slug, "repo": repo})).await;
+        self.post("/builds", json!({"slug": slug, "repo": repo}))
+            .await;
     }
 
     /// An observation by an agent, its fields as given.
@@ -209,17 +210,28 @@ impl Store {
     /// A ticket operation as Autobuild's hosted client sends it.
     pub async fn ticket(&self, team: &str, operation: &str, input: Value) -> (u16, Value) {
         let body = json!({"context": {"teamKey": team}, "input": input});
-        let reply = Raw::new("POST", format!("/tickets/{operation}"), Some(&self.deployment))
-            .json(&body)
-            .send(&self.base)
-            .await
-            .unwrap_or_else(|e| panic!("tickets/{operation}: {e}"));
+        let reply = Raw::new(
+            "POST",
+            format!("/tickets/{operation}"),
+            Some(&self.deployment),
+        )
+        .json(&body)
+        .send(&self.base)
+        .await
+        .unwrap_or_else(|e| panic!("tickets/{operation}: {e}"));
         let value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
         (reply.status, value)
     }
 
     /// A new ticket in `state`; its id.
-    pub async fn create_ticket(&self, team: &str, title: &str, body: &str, labels: &[&str], state: &str) -> String {
+    pub async fn create_ticket(
+        &self,
+        team: &str,
+        title: &str,
+        body: &str,
+        labels: &[&str],
+        state: &str,
+    ) -> String {
         let (status, ticket) = self
             .ticket(
                 team,

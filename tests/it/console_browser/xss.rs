@@ -10,7 +10,9 @@ use serde_json::json;
 
 use super::browser::{Browser, Page};
 use super::seed::{self, Store};
-use super::{TEAM, board_path, build_path, on_postgres, on_sqlite, repo_path, sign_in, ticket_path};
+use super::{
+    TEAM, board_path, build_path, on_postgres, on_sqlite, repo_path, sign_in, ticket_path,
+};
 use crate::support::{Server, enc};
 
 /// What a hostile writer stores: markup, handlers, links, SVG, template
@@ -115,7 +117,12 @@ fn pages(planted: &Planted) -> Vec<(String, &'static str)> {
             .map(|s| (format!("/console/sessions/{}", enc(s)), "session")),
     );
     pages.push((board_path(TEAM), "board"));
-    pages.extend(planted.tickets.iter().map(|t| (ticket_path(TEAM, t), "ticket")));
+    pages.extend(
+        planted
+            .tickets
+            .iter()
+            .map(|t| (ticket_path(TEAM, t), "ticket")),
+    );
     pages.push(("/console/operator".to_owned(), "operator"));
     pages
 }
@@ -150,7 +157,11 @@ async fn check_page(page: &mut Page<'_>, base: &str, path: &str, kind: &str) {
     // Give any planted handler (an image's onerror, an SVG's onload) time to fire.
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     let found = page.eval(INJECTED).await;
-    assert_eq!(found, json!([]), "{path}: hostile text became markup or ran");
+    assert_eq!(
+        found,
+        json!([]),
+        "{path}: hostile text became markup or ran"
+    );
     let reports = page.reports().await;
     assert_eq!(reports["dialogs"], json!([]), "{path}: a dialog opened");
 }
@@ -159,7 +170,8 @@ async fn check_page(page: &mut Page<'_>, base: &str, path: &str, kind: &str) {
 /// and JSON), the board (titles, labels) and a ticket page (title, body or
 /// its rendering, comment).
 async fn shown_as_text(page: &mut Page<'_>, base: &str, planted: &Planted) {
-    page.goto(&format!("{base}{}", build_path(&planted.slugs[1]))).await;
+    page.goto(&format!("{base}{}", build_path(&planted.slugs[1])))
+        .await;
     let text = page
         .eval("document.querySelector('main').textContent")
         .await;
@@ -171,19 +183,33 @@ async fn shown_as_text(page: &mut Page<'_>, base: &str, planted: &Planted) {
         text.contains(payload) || text.contains(as_json),
         "the build page shows the payload as text"
     );
-    assert!(text.contains(&planted.slugs[1]), "the build page shows its slug as text");
+    assert!(
+        text.contains(&planted.slugs[1]),
+        "the build page shows its slug as text"
+    );
 
     page.goto(&format!("{base}{}", board_path(TEAM))).await;
-    let text = page.eval("document.querySelector('main').textContent").await;
+    let text = page
+        .eval("document.querySelector('main').textContent")
+        .await;
     let text = text.as_str().unwrap_or_default();
     for payload in PAYLOADS {
-        assert!(text.contains(payload), "the board shows the title {payload:?} as text");
+        assert!(
+            text.contains(payload),
+            "the board shows the title {payload:?} as text"
+        );
     }
 
-    page.goto(&format!("{base}{}", ticket_path(TEAM, &planted.tickets[0]))).await;
-    let text = page.eval("document.querySelector('main').textContent").await;
+    page.goto(&format!("{base}{}", ticket_path(TEAM, &planted.tickets[0])))
+        .await;
+    let text = page
+        .eval("document.querySelector('main').textContent")
+        .await;
     let text = text.as_str().unwrap_or_default();
-    assert!(text.contains(PAYLOADS[0]), "the ticket page shows its title and comment as text");
+    assert!(
+        text.contains(PAYLOADS[0]),
+        "the ticket page shows its title and comment as text"
+    );
 }
 
 async fn sweep(mut browser: Browser, server: Server) {
