@@ -248,6 +248,7 @@ pub const FLAG_ONLY: &[&str] = &[
     "repo",
     "session",
     "deployment",
+    "operator-user",
     "agent-session",
     "via-session",
     "via-mcp",

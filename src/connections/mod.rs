@@ -254,11 +254,13 @@ async fn serve_connection(
                 body,
             ))
         });
-        // The peer's address, for what is bounded per address beyond the
-        // connection cap (the console's sign-in attempts).
-        request
-            .extensions_mut()
-            .insert(axum::extract::ConnectInfo(peer));
+        // The peer's address, for the console's sign-in attempts (bounded
+        // per address); only there, so no other request pays for it.
+        if request.uri().path() == crate::console::SIGN_IN_PATH {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
         // Called here, not in the future: the future then holds the
         // router's future alone, not also the request it was made from
         // (a held read's future lives as long as it waits). A router is

@@ -33,6 +33,10 @@ pub mod viewer;
 
 use std::time::Duration;
 
+/// The sign-in route: the one request the connection layer tells its
+/// peer's address (`crate::connections`), for the per-address limit.
+pub const SIGN_IN_PATH: &str = "/console/sign-in";
+
 /// How the console is configured (`abstore serve` flags).
 #[derive(Clone, Debug)]
 pub struct ConsoleSettings {

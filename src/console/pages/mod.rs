@@ -40,6 +40,24 @@ pub(super) fn viewer(
     }
 }
 
+/// A state-changing request: its console and viewer, `404` unless the
+/// viewer may see `sight`, then the Origin and CSRF checks and its form.
+pub(super) async fn posted(
+    state: &SharedState,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    sight: Option<Sight<'_>>,
+    page: &'static str,
+) -> Result<(Arc<Console>, Viewer, super::guard::Form), PageError> {
+    let (console, viewer) = viewer(state, headers, page)?;
+    if let Some(sight) = sight {
+        require(&viewer, sight, page)?;
+    }
+    let limit = state.limits.max_json_body_bytes;
+    let form = super::guard::checked_form(page, &console, &viewer, headers, body, limit).await?;
+    Ok((console, viewer, form))
+}
+
 /// `404` unless the viewer may see `sight`.
 pub(super) fn require(
     viewer: &Viewer,

@@ -12,7 +12,6 @@ use maud::html;
 
 use super::require;
 use crate::console::format;
-use crate::console::guard;
 use crate::console::respond::{PageError, PageResult, html_page, redirect, shell};
 use crate::console::viewer::Sight;
 use crate::http::SharedState;
@@ -135,17 +134,8 @@ async fn render(state: &SharedState, headers: &HeaderMap) -> PageResult {
 /// `POST /console/operator/revocations`: revoke a token by its digest.
 pub async fn revoke(State(state): State<SharedState>, headers: HeaderMap, body: Body) -> Response {
     let outcome = async {
-        let (console, viewer) = super::viewer(&state, &headers, PAGE)?;
-        require(&viewer, Sight::Operator, PAGE)?;
-        let form = guard::checked_form(
-            PAGE,
-            &console,
-            &viewer,
-            &headers,
-            body,
-            state.limits.max_json_body_bytes,
-        )
-        .await?;
+        let (_console, _viewer, form) =
+            super::posted(&state, &headers, body, Some(Sight::Operator), PAGE).await?;
         let digest = form
             .get("digest")
             .map(|d| d.trim().to_ascii_lowercase())

@@ -117,16 +117,7 @@ pub async fn sign_out(
     body: Body,
 ) -> Response {
     let run = async {
-        let (console, viewer) = super::viewer(&state, &headers, PAGE)?;
-        guard::checked_form(
-            PAGE,
-            &console,
-            &viewer,
-            &headers,
-            body,
-            state.limits.max_json_body_bytes,
-        )
-        .await?;
+        let (console, viewer, _form) = super::posted(&state, &headers, body, None, PAGE).await?;
         if let Some(signed_in) = &viewer.signed_in {
             console.sessions.end(&signed_in.session_id);
         }

@@ -13,7 +13,6 @@ use serde_json::Value;
 use super::tickets::{labels, run};
 use super::{require, segment};
 use crate::console::format;
-use crate::console::guard;
 use crate::console::markdown;
 use crate::console::respond::{PageError, PageResult, html_page, redirect, shell};
 use crate::console::viewer::Sight;
@@ -201,17 +200,8 @@ async fn perform(
     action: Action,
     body: Body,
 ) -> PageResult {
-    let (console, viewer) = super::viewer(state, headers, PAGE)?;
-    require(&viewer, Sight::Tickets, PAGE)?;
-    let form = guard::checked_form(
-        PAGE,
-        &console,
-        &viewer,
-        headers,
-        body,
-        state.limits.max_json_body_bytes,
-    )
-    .await?;
+    let (_console, viewer, form) =
+        super::posted(state, headers, body, Some(Sight::Tickets), PAGE).await?;
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     let id = id.to_owned();
     let op = match action {

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{require, segment};
 use crate::console::format;
-use crate::console::guard::{self, Form};
+use crate::console::guard::Form;
 use crate::console::respond::{PageError, PageResult, html_page, redirect, shell};
 use crate::console::viewer::{Sight, Viewer};
 use crate::http::SharedState;
@@ -180,17 +180,8 @@ pub async fn create(
     body: Body,
 ) -> Response {
     let outcome = async {
-        let (console, viewer) = super::viewer(&state, &headers, PAGE)?;
-        require(&viewer, Sight::Tickets, PAGE)?;
-        let form = guard::checked_form(
-            PAGE,
-            &console,
-            &viewer,
-            &headers,
-            body,
-            state.limits.max_json_body_bytes,
-        )
-        .await?;
+        let (_console, viewer, form) =
+            super::posted(&state, &headers, body, Some(Sight::Tickets), PAGE).await?;
         let draft = Draft {
             title: form.get("title").cloned().unwrap_or_default(),
             body: form.get("body").cloned().unwrap_or_default(),
