@@ -4,7 +4,7 @@
 //! once, where twenty binaries linked them twenty times.
 //!
 //! A test that needs a service says so by a token in its name (`postgres`,
-//! `s3`, `nginx`, `node`, `bun`, `curl`, `python`, `go`, `autobuild_reference`,
+//! `s3`, `nginx`, `node`, `bun`, `curl`, `python`, `go`, `chromium`, `autobuild_reference`,
 //! `autobuild_ticket_contract`)
 //! or by its module
 //! (`pg_outage`, `storage_full`); scripts/test leaves out what the machine
@@ -25,6 +25,7 @@ mod compose;
 mod conformance_suite;
 mod connections;
 mod console;
+mod console_browser;
 mod crash;
 mod cut_answers;
 mod fuzz;

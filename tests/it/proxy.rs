@@ -13,7 +13,7 @@ use abstore_conformance::{Ctx, all_checks, run_checks};
 
 use crate::support::{self, Server, free_port};
 
-fn nginx_binary() -> Option<String> {
+pub(crate) fn nginx_binary() -> Option<String> {
     ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"]
         .iter()
         .find(|p| std::path::Path::new(p).exists())
@@ -22,7 +22,7 @@ fn nginx_binary() -> Option<String> {
 
 /// The documented configuration, on loopback, with its files in `dir`; with
 /// `tls`, the same proxy also listens with TLS on the second port.
-fn nginx_conf(
+pub(crate) fn nginx_conf(
     dir: &std::path::Path,
     listen: u16,
     upstream: &str,
@@ -88,8 +88,50 @@ http {{
     )
 }
 
+/// Start nginx on the configuration in `dir`/nginx.conf and wait until it
+/// listens on `port` (the console's browser tests use it too).
+pub(crate) async fn spawn_nginx(
+    nginx: &str,
+    dir: &std::path::Path,
+    port: u16,
+) -> tokio::process::Child {
+    let mut proxy = tokio::process::Command::new(nginx)
+        .args([
+            "-p",
+            &dir.display().to_string(),
+            "-c",
+            "nginx.conf",
+            "-g",
+            "daemon off;",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start nginx");
+    let up = async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(10), up)
+        .await
+        .is_err()
+    {
+        let _ = proxy.kill().await;
+        panic!(
+            "nginx did not start: {}",
+            std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+        );
+    }
+    proxy
+}
+
 /// A private CA and a certificate it signed for `127.0.0.1`/`localhost`.
-struct Certs {
+pub(crate) struct Certs {
     ca: std::path::PathBuf,
     leaf: std::path::PathBuf,
     leaf_key: std::path::PathBuf,
@@ -219,39 +261,8 @@ async fn conformance_through_nginx() {
         ),
     )
     .unwrap();
-    let mut proxy = tokio::process::Command::new(&nginx)
-        .args([
-            "-p",
-            &dir.path().display().to_string(),
-            "-c",
-            "nginx.conf",
-            "-g",
-            "daemon off;",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start nginx");
+    let mut proxy = spawn_nginx(&nginx, dir.path(), port).await;
     let url = format!("http://127.0.0.1:{port}");
-    let up = async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    if tokio::time::timeout(Duration::from_secs(10), up)
-        .await
-        .is_err()
-    {
-        let _ = proxy.kill().await;
-        panic!(
-            "nginx did not start: {}",
-            std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
-        );
-    }
 
     let ctx = Ctx::new(&url, "0.8.0").expect("http client");
     let report = run_checks(&ctx, all_checks(), None, 8, |_, _| {}).await;
