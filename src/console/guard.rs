@@ -53,7 +53,12 @@ pub async fn read_form(page: &'static str, body: Body, limit: usize) -> Result<F
             "The form is larger than this server accepts.",
         )
     })?;
-    Ok(url::form_urlencoded::parse(&bytes).into_owned().collect())
+    // Browsers send a textarea's line breaks as CRLF (the HTML form
+    // encoding's rule); what a person typed is stored with LF, as the
+    // protocol's clients write it.
+    Ok(url::form_urlencoded::parse(&bytes)
+        .map(|(name, value)| (name.into_owned(), value.replace("\r\n", "\n")))
+        .collect())
 }
 
 /// The Origin and CSRF checks (403), then the form.
@@ -86,6 +91,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_textarea_s_crlf_line_breaks_arrive_as_lf() {
+        let form = read_form("t", Body::from("body=one%0D%0Atwo%0Athree&title=x"), 1024)
+            .await
+            .unwrap();
+        assert_eq!(form["body"], "one\ntwo\nthree");
+        assert_eq!(form["title"], "x");
+    }
 
     fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
         let mut h = HeaderMap::new();

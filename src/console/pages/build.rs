@@ -88,14 +88,18 @@ pub fn parse_events(envelopes: &[String]) -> Vec<ShownEvent> {
 /// An actor as `kind:id` (and `via …`), or its JSON when it is another shape.
 fn actor(value: &Value) -> String {
     let kind = value.get("kind").and_then(Value::as_str);
-    let id = value.get("id").and_then(Value::as_str);
-    match (kind, id) {
-        (Some(kind), Some(id)) => {
+    // Who acted, by the member each actor kind names itself with: a
+    // human's `user`, an agent's `role`, others' `id` or `name`.
+    let who = ["user", "role", "id", "name"]
+        .iter()
+        .find_map(|member| value.get(*member).and_then(Value::as_str));
+    match (kind, who) {
+        (Some(kind), Some(who)) => {
             let via = value
                 .get("via")
                 .map(|v| format!(" via {v}"))
                 .unwrap_or_default();
-            format!("{kind}:{id}{via}")
+            format!("{kind}:{who}{via}")
         }
         (Some(kind), None) => kind.to_owned(),
         _ => format::text(value),
@@ -436,6 +440,18 @@ fn download_name(id: &str, kind: &str, revision: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn actors_are_named_by_the_member_their_kind_uses() {
+        use serde_json::json;
+        assert_eq!(actor(&json!({"kind": "human", "user": "ada"})), "human:ada");
+        assert_eq!(
+            actor(&json!({"kind": "agent", "role": "implement", "session": "s"})),
+            "agent:implement"
+        );
+        assert_eq!(actor(&json!({"kind": "kernel"})), "kernel");
+        assert_eq!(actor(&json!({"kind": "human"})), "human");
+    }
 
     #[test]
     fn download_names_carry_nothing_a_header_could_misread() {
