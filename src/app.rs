@@ -252,7 +252,9 @@ async fn open(
         stream_closes: tokio::sync::Semaphore::new(settings.max_concurrent_stream_closes as usize),
         test_clock,
         tickets: Arc::new(settings.tickets.clone()),
-        console: crate::console::Console::for_server(settings),
+        console: settings
+            .console()
+            .map(|console| std::sync::Arc::new(crate::http::console::Console::new(console))),
         shutdown: shutdown.clone(),
     });
     crate::metrics::record_build_info(settings.database.backend());

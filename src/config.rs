@@ -59,7 +59,7 @@ pub struct Settings {
     /// The hosted tickets' lifecycle, bounds and answer ceiling.
     pub tickets: crate::tickets::TicketSettings,
     /// The web console; `None` with `--no-console`.
-    pub console: Option<crate::console::ConsoleSettings>,
+    pub console: Option<crate::http::console::ConsoleSettings>,
 }
 
 /// The client identities accepted and the catalogs that serve them,
@@ -155,4 +155,54 @@ pub struct AnswerCaches {
     pub state_events: Option<usize>,
     /// Whole short logs, until written (used on SQLite files only).
     pub short_logs: Option<usize>,
+}
+
+impl Settings {
+    /// The console's settings (`None` with `--no-console`), its operator
+    /// page told the settings in force.
+    pub fn console(&self) -> Option<crate::http::console::ConsoleSettings> {
+        let mut console = self.console.clone()?;
+        console.facts = console_facts(self);
+        Some(console)
+    }
+}
+
+/// The retention and collection settings the operator page lists.
+fn console_facts(settings: &Settings) -> Vec<(String, String)> {
+    let store = &settings.store;
+    let rules = store.retention.policy.rules();
+    let policy = if rules.is_empty() {
+        "none: every revision is kept".to_owned()
+    } else {
+        rules
+            .iter()
+            .map(|rule| format!("{} keeps {}", rule.pattern, rule.keep))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let source = settings.retention_source.as_ref().map_or_else(
+        || "embedded default".to_owned(),
+        |p| p.display().to_string(),
+    );
+    let bounds = &store.bounds;
+    vec![
+        ("Retention policy".into(), format!("{policy} ({source})")),
+        (
+            "Revisions pruned per write at most".into(),
+            store.retention.prune_limit.to_string(),
+        ),
+        (
+            "Events per log at most".into(),
+            bounds.max_events_per_log.to_string(),
+        ),
+        (
+            "Artifact revisions per kind at most".into(),
+            bounds.max_artifact_revisions.to_string(),
+        ),
+        (
+            "Stream chunks at most".into(),
+            bounds.max_stream_chunks.to_string(),
+        ),
+        ("Database".into(), settings.database.backend().to_owned()),
+    ]
 }

@@ -12,7 +12,8 @@
 //! - [`app`]: builds the server from its settings and serves it.
 //! - [`connections`]: accepting and serving connections under their bounds.
 //! - [`http`]: the route table, each route's gate (identity, protocol, token), request
-//!   parsing, the error shape.
+//!   parsing, the error shape; and the web console under `/console/`
+//!   ([`http::console`]), one more family of the route table.
 //! - [`protocol`]: pure protocol vocabulary (protocol versions and client identities,
 //!   times, grammars, base64, placeholders,
 //!   the identifier bound, ticket-asset limits and validation).
@@ -41,7 +42,6 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod connections;
-pub mod console;
 pub mod healthcheck;
 pub mod held;
 pub mod history;

@@ -33,6 +33,11 @@ use tower::Service as _;
 pub use activity::Deadlines;
 use activity::{Activity, GuardedBody};
 
+/// The one path whose requests are told their peer's address: the
+/// console's sign-in, limited per address (`crate::http::console` serves it).
+/// Only there, so no other request pays for the extension.
+pub const CONSOLE_SIGN_IN_PATH: &str = "/console/sign-in";
+
 /// The connection-level bounds (each a flag).
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
@@ -256,7 +261,7 @@ async fn serve_connection(
         });
         // The peer's address, for the console's sign-in attempts (bounded
         // per address); only there, so no other request pays for it.
-        if request.uri().path() == crate::console::SIGN_IN_PATH {
+        if request.uri().path() == CONSOLE_SIGN_IN_PATH {
             request
                 .extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));

@@ -63,7 +63,7 @@ pub enum AuthRule {
     Tickets,
     /// What an unrouted path resembles (`/builds/x/nope` as a build route).
     Resembled,
-    /// The web console (`crate::console`): a browser's session cookie,
+    /// The web console (`crate::http::console`): a browser's session cookie,
     /// checked by the console itself against the same token rules.
     Console,
 }
@@ -204,7 +204,7 @@ fn decide(state: &SharedState, rule: AuthRule, request: &mut Request) -> ApiResu
         return Ok(Checked::Admitted);
     };
     let path = match rule {
-        // The console checks its own session (`crate::console::session`).
+        // The console checks its own session (`crate::http::console::session`).
         AuthRule::None | AuthRule::Console => return Ok(Checked::Admitted),
         // Rules whose target no path names.
         AuthRule::TestClock | AuthRule::Tickets => None,

@@ -3,6 +3,8 @@
 //! (`middleware`: request id, log line, panic catch, concurrency and time
 //! bounds, host check), compression outermost. While the server starts,
 //! `starting` answers instead (`/readyz` says what the start waits for).
+//! The web console (`console`, under `/console/`) is one more family of the
+//! route table, for browsers: its pages use the same gate, state and store.
 //!
 //! Request order (spec sections 1, 7, 9): identity headers (409) → auth
 //! (401/403) → resource lookup (404) → body (400/413) → catalog (422)
@@ -15,6 +17,7 @@ mod artifacts;
 mod auth;
 mod builds;
 mod compression;
+pub mod console;
 mod error;
 mod event_reads;
 mod events;

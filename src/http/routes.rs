@@ -137,10 +137,10 @@ pub fn table(options: Options) -> Table {
 
 /// The web console (docs/console.md): pages for browsers, not protocol
 /// clients, under `/console/`; each checks its own session cookie
-/// (`crate::console::viewer`) against the same token rules.
+/// (`crate::http::console::viewer`) against the same token rules.
 #[rustfmt::skip]
 fn console_routes(t: Table) -> Table {
-    use crate::console::{assets, live, pages as p};
+    use crate::http::console::{assets, live, pages as p};
     let b = Rule::anyone(AuthRule::Console);
     t.get("/console", b, p::overview::slash)
         .get("/console/", b, p::overview::overview)

@@ -85,8 +85,8 @@ pub struct AppState {
     pub test_clock: Option<Arc<TestClock>>,
     /// The hosted tickets' lifecycle, bounds and answer ceiling.
     pub tickets: Arc<crate::tickets::TicketSettings>,
-    /// The web console (`crate::console`); `None` with `--no-console`.
-    pub console: Option<Arc<crate::console::Console>>,
+    /// The web console (`crate::http::console`); `None` with `--no-console`.
+    pub console: Option<Arc<crate::http::console::Console>>,
     /// The server's one shutdown token: cancelled, held reads answer at once
     /// and background tasks stop.
     pub shutdown: CancellationToken,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::console::ConsoleSettings;
+use crate::http::console::ConsoleSettings;
 
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Web console")]

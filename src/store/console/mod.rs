@@ -1,4 +1,4 @@
-//! The web console's bounded reads (`crate::console`): what a person's page
+//! The web console's bounded reads (`crate::http::console`): what a person's page
 //! lists, one page at a time, each one statement. The protocol has no
 //! listing of repositories, no page of a repository's builds or sessions,
 //! and its artifact and stream listings are whole answers; a page of the

@@ -23,6 +23,7 @@
 pub mod assets;
 pub mod format;
 pub mod guard;
+pub mod headers;
 pub mod limiter;
 pub mod live;
 pub mod markdown;
@@ -35,7 +36,7 @@ use std::time::Duration;
 
 /// The sign-in route: the one request the connection layer tells its
 /// peer's address (`crate::connections`), for the per-address limit.
-pub const SIGN_IN_PATH: &str = "/console/sign-in";
+pub const SIGN_IN_PATH: &str = crate::connections::CONSOLE_SIGN_IN_PATH;
 
 /// How the console is configured (`abstore serve` flags).
 #[derive(Clone, Debug)]
@@ -75,14 +76,6 @@ pub struct Console {
 }
 
 impl Console {
-    /// The console of a server with these settings (`None` with
-    /// `--no-console`), its operator page told the settings in force.
-    pub fn for_server(settings: &crate::config::Settings) -> Option<std::sync::Arc<Console>> {
-        let mut console = settings.console.clone()?;
-        console.facts = facts(settings);
-        Some(std::sync::Arc::new(Console::new(console)))
-    }
-
     pub fn new(settings: ConsoleSettings) -> Console {
         Console {
             sessions: session::Sessions::new(session::MAX_SESSIONS, settings.session_idle),
@@ -95,44 +88,4 @@ impl Console {
             settings,
         }
     }
-}
-
-/// The retention and collection settings the operator page lists.
-fn facts(settings: &crate::config::Settings) -> Vec<(String, String)> {
-    let store = &settings.store;
-    let rules = store.retention.policy.rules();
-    let policy = if rules.is_empty() {
-        "none: every revision is kept".to_owned()
-    } else {
-        rules
-            .iter()
-            .map(|rule| format!("{} keeps {}", rule.pattern, rule.keep))
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    let source = settings.retention_source.as_ref().map_or_else(
-        || "embedded default".to_owned(),
-        |p| p.display().to_string(),
-    );
-    let bounds = &store.bounds;
-    vec![
-        ("Retention policy".into(), format!("{policy} ({source})")),
-        (
-            "Revisions pruned per write at most".into(),
-            store.retention.prune_limit.to_string(),
-        ),
-        (
-            "Events per log at most".into(),
-            bounds.max_events_per_log.to_string(),
-        ),
-        (
-            "Artifact revisions per kind at most".into(),
-            bounds.max_artifact_revisions.to_string(),
-        ),
-        (
-            "Stream chunks at most".into(),
-            bounds.max_stream_chunks.to_string(),
-        ),
-        ("Database".into(), settings.database.backend().to_owned()),
-    ]
 }

@@ -1,6 +1,6 @@
 //! Signing in and out. A person pastes a token abstore issued; it is
 //! verified exactly as a bearer token is (`crate::http::verify_token`), and
-//! a session holding it opens (`crate::console::session`): the browser gets
+//! a session holding it opens (`crate::http::console::session`): the browser gets
 //! only the session's random id, in an HttpOnly, SameSite=Strict cookie,
 //! Secure when the request came over TLS (`--public-url` says `https`, or a
 //! proxy says `X-Forwarded-Proto: https`). Attempts are rate-limited per
@@ -15,11 +15,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use maud::{Markup, html};
 
-use crate::console::Console;
-use crate::console::guard;
-use crate::console::respond::{PageError, html_page, redirect, shell};
-use crate::console::session;
 use crate::http::SharedState;
+use crate::http::console::Console;
+use crate::http::console::guard;
+use crate::http::console::respond::{PageError, html_page, redirect, shell};
+use crate::http::console::session;
 
 const PAGE: &str = "sign-in";
 

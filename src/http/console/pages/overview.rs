@@ -13,10 +13,10 @@ use serde::Deserialize;
 
 use super::{PAGE as ROWS, segment};
 use crate::auth::ScopeKind;
-use crate::console::format;
-use crate::console::respond::{PageResult, html_page, redirect, shell};
-use crate::console::viewer::Sight;
 use crate::http::SharedState;
+use crate::http::console::format;
+use crate::http::console::respond::{PageResult, html_page, redirect, shell};
+use crate::http::console::viewer::Sight;
 
 const PAGE: &str = "overview";
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -52,7 +52,7 @@ async fn render(state: &SharedState, headers: &HeaderMap, paging: Paging) -> Pag
                 .store
                 .repo_page(&after, ROWS)
                 .await
-                .map_err(|e| crate::console::respond::PageError::store(PAGE, e))?,
+                .map_err(|e| crate::http::console::respond::PageError::store(PAGE, e))?,
         )
     } else {
         None

@@ -60,7 +60,7 @@ pub fn script_path() -> String {
 /// `GET /console/assets/{name}`: the asset of that exact hashed name.
 pub async fn serve(Path(name): Path<String>) -> Response {
     let Some(at) = NAMES.iter().position(|hashed| *hashed == name) else {
-        return super::respond::secured(StatusCode::NOT_FOUND.into_response());
+        return super::headers::secured(StatusCode::NOT_FOUND.into_response());
     };
     let asset = &ASSETS[at];
     let mut response = ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response();
@@ -68,7 +68,7 @@ pub async fn serve(Path(name): Path<String>) -> Response {
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),
     );
-    super::respond::secured(response)
+    super::headers::secured(response)
 }
 
 #[cfg(test)]

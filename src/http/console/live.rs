@@ -30,7 +30,7 @@ pub async fn events(
     Query(query): Query<EventsQuery>,
 ) -> Response {
     let answer = |status: StatusCode, body: serde_json::Value| {
-        super::respond::secured(crate::http::json(status, &body))
+        super::headers::secured(crate::http::json(status, &body))
     };
     let kind = match family.as_str() {
         "builds" => ResourceKind::Build,

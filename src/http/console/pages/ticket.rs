@@ -1,4 +1,4 @@
-//! A ticket's page: its body (Markdown, sanitized: `crate::console::markdown`),
+//! A ticket's page: its body (Markdown, sanitized: `crate::http::console::markdown`),
 //! labels, blockers, comments and history; and the forms that edit it
 //! (title, body, labels), move it to another state, comment, block and
 //! unblock, each one hosted ticket operation recorded under the viewer.
@@ -12,11 +12,11 @@ use serde_json::Value;
 
 use super::tickets::{labels, run};
 use super::{require, segment};
-use crate::console::format;
-use crate::console::markdown;
-use crate::console::respond::{PageError, PageResult, html_page, redirect, shell};
-use crate::console::viewer::Sight;
 use crate::http::SharedState;
+use crate::http::console::format;
+use crate::http::console::markdown;
+use crate::http::console::respond::{PageError, PageResult, html_page, redirect, shell};
+use crate::http::console::viewer::Sight;
 use crate::tickets::{Patch, TicketAnswer, TicketOp};
 
 const PAGE: &str = "ticket";

@@ -1,6 +1,6 @@
 //! A build: its event timeline a page at a time by seq (payloads
 //! pretty-printed, clipped, folded when long), growing live on its last
-//! page (`crate::console::live`); its artifacts with their downloads; its
+//! page (`crate::http::console::live`); its artifacts with their downloads; its
 //! streams with their UI-message transcript as text; its lease. The
 //! timeline is read a page at a time (`events_page`): no page ever holds a
 //! whole history.
@@ -13,10 +13,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{PAGE as ROWS, require, segment};
-use crate::console::format;
-use crate::console::respond::{PageError, PageResult, html_page, shell};
-use crate::console::viewer::Sight;
 use crate::http::SharedState;
+use crate::http::console::format;
+use crate::http::console::respond::{PageError, PageResult, html_page, shell};
+use crate::http::console::viewer::Sight;
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::StreamRecord;
 
@@ -416,7 +416,7 @@ async fn send(
         bytes,
     )
         .into_response();
-    Ok(crate::console::respond::secured(response))
+    Ok(crate::http::console::headers::secured(response))
 }
 
 /// A download's file name: only characters safe in a header and a file

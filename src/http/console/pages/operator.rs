@@ -11,10 +11,10 @@ use axum::response::{IntoResponse as _, Response};
 use maud::html;
 
 use super::require;
-use crate::console::format;
-use crate::console::respond::{PageError, PageResult, html_page, redirect, shell};
-use crate::console::viewer::Sight;
 use crate::http::SharedState;
+use crate::http::console::format;
+use crate::http::console::respond::{PageError, PageResult, html_page, redirect, shell};
+use crate::http::console::viewer::Sight;
 use crate::store::Revocation;
 
 const PAGE: &str = "operator";

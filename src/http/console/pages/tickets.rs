@@ -13,11 +13,11 @@ use maud::html;
 use serde_json::Value;
 
 use super::{require, segment};
-use crate::console::format;
-use crate::console::guard::Form;
-use crate::console::respond::{PageError, PageResult, html_page, redirect, shell};
-use crate::console::viewer::{Sight, Viewer};
 use crate::http::SharedState;
+use crate::http::console::format;
+use crate::http::console::guard::Form;
+use crate::http::console::respond::{PageError, PageResult, html_page, redirect, shell};
+use crate::http::console::viewer::{Sight, Viewer};
 use crate::tickets::{Context, Draft, Refusal, TicketAnswer, TicketCall, TicketOp};
 
 const PAGE: &str = "board";

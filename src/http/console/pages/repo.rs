@@ -11,10 +11,10 @@ use serde::Deserialize;
 
 use super::build::{event_rows, parse_events};
 use super::{PAGE as ROWS, require, segment};
-use crate::console::format;
-use crate::console::respond::{PageError, PageResult, html_page, shell};
-use crate::console::viewer::{Sight, Viewer};
 use crate::http::SharedState;
+use crate::http::console::format;
+use crate::http::console::respond::{PageError, PageResult, html_page, shell};
+use crate::http::console::viewer::{Sight, Viewer};
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::ResourceSummary;
 

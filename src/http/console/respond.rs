@@ -1,8 +1,5 @@
-//! What every console answer carries: the security headers (a strict
-//! Content-Security-Policy with no inline script or style, nosniff, a
-//! same-origin referrer, no framing, no caching of pages that hold a CSRF
-//! token), the page shell every page is drawn in, error pages and
-//! redirects.
+//! What every console page is drawn in: the page shell, error pages and
+//! redirects, each with the security headers of [`super::headers`].
 
 use std::time::Duration;
 
@@ -11,33 +8,8 @@ use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::assets;
+use super::headers::secured;
 use super::viewer::Viewer;
-
-/// The policy issue 51 names, exactly.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
-
-/// Add the headers every console answer carries.
-pub fn secured(mut response: Response) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers
-        .entry(header::CACHE_CONTROL)
-        .or_insert(HeaderValue::from_static("no-store"));
-    response
-}
 
 /// A rendered page: `200` HTML with the console's headers.
 pub fn html_page(status: StatusCode, markup: Markup) -> Response {
