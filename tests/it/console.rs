@@ -667,6 +667,36 @@ async fn console_build_pages_are_bounded_and_open_mode_needs_no_sign_in() {
     );
 }
 
+/// A board stays a page whatever its tickets say: 400 tickets whose titles
+/// and labels are as long as the board draws them and made of characters
+/// HTML escapes five-fold still give a page under 100 KB, and the columns
+/// say how many cards they left out.
+#[tokio::test(flavor = "multi_thread")]
+async fn console_board_stays_under_100_kb_whatever_its_tickets_hold() {
+    let server = Server::builder().sqlite_file().start().await;
+    let title = "&".repeat(400);
+    let labels: Vec<String> = (0..25).map(|i| format!("{i}{}", "&".repeat(80))).collect();
+    for i in 0..400 {
+        let state = ["Triage", "Ready", "Doing", "Done"][i % 4];
+        protocol(
+            server.url(),
+            "POST",
+            "/tickets/create",
+            None,
+            json!({"context": {"teamKey": "BIG"},
+                   "input": {"draft": {"title": format!("{i}{title}"), "body": "b", "labels": labels},
+                             "options": {"state": state}}}),
+        )
+        .await;
+    }
+    let board = Browser::new(&server).get("/console/tickets/BIG").await;
+    assert_eq!(board.status, 200);
+    assert!(board.body.len() <= 100 * 1024, "{} bytes", board.body.len());
+    let cards = board.body.matches("<article class=\"card\"").count();
+    assert!(cards >= 4, "{cards} cards drawn");
+    assert!(board.body.contains("more not shown"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn console_off_is_an_unknown_route() {
     let server = Server::builder()

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
-use maud::html;
+use maud::{Markup, html};
 use serde_json::Value;
 
 use super::{require, segment};
@@ -21,8 +21,11 @@ use crate::http::console::viewer::{Sight, Viewer};
 use crate::tickets::{Context, Draft, Refusal, TicketAnswer, TicketCall, TicketOp};
 
 const PAGE: &str = "board";
-/// Cards drawn per column; a column holding more says how many.
+/// Cards drawn per column at most; a column holding more says how many.
 const CARDS: usize = 200;
+/// Bytes of cards a board draws at most, shared by its columns, so that a
+/// page stays under 100 KB whatever the titles and labels hold.
+const CARD_BYTES: usize = 64 * 1024;
 const TITLE_CHARS: usize = 200;
 
 /// Run one ticket operation as the viewer.
@@ -110,28 +113,34 @@ async fn render(state: &SharedState, headers: &HeaderMap, team: &str) -> PageRes
         columns.push((column, listed(run(state, &viewer, team, op, PAGE).await?)));
     }
     let base = format!("/console/tickets/{}", segment(team));
+    // Cards are drawn until the columns' share of the page's byte budget
+    // is spent: whatever the tickets say, a board stays a page.
+    let budget = CARD_BYTES / columns.len().max(1);
+    let drawn: Vec<(&str, usize, Vec<Markup>)> = columns
+        .iter()
+        .map(|(column, tickets)| {
+            let mut spent = 0;
+            let cards = tickets
+                .iter()
+                .take(CARDS)
+                .map(|ticket| card(&base, ticket))
+                .take_while(|card| {
+                    spent += card.0.len();
+                    spent <= budget
+                })
+                .collect();
+            (*column, tickets.len(), cards)
+        })
+        .collect();
     let content = html! {
         h1 { "Tickets of " (team) }
         p { a href={ (base) "/new" } data-new-ticket { "New ticket" } }
         div.board {
-            @for (column, tickets) in &columns {
+            @for (column, total, cards) in &drawn {
                 section.column data-state=(column) {
-                    h2 { (column) " " span.muted { "(" (tickets.len()) ")" } }
-                    @for ticket in tickets.iter().take(CARDS) {
-                        @let id = ticket.get("ref").and_then(|r| r.get("id")).map(format::text).unwrap_or_default();
-                        article.card data-ticket=(id) {
-                            a href={ (base) "/" (segment(&id)) } { (format::clipped(&ticket.get("title").map(format::text).unwrap_or_default(), TITLE_CHARS)) }
-                            div {
-                                @for label in ticket.get("labels").and_then(Value::as_array).into_iter().flatten().take(20) {
-                                    span.pill data-label { (format::clipped(&format::text(label), 60)) }
-                                }
-                            }
-                            @if let Some(blockers) = ticket.get("blockedBy").and_then(Value::as_array) {
-                                p.muted data-blockers { "blocked by " (blockers.len()) }
-                            }
-                        }
-                    }
-                    @if tickets.len() > CARDS { p.muted { (tickets.len() - CARDS) " more not shown" } }
+                    h2 { (column) " " span.muted { "(" (total) ")" } }
+                    @for card in cards { (card) }
+                    @if *total > cards.len() { p.muted { (total - cards.len()) " more not shown" } }
                 }
             }
         }
@@ -215,4 +224,27 @@ pub async fn create(
     outcome
         .await
         .unwrap_or_else(|refused| refused.into_response())
+}
+
+/// One ticket's card on the board.
+fn card(base: &str, ticket: &Value) -> Markup {
+    let id = ticket
+        .get("ref")
+        .and_then(|r| r.get("id"))
+        .map(format::text)
+        .unwrap_or_default();
+    let title = ticket.get("title").map(format::text).unwrap_or_default();
+    html! {
+        article.card data-ticket=(id) {
+            a href={ (base) "/" (segment(&id)) } { (format::clipped(&title, TITLE_CHARS)) }
+            div {
+                @for label in ticket.get("labels").and_then(Value::as_array).into_iter().flatten().take(20) {
+                    span.pill data-label { (format::clipped(&format::text(label), 60)) }
+                }
+            }
+            @if let Some(blockers) = ticket.get("blockedBy").and_then(Value::as_array) {
+                p.muted data-blockers { "blocked by " (blockers.len()) }
+            }
+        }
+    }
 }
