@@ -246,6 +246,10 @@ async fn open(
                 .answer_caches
                 .state_events
                 .map(crate::history::StateEventsCache::new),
+            settings
+                .answer_caches
+                .build_digests
+                .map(crate::history::DigestsCache::new),
             settings.limits.compress_min_bytes,
         ),
         json_budget: crate::http::JsonBudget::new(settings.json_memory_bytes),
@@ -410,6 +414,7 @@ fn log_configuration(settings: &Settings, clients: &str, connections: &Connectio
         compression = match limits.compress_min_bytes { None => "off".to_owned(), Some(min) => format!("zstd, br, gzip from {min} bytes") },
         history_cache = match settings.history_cache { None => "off".to_owned(), Some(cache) => format!("{} bytes, chunks of {} events", cache.bytes, cache.chunk_events) },
         state_events_cache = match settings.answer_caches.state_events { None => "off".to_owned(), Some(bytes) => format!("{bytes} bytes") },
+        build_digests_cache = match settings.answer_caches.build_digests { None => "off".to_owned(), Some(bytes) => format!("{bytes} bytes") },
         short_log_cache = match settings.answer_caches.short_logs { None => "off".to_owned(), Some(_) if settings.database.backend() != "sqlite" => "off (SQLite files only)".to_owned(), Some(bytes) => format!("{bytes} bytes") },
         metrics_listen = ?settings.metrics_listen,
         catalog = %settings.clients.catalog.as_ref().map_or_else(|| "embedded".to_owned(), |dir| dir.display().to_string()),

@@ -153,6 +153,8 @@ impl SecretSource {
 pub struct AnswerCaches {
     /// Protocol-3 state events, per journal tail.
     pub state_events: Option<usize>,
+    /// Protocol-3 build digests, each at its build's tail.
+    pub build_digests: Option<usize>,
     /// Whole short logs, until written (used on SQLite files only).
     pub short_logs: Option<usize>,
 }

@@ -129,6 +129,15 @@ fn describe() {
         "State-events answers, by source (cache, database, or streamed when too large to keep)."
     );
     describe_gauge!(
+        "abstore_build_digests_cache_bytes",
+        Unit::Bytes,
+        "Bytes of protocol-3 build digests (each build's, and each repository's answer as identity and zstd) the digests cache holds."
+    );
+    describe_counter!(
+        "abstore_build_digests_answers_total",
+        "Build-digests answers, by source (cache: no tail moved; advanced: only the events past the kept tails read; database: derived from the first event)."
+    );
+    describe_gauge!(
         "abstore_short_log_cache_bytes",
         Unit::Bytes,
         "Bytes of whole short event logs (identity and zstd) the short-log cache holds."

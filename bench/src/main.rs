@@ -128,6 +128,12 @@ struct ReplayArgs {
     /// `identity` (asks for none), as their recorded figures were measured.
     #[arg(long)]
     accept_encoding: Option<String>,
+
+    /// The protocols `frame` and `tick` measure: `2,3` (and the ratio of
+    /// the two), or `3` alone (a month-old store's protocol-2 frame reads
+    /// hundreds of megabytes).
+    #[arg(long, value_delimiter = ',', default_value = "2,3", value_parser = clap::value_parser!(u8).range(2..=3))]
+    protocols: Vec<u8>,
 }
 
 impl ReplayArgs {
@@ -140,6 +146,7 @@ impl ReplayArgs {
             dispatchers: self.dispatchers,
             seconds: self.modelled_seconds,
             accept_encoding: self.accept_encoding.clone(),
+            protocol_2: self.protocols.contains(&2),
             pace: autobuild::Pace {
                 session: std::time::Duration::from_secs_f64(self.session_seconds),
                 observation_every: std::time::Duration::from_secs_f64(self.observation_every),

@@ -1,5 +1,5 @@
-//! The one byte-bounded LRU behind the history, state-events and short-log
-//! caches: entries in least-recently-used order (hashlink's [`LruCache`]),
+//! The one byte-bounded LRU behind the history, state-events, build-digests and
+//! short-log caches: entries in least-recently-used order (hashlink's [`LruCache`]),
 //! each counted at the bytes it holds, evicted least recent first until the
 //! total is within the capacity (and the entries within a count, where one
 //! is set).

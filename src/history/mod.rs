@@ -44,14 +44,16 @@
 //! pure), the cache of frames and of what reads have taught (`cache`), the
 //! zstd frames (`frames`), the writer of an answer as a stream of frames
 //! (`answer`), where a zstd answer's HTTP chunks are cut (`seams`), answers
-//! kept whole (`kept`) and the byte-bounded LRU the three caches share
-//! (`bounded`). The HTTP side (`crate::http`'s `event_reads` and `repos`)
-//! only says how the client takes the answer and sends the [`Reply`].
+//! kept whole (`kept`), the build digests kept at their builds' tails
+//! (`digests`) and the byte-bounded LRU the four caches share (`bounded`).
+//! The HTTP side (`crate::http`'s `event_reads` and `repos`) only says how
+//! the client takes the answer and sends the [`reader::Reply`].
 
 mod answer;
 mod bounded;
 mod brotli;
 mod cache;
+mod digests;
 mod frames;
 mod gzip;
 mod kept;
@@ -62,5 +64,6 @@ mod short_logs;
 mod state_events;
 
 pub use cache::HistoryCache;
+pub use digests::DigestsCache;
 pub use short_logs::ShortLogCache;
 pub use state_events::StateEventsCache;

@@ -17,6 +17,7 @@ use futures_util::stream::BoxStream;
 pub use super::answer::Form;
 use super::answer::answer;
 use super::cache::HistoryCache;
+use super::digests::{DigestsCache, RepoDigests};
 use super::kept::{KeptAnswer, collect};
 use super::short_logs::ShortLogCache;
 use super::state_events::StateEventsCache;
@@ -84,6 +85,8 @@ pub struct HistoryReader {
     short_logs: Option<Arc<ShortLogCache>>,
     /// State-events answers at their journals' tails (`super::state_events`).
     state_events: Option<StateEventsCache>,
+    /// Build digests at their builds' tails (`super::digests`).
+    digests: Option<DigestsCache>,
     /// Kept answers of at least this many bytes are sent as zstd to a zstd
     /// client (the compression layer's own threshold); `None`: never.
     compress_min_bytes: Option<u16>,
@@ -95,6 +98,7 @@ impl HistoryReader {
         chunks: Option<Arc<HistoryCache>>,
         short_logs: Option<Arc<ShortLogCache>>,
         state_events: Option<StateEventsCache>,
+        digests: Option<DigestsCache>,
         compress_min_bytes: Option<u16>,
     ) -> Self {
         HistoryReader {
@@ -102,6 +106,7 @@ impl HistoryReader {
             chunks,
             short_logs,
             state_events,
+            digests,
             compress_min_bytes,
         }
     }
@@ -235,6 +240,38 @@ impl HistoryReader {
         };
         metrics::counter!("abstore_state_events_answers_total", "source" => source).increment(1);
         self.kept(kept, encoding, || answer.zstd(cache, &repo.id))
+    }
+
+    /// `listBuildDigests`: the digest of every build of `repo`, by slug
+    /// (`[]` for a repository without builds, known or not). With the
+    /// digests cache on, the builds' tails are read first and only the
+    /// events past the kept digests' tails are read and folded.
+    pub async fn build_digests(&self, repo: &str, encoding: Encoding) -> Result<Reply, StoreError> {
+        let Some(cache) = &self.digests else {
+            let digests = self.store.build_digests(repo).await?;
+            let text = serde_json::to_vec(&digests)
+                .map_err(|err| StoreError::Corrupt(format!("build digests as JSON: {err}")))?;
+            return Ok(Reply::Text(Bytes::from(text)));
+        };
+        let tails = self.store.build_tails(repo).await?;
+        let kept = cache.get(repo);
+        let (digests, source) = match kept {
+            Some(kept) if kept.is_at(&tails) => (kept, "cache"),
+            kept => {
+                let spans = RepoDigests::spans(kept.as_deref(), &tails);
+                let source = if kept.is_some() {
+                    "advanced"
+                } else {
+                    "database"
+                };
+                let events = self.store.digest_events(spans).await?;
+                let digests = Arc::new(RepoDigests::advance(kept.as_deref(), &tails, events)?);
+                cache.insert(repo, digests.clone());
+                (digests, source)
+            }
+        };
+        metrics::counter!("abstore_build_digests_answers_total", "source" => source).increment(1);
+        self.kept(&digests.kept, encoding, || digests.zstd(cache, repo))
     }
 
     /// A kept answer: its zstd form when the client takes zstd and the

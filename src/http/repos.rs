@@ -6,7 +6,7 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 
 use super::error::{ApiError, ApiResult};
 use super::path::ResourcePath;
@@ -33,6 +33,7 @@ pub(super) async fn ensure_repo(
 /// stored) has no builds, `200 []`.
 pub(super) async fn build_digests(
     State(state): State<SharedState>,
+    headers: HeaderMap,
     path: ResourcePath,
 ) -> ApiResult<Response> {
     let repo = match path.resource() {
@@ -40,8 +41,12 @@ pub(super) async fn build_digests(
         Err(ApiError::NotFound(_)) => return Ok(json_response(StatusCode::OK, "[]".into())),
         Err(err) => return Err(err),
     };
-    let digests = state.store.build_digests(&repo.id).await?;
-    Ok(json(StatusCode::OK, &digests))
+    let encoding = super::accept::encoding(&headers);
+    Ok(state
+        .history
+        .build_digests(&repo.id, encoding)
+        .await?
+        .into_response())
 }
 
 /// `getRepoStateEvents` (protocol 3): `GET /repos/{repo}/state-events`, the

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::assets::{AnswerCheck, AssetKey, NewTicketAsset, TicketAssetMeta};
+use super::builds::{DigestEvent, LogSpan};
 use super::error::StoreResult;
 use super::records::{
     ArtifactMeta, BuildDigest, Record, ResourceSummary, Revocation, StoredArtifact, StreamRecord,
@@ -120,6 +121,16 @@ pub trait Builds {
     /// 3), derived from the build logs in one snapshot. An unknown
     /// repository has none: no `NotFound`.
     async fn build_digests(&self, repo: &str) -> StoreResult<Vec<BuildDigest>>;
+    /// Each build of `repo` with its log's tail, in the order
+    /// [`Builds::build_digests`] answers: a build's digest is a function of
+    /// its log up to that tail, which never changes (logs are append-only
+    /// and builds are never deleted), so a digest kept with its tail stays
+    /// true until the tail moves.
+    async fn build_tails(&self, repo: &str) -> StoreResult<Vec<(String, i64)>>;
+    /// The events of the digest types in each span (`after < seq <=
+    /// until` of one build's log), by slug then sequence: what a digest
+    /// kept at `after` folds to reach `until`.
+    async fn digest_events(&self, spans: Vec<LogSpan>) -> StoreResult<Vec<(String, DigestEvent)>>;
 }
 
 /// Repositories (`ops/repos.rs`).

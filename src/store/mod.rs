@@ -90,6 +90,7 @@ pub use assets::{
     AnswerCheck, AssetEntry, AssetKey, NewTicketAsset, TicketAssetMeta, TicketAssetSummary,
 };
 pub use bounds::{Bound, Bounds, OverBound};
+pub use builds::{DigestEvent, LogSpan};
 pub use error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 pub use migration::{MigrationReport, MigrationSettings, Phase, Progress};
 pub use options::StoreOptions;

@@ -28,6 +28,7 @@ mod console;
 mod console_browser;
 mod crash;
 mod cut_answers;
+mod digests_cache;
 mod fuzz;
 mod held_reads;
 mod history_cache;

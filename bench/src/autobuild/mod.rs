@@ -108,6 +108,8 @@ pub struct Params {
     /// default ([`Params::replay_encoding`], [`Params::compare_encoding`]).
     pub accept_encoding: Option<String>,
     pub pace: Pace,
+    /// Whether `frame` and `tick` measure protocol 2 too (protocol 3 always).
+    pub protocol_2: bool,
 }
 
 impl Params {

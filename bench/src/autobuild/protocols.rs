@@ -132,7 +132,7 @@ async fn compare(ctx: &Ctx, params: &Params, unit: Unit) -> Result<Vec<Table>> {
                 }
             })
             .await;
-            let [two, three] = match measured {
+            let (two, three) = match measured {
                 Ok(both) => both,
                 Err(err) => {
                     eprintln!(
@@ -148,14 +148,18 @@ async fn compare(ctx: &Ctx, params: &Params, unit: Unit) -> Result<Vec<Table>> {
                     continue;
                 }
             };
-            for (protocol, run) in [(Protocol::Two, &two), (Protocol::Three, &three)] {
-                let ratio = match protocol {
-                    Protocol::Two => "–".to_owned(),
-                    Protocol::Three => format!(
+            let runs = two
+                .iter()
+                .map(|two| (Protocol::Two, two))
+                .chain([(Protocol::Three, &three)]);
+            for (protocol, run) in runs {
+                let ratio = match (protocol, &two) {
+                    (Protocol::Three, Some(two)) => format!(
                         "{:.3}, {:.4}",
                         run.total_cpu_ms() / two.total_cpu_ms().max(1e-9),
                         run.bytes() / two.bytes().max(1e-9)
                     ),
+                    _ => "–".to_owned(),
                 };
                 let mut sorted = run.latencies.clone();
                 sorted.sort_unstable();
@@ -281,7 +285,7 @@ impl Measured {
     }
 }
 
-/// Protocol 2, then protocol 3, against one server.
+/// Protocol 2 (unless left out), then protocol 3, against one server.
 async fn both(
     ctx: &Ctx,
     server: &Server,
@@ -289,7 +293,7 @@ async fn both(
     history: &History,
     params: &Params,
     unit: Unit,
-) -> Result<[Measured; 2]> {
+) -> Result<(Option<Measured>, Measured)> {
     let seed = Proc {
         http: crate::harness::client(),
         base: server.base.clone(),
@@ -299,16 +303,22 @@ async fn both(
     super::publish_effective_config(&seed, history, params.runners).await?;
     let repo = history.repos[0].id.clone();
     let encoding = params.compare_encoding();
-    let two = repeat(
-        ctx,
-        server,
-        backends.as_mut(),
-        &repo,
-        unit,
-        Protocol::Two,
-        &encoding,
-    )
-    .await?;
+    let two = if params.protocol_2 {
+        Some(
+            repeat(
+                ctx,
+                server,
+                backends.as_mut(),
+                &repo,
+                unit,
+                Protocol::Two,
+                &encoding,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     let three = repeat(
         ctx,
         server,
@@ -319,7 +329,7 @@ async fn both(
         &encoding,
     )
     .await?;
-    Ok([two, three])
+    Ok((two, three))
 }
 
 /// One simulated process of `protocol` doing `unit`.

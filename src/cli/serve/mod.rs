@@ -394,6 +394,7 @@ mod tests {
         let cache = settings.history_cache.expect("the history cache is on");
         assert_eq!((cache.chunk_events, cache.bytes), (256, 64 * 1_048_576));
         assert_eq!(settings.answer_caches.state_events, Some(64 * 1_048_576));
+        assert_eq!(settings.answer_caches.build_digests, Some(64 * 1_048_576));
         assert_eq!(settings.answer_caches.short_logs, Some(32 * 1_048_576));
         let connections = &settings.connections;
         assert_eq!(connections.max_connections, 16_384);
@@ -427,6 +428,8 @@ mod tests {
         assert!(settings.history_cache.is_none());
         let settings = parse(&[
             "--state-events-cache-bytes",
+            "0",
+            "--build-digests-cache-bytes",
             "0",
             "--short-log-cache-bytes",
             "0",

@@ -174,6 +174,13 @@ pub struct CompressionArgs {
     #[arg(long, env = "ABSTORE_STATE_EVENTS_CACHE_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = bytes_in(0, 1 << 40))]
     pub state_events_cache_bytes: usize,
 
+    /// Bytes of protocol-3 build digests kept in memory, each build's at
+    /// its log's tail, with each repository's whole answer (identity and
+    /// zstd); a repository's over a quarter of this is derived afresh
+    /// every time. 0 turns the cache off. Works with compression off too.
+    #[arg(long, env = "ABSTORE_BUILD_DIGESTS_CACHE_BYTES", default_value_t = 64 * 1024 * 1024, value_parser = bytes_in(0, 1 << 40))]
+    pub build_digests_cache_bytes: usize,
+
     /// Bytes of whole short event logs kept in memory (identity and zstd),
     /// each until its log is next written; SQLite files only (on PostgreSQL
     /// another replica's write is heard only after it was acknowledged).
@@ -193,6 +200,7 @@ impl CompressionArgs {
             history_cache_bytes,
             history_chunk_events,
             state_events_cache_bytes,
+            build_digests_cache_bytes,
             short_log_cache_bytes,
         } = self;
         let history_cache =
@@ -205,6 +213,7 @@ impl CompressionArgs {
             history_cache,
             AnswerCaches {
                 state_events: (state_events_cache_bytes > 0).then_some(state_events_cache_bytes),
+                build_digests: (build_digests_cache_bytes > 0).then_some(build_digests_cache_bytes),
                 short_logs: (short_log_cache_bytes > 0).then_some(short_log_cache_bytes),
             },
         )

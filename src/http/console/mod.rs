@@ -17,7 +17,7 @@
 //! - [`respond`]: headers, the page shell, error pages, redirects.
 //! - [`assets`]: the embedded stylesheet and script, content-hashed.
 //! - [`markdown`]: ticket bodies, with every raw HTML node dropped.
-//! - [`format`]: times, sizes and payloads as a page shows them.
+//! - [`mod@format`]: times, sizes and payloads as a page shows them.
 //! - [`pages`]: one file per page; [`live`]: the build page's held read.
 
 pub mod assets;

@@ -3,6 +3,8 @@
 
 pub(crate) mod sql;
 
+pub use sql::{DigestEvent, LogSpan};
+
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
@@ -63,5 +65,19 @@ impl<B: Backend> Builds for Engine<B> {
             })
         })
         .await
+    }
+
+    async fn build_tails(&self, repo: &str) -> StoreResult<Vec<(String, i64)>> {
+        let repo = repo.to_owned();
+        self.read_op(move |db| Box::pin(async move { sql::tail_rows(db, &repo).await }))
+            .await
+    }
+
+    async fn digest_events(&self, spans: Vec<LogSpan>) -> StoreResult<Vec<(String, DigestEvent)>> {
+        if spans.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.read_op(move |db| Box::pin(async move { sql::span_rows(db, &spans).await }))
+            .await
     }
 }

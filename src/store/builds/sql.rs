@@ -106,8 +106,86 @@ pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
     statement(text, args![repo])
 }
 
+/// Every build of a repository and its log's tail (`last_seq`), ordered as
+/// [`build_digests`] orders its rows: the version a kept digest is checked
+/// against (`crate::history`'s digests cache). `$1`: the repository, as
+/// [`digests_repo`] gives it.
+pub(crate) fn build_tails(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    const SQLITE: &str = "SELECT b.id, b.last_seq FROM resources b \
+         WHERE b.kind = 'build' AND json_extract(b.attrs, '$.repo') = $1 ORDER BY b.id";
+    const POSTGRES: &str = "SELECT b.id, b.last_seq FROM resources b \
+         WHERE b.kind = 'build' AND (abstore_json_member(b.attrs, 'repo') COLLATE \"C\") = $1 \
+         ORDER BY b.id";
+    let text = match dialect {
+        Dialect::Sqlite => SQLITE,
+        Dialect::Postgres => POSTGRES,
+    };
+    statement(text, args![repo])
+}
+
+/// The tails of `repo`'s builds ([`build_tails`]), on any connection.
+pub(crate) async fn tail_rows<D: Statements>(
+    db: &mut D,
+    repo: &str,
+) -> StoreResult<Vec<(String, i64)>> {
+    let repo = digests_repo(repo, D::DIALECT);
+    db.all(build_tails(&repo, D::DIALECT), |row| {
+        Ok((row.text(0)?, row.int(1)?))
+    })
+    .await
+}
+
+/// A stretch of one build's log: the sequences after `after`, up to and
+/// including `until`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LogSpan {
+    pub slug: String,
+    pub after: i64,
+    pub until: i64,
+}
+
+/// The digest events in `spans`, each build's in sequence order, on any
+/// connection ([`span_digest_events`]).
+pub(crate) async fn span_rows<D: Statements>(
+    db: &mut D,
+    spans: &[LogSpan],
+) -> StoreResult<Vec<(String, DigestEvent)>> {
+    let param = serde_json::to_string(spans).unwrap_or_else(|_| "[]".to_owned());
+    let mut rows = db
+        .all(span_digest_events(&param, D::DIALECT), |row| {
+            Ok((row.text(0)?, (row.int(1)?, row.text(2)?, row.text(3)?)))
+        })
+        .await?;
+    // By slug, then sequence: the statement leaves the order to the plan.
+    rows.sort_unstable_by(|(a, (x, ..)), (b, (y, ..))| a.cmp(b).then(x.cmp(y)));
+    Ok(rows)
+}
+
+/// The events of the four digest types in the spans `$1` names (a JSON
+/// array of [`LogSpan`]s), read as [`build_digests`] reads them: by the
+/// type index, `ts` by `json_extract` on SQLite and by position on
+/// PostgreSQL.
+fn span_digest_events(param: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    const SQLITE: &str = "SELECT e.resource_id, e.seq, e.type, json_extract(e.envelope, '$.ts') \
+         FROM json_each($1) j JOIN events e INDEXED BY events_by_type \
+         ON e.kind = 'build' AND e.resource_id = json_extract(j.value, '$.slug') \
+         AND e.type IN ('build.completed', 'build.aborted', 'pr.merged', 'observation.recorded') \
+         AND e.seq > json_extract(j.value, '$.after') AND e.seq <= json_extract(j.value, '$.until')";
+    const POSTGRES: &str = "SELECT e.resource_id, e.seq, e.type, \
+         split_part(substr(e.envelope, strpos(e.envelope, ',\"ts\":\"') + 7, 40), '\"', 1) \
+         FROM json_to_recordset($1::json) AS a(slug text, after bigint, until bigint) \
+         JOIN events e ON e.kind = 'build' AND e.resource_id = a.slug COLLATE \"C\" \
+         AND e.type IN ('build.completed', 'build.aborted', 'pr.merged', 'observation.recorded') \
+         AND e.seq > a.after AND e.seq <= a.until";
+    let text = match dialect {
+        Dialect::Sqlite => SQLITE,
+        Dialect::Postgres => POSTGRES,
+    };
+    statement(text, args![param])
+}
+
 /// A digest event's seq, type and ts.
-pub(crate) type DigestEvent = (i64, String, String);
+pub type DigestEvent = (i64, String, String);
 
 /// A row of [`build_digests`]: slug, and the event's seq, type and ts
 /// (`None` for a build without digest events).

@@ -10,6 +10,7 @@ use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::api::{NewEvent, Store};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::rows::Listing;
+use crate::store::{BuildDigest, LogSpan};
 
 fn typed(event_type: &str, n: i64) -> NewEvent {
     NewEvent {
@@ -201,6 +202,50 @@ pub(super) async fn build_digests(h: &Harness) {
         expected.push(digest_by_scan(slug, &log));
     }
     assert_eq!(got, expected);
+    assert_eq!(digests_by_halves(&s, "acme/g").await, got);
+    assert_eq!(
+        digests_by_halves(&s, "acme/d").await,
+        digests_json(&s, "acme/d").await
+    );
+    assert_eq!(
+        digests_by_halves(&s, odd).await,
+        digests_json(&s, odd).await
+    );
+    assert!(s.build_tails("acme/none").await.unwrap().is_empty());
+    assert!(s.digest_events(Vec::new()).await.unwrap().is_empty());
+}
+
+/// The digests as the digests cache derives them (`crate::history`): the
+/// builds' tails, then each build's digest events in two spans, the first
+/// half of its log and the rest, folded in order; what they make must be
+/// exactly what the one-statement derivation answers, in the same order.
+async fn digests_by_halves(s: &Arc<dyn Store>, repo: &str) -> Vec<Value> {
+    let tails = s.build_tails(repo).await.unwrap();
+    let span = |(slug, tail): &(String, i64), half: bool| LogSpan {
+        slug: slug.clone(),
+        after: if half { 0 } else { tail / 2 },
+        until: if half { tail / 2 } else { *tail },
+    };
+    let first = s
+        .digest_events(tails.iter().map(|t| span(t, true)).collect())
+        .await
+        .unwrap();
+    let rest = s
+        .digest_events(tails.iter().map(|t| span(t, false)).collect())
+        .await
+        .unwrap();
+    tails
+        .iter()
+        .map(|(slug, _)| {
+            let mut digest = BuildDigest::new(slug.clone());
+            for (of, (seq, ty, ts)) in first.iter().chain(&rest) {
+                if of == slug {
+                    digest.apply(*seq, ty, ts);
+                }
+            }
+            serde_json::to_value(&digest).unwrap()
+        })
+        .collect()
 }
 
 /// State events (protocol 3): durable types anywhere; from the latest

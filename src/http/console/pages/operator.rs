@@ -22,7 +22,7 @@ const PAGE: &str = "operator";
 const REVOCATIONS: usize = 500;
 
 /// The metrics the summary adds up, each with what it is called there.
-const SUMMED: [(&str, &str); 9] = [
+const SUMMED: [(&str, &str); 10] = [
     ("abstore_http_requests_total", "Requests answered"),
     ("abstore_held_reads_in_flight", "Held reads waiting"),
     ("abstore_connections_open", "Connections open"),
@@ -32,12 +32,16 @@ const SUMMED: [(&str, &str); 9] = [
         "abstore_state_events_cache_bytes",
         "State-events cache bytes",
     ),
+    (
+        "abstore_build_digests_cache_bytes",
+        "Build-digests cache bytes",
+    ),
     ("abstore_short_log_cache_bytes", "Short-log cache bytes"),
     ("abstore_storage_full_total", "Storage-full refusals"),
     ("abstore_revoked_tokens", "Revoked tokens"),
 ];
 
-/// `(label, total)` of each [`SUMMED`] metric in Prometheus text, and the
+/// `(label, total)` of each `SUMMED` metric in Prometheus text, and the
 /// requests answered `5xx`.
 pub fn summary(text: &str) -> (Vec<(&'static str, f64)>, f64) {
     let mut totals = vec![0f64; SUMMED.len()];
