@@ -375,10 +375,15 @@ async fn shutdown_grace_bounds_stalled_requests() {
 /// Resident memory a held read may cost the release server, in KiB, on a
 /// SQLite file and on PostgreSQL. Measured 2026-12-04 as the growth from the
 /// first to the second 2,000 held reads: 11.47, 11.71 and 11.11 KiB in three
-/// runs on the SQLite file (the design asks 12); the budget is the highest
-/// plus 7 %, as RSS moves by about half a KiB a read between runs.
+/// runs on the SQLite file (the design asks 12). On 2026-12-07 this machine
+/// measured 11.4-12.0 on both stores, alone, beside three busy loops, and
+/// with 2.5 s for jemalloc's decay (no lower: nothing transient is counted);
+/// CI's machine measured 12.54-12.84 a batch on PostgreSQL under the whole
+/// suite, twice failing a 12.5 budget. The budget is CI's highest plus
+/// 1.2 %: it still fails a regression of half a KiB a read (features once
+/// grew it from 12.6 to 17.2 unnoticed), but not the machine it runs on.
 /// docs/benchmarks.md has the figures and what a held read holds.
-const HELD_READ_RSS_BUDGET_KIB: f64 = 12.5;
+const HELD_READ_RSS_BUDGET_KIB: f64 = 13.0;
 
 /// A held read's memory is held once per waiting client for up to
 /// `--max-wait` seconds, and grew unnoticed from 12.6 to 17.2 KiB as
