@@ -30,6 +30,8 @@
 //! - [`notify`]: wake-ups keyed by resource: writers notify, held reads wait.
 //! - [`history`]: the history cache: whole-history reads in zstd from cached chunk frames.
 //! - [`clock`]: the one injectable clock.
+//! - `bounded`: the one byte-bounded LRU, under the history caches and the
+//!   store's build records.
 //! - [`logging`]: log lines on stderr, as text or JSON.
 //! - [`archive`]: portable archives, online SQLite backups, blob garbage collection.
 //! - [`healthcheck`]: the `abstore healthcheck` probe of `/readyz`.
@@ -38,6 +40,7 @@ pub mod app;
 pub mod archive;
 pub mod auth;
 pub mod blobs;
+pub(crate) mod bounded;
 pub mod cli;
 pub mod clock;
 pub mod config;

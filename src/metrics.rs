@@ -138,6 +138,15 @@ fn describe() {
         "Build-digests answers, by source (cache: no tail moved; advanced: only the events past the kept tails read; database: derived from the first event)."
     );
     describe_gauge!(
+        "abstore_build_records_cache_bytes",
+        Unit::Bytes,
+        "Bytes of build records (their wire JSON and the columns it was rendered from) the build-records cache holds."
+    );
+    describe_counter!(
+        "abstore_build_records_total",
+        "Build records written into `GET /builds` answers, by source (cache: its columns unchanged since rendered; rendered)."
+    );
+    describe_gauge!(
         "abstore_short_log_cache_bytes",
         Unit::Bytes,
         "Bytes of whole short event logs (identity and zstd) the short-log cache holds."

@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 use bytes::Bytes;
 use hashlink::LruCache;
 
-use super::bounded::{Bounded, Weighed};
 use super::gzip::Deflated;
+use crate::bounded::{Bounded, Weighed};
 use crate::protocol::ResourceRef;
 use crate::store::rows::AnswerTimes;
 

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{Bytes, BytesMut};
 
-use super::bounded::{Bounded, Weighed};
 use super::kept::KeptAnswer;
+use crate::bounded::{Bounded, Weighed};
 use crate::store::{BuildDigest, DigestEvent, LogSpan, StoreError};
 
 /// The build digests of recently read repositories.

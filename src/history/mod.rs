@@ -45,12 +45,11 @@
 //! zstd frames (`frames`), the writer of an answer as a stream of frames
 //! (`answer`), where a zstd answer's HTTP chunks are cut (`seams`), answers
 //! kept whole (`kept`), the build digests kept at their builds' tails
-//! (`digests`) and the byte-bounded LRU the four caches share (`bounded`).
+//! (`digests`); the byte-bounded LRU the caches share is `crate::bounded`.
 //! The HTTP side (`crate::http`'s `event_reads` and `repos`) only says how
 //! the client takes the answer and sends the [`reader::Reply`].
 
 mod answer;
-mod bounded;
 mod brotli;
 mod cache;
 mod digests;

@@ -34,8 +34,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use super::bounded::{Bounded, Weighed};
 use super::kept::KeptAnswer;
+use crate::bounded::{Bounded, Weighed};
 use crate::protocol::ResourceRef;
 use crate::store::StoreError;
 

@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 
-use super::bounded::{Bounded, Weighed};
 use super::kept::KeptAnswer;
+use crate::bounded::{Bounded, Weighed};
 use crate::store::StoreError;
 
 /// The state-events answers of recently read repositories.

@@ -8,6 +8,7 @@ use super::artifacts::sql as artifacts;
 use super::builds::sql as builds;
 use super::error::{StoreError, StoreResult};
 use super::events::sql as events;
+use super::record_cache::{BuildRecordCache, render_build};
 use super::resources::sql as resources;
 use super::rows::{Listing, RowSink, write_json};
 use super::sessions::sql as sessions;
@@ -70,17 +71,12 @@ pub(crate) fn render(
     piece: &mut BytesMut,
 ) -> StoreResult<()> {
     match listing {
+        Listing::Builds => render_build(row, piece),
         Listing::Events { .. } | Listing::StateEvents { .. } | Listing::Chunks { .. } => {
             // Stored as the served JSON text: copied as is.
             piece.extend_from_slice(row.str(0)?.as_bytes());
             Ok(())
         }
-        Listing::Builds => write_json(
-            piece,
-            &resources::resource_row(ResourceKind::Build, row)?
-                .record
-                .to_json(),
-        ),
         Listing::Sessions { .. } => write_json(
             piece,
             &resources::resource_row(ResourceKind::Session, row)?
@@ -103,7 +99,8 @@ pub(crate) fn render(
 
 /// A streamed read's one loop, on either backend's read connection:
 /// `listing`'s one statement (one snapshot), each row rendered as its wire
-/// JSON into `sink`, a piece sent whenever one is full; an empty answer of
+/// JSON into `sink` (a build's from `records` when it keeps the row's
+/// rendering), a piece sent whenever one is full; an empty answer of
 /// an owner that does not exist is `NotFound`. The backend ends `sink`
 /// with the outcome. A statement stopped early because the client went
 /// away (or too many long answers are sending) leaves its connection
@@ -111,16 +108,25 @@ pub(crate) fn render(
 pub(crate) async fn stream_listing<D: Statements>(
     db: &mut D,
     listing: &Listing,
+    records: Option<&BuildRecordCache>,
     sink: &mut RowSink<()>,
 ) -> StoreResult<()> {
     let mut rows = Rendering {
         listing,
+        records: records.filter(|_| matches!(listing, Listing::Builds)),
+        kept: 0,
         sink: &mut *sink,
         stopped: false,
     };
     let stepped = db.each(statement_of(listing, D::DIALECT), &mut rows).await;
     if rows.stopped {
         db.abandon();
+    }
+    if rows.records.is_some() {
+        let rendered = rows.sink.count().saturating_sub(rows.kept);
+        metrics::counter!("abstore_build_records_total", "source" => "cache").increment(rows.kept);
+        metrics::counter!("abstore_build_records_total", "source" => "rendered")
+            .increment(rendered);
     }
     stepped?;
     if !sink.has_rows()
@@ -135,6 +141,10 @@ pub(crate) async fn stream_listing<D: Statements>(
 /// Rows of a listing into the pieces of its answer.
 struct Rendering<'a> {
     listing: &'a Listing,
+    /// The kept build records, for a builds listing.
+    records: Option<&'a BuildRecordCache>,
+    /// Rows written from `records`.
+    kept: u64,
     sink: &'a mut RowSink<()>,
     /// A piece could not be sent: the answer is cut or refused.
     stopped: bool,
@@ -143,7 +153,10 @@ struct Rendering<'a> {
 impl EachRow for Rendering<'_> {
     /// Rendered; a full piece is sent before the next row.
     fn take(&mut self, row: &dyn Columns) -> StoreResult<bool> {
-        render(self.listing, row, self.sink.row())?;
+        match self.records {
+            Some(records) => self.kept += u64::from(records.render(row, self.sink.row())?),
+            None => render(self.listing, row, self.sink.row())?,
+        }
         Ok(self.sink.is_full())
     }
 

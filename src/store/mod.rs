@@ -57,6 +57,7 @@ pub mod migration;
 mod open;
 mod options;
 pub mod postgres;
+mod record_cache;
 mod records;
 pub mod retention;
 pub mod rows;
@@ -93,7 +94,8 @@ pub use bounds::{Bound, Bounds, OverBound};
 pub use builds::{DigestEvent, LogSpan};
 pub use error::{DatabaseError, DatabaseFailure, StoreError, StoreResult};
 pub use migration::{MigrationReport, MigrationSettings, Phase, Progress};
-pub use options::StoreOptions;
+pub use options::{DEFAULT_BUILD_RECORDS_CACHE_BYTES, StoreOptions};
+pub use record_cache::BuildRecordCache;
 pub use records::{
     ArtifactMeta, BuildDigest, DIGEST_TYPES, Lease, Observation, Record, ResourceSummary,
     Revocation, STREAM_FORMAT, StoredArtifact, StreamArtifact, StreamRecord, Terminal,

@@ -2,7 +2,12 @@
 
 use super::bounds::Bounds;
 use super::migration::MigrationSettings;
+use super::record_cache::BuildRecordCache;
 use super::{retention, rows};
+
+/// `--build-records-cache-bytes`' default: 16 MiB, about 50,000 builds'
+/// records at 300 bytes each.
+pub const DEFAULT_BUILD_RECORDS_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Settings shared by both backends.
 #[derive(Clone, Debug)]
@@ -30,6 +35,9 @@ pub struct StoreOptions {
     /// Streamed answers that may wait on their clients at once (each holds
     /// a connection meanwhile); below `pool_size`.
     pub max_streamed_reads: u32,
+    /// Memory for builds' records as `GET /builds` writes them, kept with
+    /// the columns they were rendered from ([`BuildRecordCache`]); `0`: none.
+    pub build_records_cache_bytes: usize,
     /// SQLite file: hold the one-process lock (`PATH.lock`) while open, as a
     /// server must. A short-lived command adding a row under SQLite's own
     /// locking (`token revoke`, beside a running server) opens without it.
@@ -45,6 +53,12 @@ impl StoreOptions {
             self.max_streamed_reads,
             self.acquire_timeout,
         )
+    }
+
+    /// The build records' cache these options ask for, if any.
+    pub(crate) fn build_records(&self) -> Option<std::sync::Arc<BuildRecordCache>> {
+        (self.build_records_cache_bytes > 0)
+            .then(|| std::sync::Arc::new(BuildRecordCache::new(self.build_records_cache_bytes)))
     }
 
     /// The default `max_streamed_reads` of a pool: half of it, rounded up,
@@ -67,6 +81,7 @@ impl Default for StoreOptions {
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
             answer_times: rows::AnswerTimes::default(),
             max_streamed_reads: 8,
+            build_records_cache_bytes: DEFAULT_BUILD_RECORDS_CACHE_BYTES,
             exclusive: true,
         }
     }

@@ -251,6 +251,11 @@ impl<E> RowSink<E> {
         }
     }
 
+    /// The rows written so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
     /// Whether any row was written.
     pub(crate) fn has_rows(&self) -> bool {
         self.count > 0

@@ -189,6 +189,8 @@ pub(crate) trait Columns {
     fn optional_text(&self, i: usize) -> StoreResult<Option<String>>;
     /// A text column borrowed from the row.
     fn str(&self, i: usize) -> StoreResult<&str>;
+    /// A text column or `NULL`, borrowed from the row.
+    fn optional_str(&self, i: usize) -> StoreResult<Option<&str>>;
     fn int(&self, i: usize) -> StoreResult<i64>;
     fn optional_int(&self, i: usize) -> StoreResult<Option<i64>>;
 }

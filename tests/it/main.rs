@@ -29,6 +29,7 @@ mod console_browser;
 mod crash;
 mod cut_answers;
 mod digests_cache;
+mod frame_caches;
 mod fuzz;
 mod held_reads;
 mod history_cache;

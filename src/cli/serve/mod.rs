@@ -123,6 +123,7 @@ impl ServeArgs {
             db,
             no_migrate,
             max_streamed_reads,
+            build_records_cache_bytes,
         } = database;
         let migration = db.migration();
         let DatabaseArgs {
@@ -204,6 +205,7 @@ impl ServeArgs {
                     deadline: connections.deadlines.answer_deadline,
                 },
                 max_streamed_reads,
+                build_records_cache_bytes,
                 exclusive: true,
             },
             retention_source,

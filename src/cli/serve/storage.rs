@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::bytes_in;
 use crate::cli::boolish;
+use crate::store::DEFAULT_BUILD_RECORDS_CACHE_BYTES;
 use crate::store::MigrationSettings;
 use crate::store::bounds::{self, Bounds};
 use crate::store::retention::Retention;
@@ -114,6 +116,13 @@ pub struct ServerDatabaseArgs {
     /// connection. Default: half the pool, rounded up.
     #[arg(long, env = "ABSTORE_MAX_STREAMED_READS", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_streamed_reads: Option<u32>,
+
+    /// Bytes of build records kept as `GET /builds` writes them, each with
+    /// the columns it was rendered from, so a listing renders only the
+    /// builds that changed (a protocol-3 dashboard lists every build on
+    /// every frame); the least recently listed go first. 0 turns it off.
+    #[arg(long, env = "ABSTORE_BUILD_RECORDS_CACHE_BYTES", default_value_t = DEFAULT_BUILD_RECORDS_CACHE_BYTES, value_parser = bytes_in(0, 1 << 40))]
+    pub build_records_cache_bytes: usize,
 }
 
 /// Artifact retention.

@@ -27,6 +27,7 @@ use crate::store::error::{StoreError, StoreResult};
 use crate::store::listing::stream_listing;
 use crate::store::migration::{MigrationReport, MigrationSettings, Progress};
 use crate::store::options::StoreOptions;
+use crate::store::record_cache::BuildRecordCache;
 use crate::store::rows::{Listing, Rows, StreamedReads};
 
 /// The channel every replica listens on; payloads name a resource, never content.
@@ -61,6 +62,8 @@ pub struct PgBackend {
     published: tokio::sync::mpsc::UnboundedSender<String>,
     /// The bounds of streamed reads.
     reads: StreamedReads,
+    /// Builds' rendered records, for `GET /builds`.
+    build_records: Option<Arc<BuildRecordCache>>,
     /// Whether writes try their one-statement fast paths before the
     /// transaction: always, but in the contract case that holds the two
     /// paths against each other.
@@ -128,6 +131,7 @@ impl PgBackend {
             clock,
             published,
             reads: options.streamed_reads(),
+            build_records: options.build_records(),
             fast_paths: true,
         })
     }
@@ -209,9 +213,10 @@ impl Backend for PgBackend {
     async fn stream(&self, listing: Listing) -> StoreResult<Rows> {
         let (mut sink, pending) = self.reads.sink();
         let connections = self.connections.clone();
+        let records = self.build_records.clone();
         tokio::spawn(async move {
             let mut read = PgRead::new(&connections);
-            let outcome = stream_listing(&mut read, &listing, &mut sink).await;
+            let outcome = stream_listing(&mut read, &listing, records.as_deref(), &mut sink).await;
             drop(read);
             sink.finish(connections.record_outcome(outcome)).await;
         });

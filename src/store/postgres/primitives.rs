@@ -108,6 +108,10 @@ impl Columns for PgRow {
         Ok(self.try_get(i)?)
     }
 
+    fn optional_str(&self, i: usize) -> StoreResult<Option<&str>> {
+        Ok(self.try_get(i)?)
+    }
+
     fn int(&self, i: usize) -> StoreResult<i64> {
         Ok(self.try_get(i)?)
     }

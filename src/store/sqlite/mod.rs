@@ -42,6 +42,7 @@ use crate::store::error::{StoreError, StoreResult};
 use crate::store::listing::stream_listing;
 use crate::store::migration::{MigrationReport, MigrationSettings};
 use crate::store::options::StoreOptions;
+use crate::store::record_cache::BuildRecordCache;
 use crate::store::rows::{Listing, RowSink, Rows, StreamedReads};
 use crate::store::url::SqliteLocation as Location;
 
@@ -208,6 +209,8 @@ pub struct SqliteBackend {
     clock: Arc<dyn Clock>,
     /// The bounds of streamed reads.
     reads: StreamedReads,
+    /// Builds' rendered records, for `GET /builds`.
+    build_records: Option<Arc<BuildRecordCache>>,
     /// A file's writer thread, joined when the store is dropped: it holds
     /// the file's guard, which must be gone before the same process may
     /// open the file again.
@@ -286,6 +289,7 @@ impl SqliteBackend {
             pool_size: options.pool_size.max(1),
             clock,
             reads: options.streamed_reads(),
+            build_records: options.build_records(),
         })
     }
 
@@ -392,19 +396,31 @@ impl Backend for SqliteBackend {
         match &self.readers {
             Some(readers) => {
                 let clock = self.clock.clone();
+                let records = self.build_records.clone();
                 readers
                     .stream(&self.reads, move |conn, sink, handle| {
                         let mut conn = Conn::new(conn, &*clock);
-                        handle.block_on(stream_listing(&mut conn, &listing, sink))
+                        handle.block_on(stream_listing(
+                            &mut conn,
+                            &listing,
+                            records.as_deref(),
+                            sink,
+                        ))
                     })
                     .await
             }
             None => {
+                let records = self.build_records.clone();
                 self.run_on_writer(
                     Length::Long,
                     move |conn| {
                         let mut sink = RowSink::gathering();
-                        run_synchronously(stream_listing(conn, &listing, &mut sink))?;
+                        run_synchronously(stream_listing(
+                            conn,
+                            &listing,
+                            records.as_deref(),
+                            &mut sink,
+                        ))?;
                         Ok(Written::unchanged(sink.into_complete(())))
                     },
                     |read| read.value,

@@ -48,6 +48,13 @@ impl Columns for Row<'_> {
         Ok(self.get_ref(i)?.as_str().map_err(rusqlite::Error::from)?)
     }
 
+    fn optional_str(&self, i: usize) -> StoreResult<Option<&str>> {
+        Ok(self
+            .get_ref(i)?
+            .as_str_or_null()
+            .map_err(rusqlite::Error::from)?)
+    }
+
     fn int(&self, i: usize) -> StoreResult<i64> {
         Ok(self.get(i)?)
     }

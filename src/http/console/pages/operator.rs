@@ -22,7 +22,7 @@ const PAGE: &str = "operator";
 const REVOCATIONS: usize = 500;
 
 /// The metrics the summary adds up, each with what it is called there.
-const SUMMED: [(&str, &str); 10] = [
+const SUMMED: [(&str, &str); 11] = [
     ("abstore_http_requests_total", "Requests answered"),
     ("abstore_held_reads_in_flight", "Held reads waiting"),
     ("abstore_connections_open", "Connections open"),
@@ -35,6 +35,10 @@ const SUMMED: [(&str, &str); 10] = [
     (
         "abstore_build_digests_cache_bytes",
         "Build-digests cache bytes",
+    ),
+    (
+        "abstore_build_records_cache_bytes",
+        "Build-records cache bytes",
     ),
     ("abstore_short_log_cache_bytes", "Short-log cache bytes"),
     ("abstore_storage_full_total", "Storage-full refusals"),

@@ -1,5 +1,5 @@
-//! The one byte-bounded LRU behind the history, state-events, build-digests and
-//! short-log caches: entries in least-recently-used order (hashlink's [`LruCache`]),
+//! The one byte-bounded LRU behind the history, state-events, build-digests,
+//! short-log and build-record caches: entries in least-recently-used order (hashlink's [`LruCache`]),
 //! each counted at the bytes it holds, evicted least recent first until the
 //! total is within the capacity (and the entries within a count, where one
 //! is set).
@@ -17,11 +17,11 @@ use std::hash::Hash;
 use hashlink::LruCache;
 
 /// What an entry holds, as the bound counts it.
-pub(super) trait Weighed {
+pub(crate) trait Weighed {
     fn bytes(&self) -> usize;
 }
 
-pub(super) struct Bounded<K: Hash + Eq, V> {
+pub(crate) struct Bounded<K: Hash + Eq, V> {
     /// Each entry with the bytes it was counted at.
     entries: LruCache<K, (V, usize)>,
     bytes: usize,
@@ -34,7 +34,7 @@ pub(super) struct Bounded<K: Hash + Eq, V> {
 impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
     /// At most `capacity` bytes in at most `max_entries` entries; `gauge`
     /// reports the bytes held.
-    pub(super) fn new(capacity: usize, max_entries: usize, gauge: &'static str) -> Self {
+    pub(crate) fn new(capacity: usize, max_entries: usize, gauge: &'static str) -> Self {
         Bounded {
             entries: LruCache::new_unbounded(),
             bytes: 0,
@@ -45,7 +45,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
     }
 
     /// `key`'s entry, now the most recently used.
-    pub(super) fn get<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<&V>
+    pub(crate) fn get<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
     {
@@ -53,7 +53,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
     }
 
     /// `key`'s entry, leaving its place in the order.
-    pub(super) fn peek<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&V>
+    pub(crate) fn peek<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
     {
@@ -62,7 +62,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
 
     /// Keep `value` as `key`'s entry (the most recently used), then evict
     /// down to the bound; the entry it replaced, if any.
-    pub(super) fn insert(&mut self, key: K, value: V) -> Option<V> {
+    pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
         let bytes = value.bytes();
         let old = self
             .entries
@@ -79,7 +79,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
     /// Change `key`'s entry in place (it becomes the most recently used),
     /// count it again and evict down to the bound; what `change` returned,
     /// or `None` when there is no such entry.
-    pub(super) fn change<Q: Hash + Eq + ?Sized, R>(
+    pub(crate) fn change<Q: Hash + Eq + ?Sized, R>(
         &mut self,
         key: &Q,
         change: impl FnOnce(&mut V) -> R,
@@ -98,7 +98,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
 
     /// Count `key`'s entry again: what it holds grew behind a shared
     /// reference (a kept answer's zstd form, made once).
-    pub(super) fn reweigh<Q: Hash + Eq + ?Sized>(&mut self, key: &Q)
+    pub(crate) fn reweigh<Q: Hash + Eq + ?Sized>(&mut self, key: &Q)
     where
         K: Borrow<Q>,
     {
@@ -111,7 +111,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
     }
 
     /// Drop `key`'s entry.
-    pub(super) fn remove<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<V>
+    pub(crate) fn remove<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
     {
@@ -122,7 +122,7 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
     }
 
     /// The bytes the entries hold now.
-    pub(super) fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
