@@ -36,13 +36,15 @@ use crate::store::statement::{Columns, Dialect, Fixed, Statements, args, stateme
 /// member itself. Every `ts` (ISO 8601) holds no escape or quote, and the
 /// window (40 characters) exceeds it.
 macro_rules! build_digests_sql {
-    ($events:literal, $ty:literal, $row_ty:literal, $row_ts:literal, $repo:literal) => {
+    ($builds:literal, $events:literal, $ty:literal, $row_ty:literal, $row_ts:literal, $repo:literal) => {
         concat!(
             "SELECT b.id, e.seq, ",
             $row_ty,
             ", ",
             $row_ts,
-            " FROM resources b LEFT JOIN ",
+            " FROM ",
+            $builds,
+            " LEFT JOIN ",
             $events,
             " ON e.kind = 'build' AND e.resource_id = b.id AND ",
             $ty,
@@ -86,6 +88,7 @@ pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
     // the text by characters) measured slower there, 49-52 against 37-42 ms
     // of server CPU a week-old store's frame.
     const SQLITE: &str = build_digests_sql!(
+        "resources b INDEXED BY builds_by_repo",
         "events e INDEXED BY events_by_type",
         "e.type",
         "e.type",
@@ -93,6 +96,7 @@ pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
         "json_extract(b.attrs, '$.repo')"
     );
     const POSTGRES: &str = build_digests_sql!(
+        "resources b",
         "events e",
         "e.type",
         "e.type",
@@ -110,8 +114,13 @@ pub(crate) fn build_digests(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
 /// [`build_digests`] orders its rows: the version a kept digest is checked
 /// against (`crate::history`'s digests cache). `$1`: the repository, as
 /// [`digests_repo`] gives it.
+///
+/// SQLite is told to use `builds_by_repo` (here and in [`build_digests`]):
+/// its planner preferred the primary key, already in `id` order, and
+/// parsed every build's attributes for `json_extract`, 10 % of a month-old
+/// store's digests read (perf, issue 52); the index holds the value.
 pub(crate) fn build_tails(repo: &str, dialect: Dialect) -> Fixed<'_, 1> {
-    const SQLITE: &str = "SELECT b.id, b.last_seq FROM resources b \
+    const SQLITE: &str = "SELECT b.id, b.last_seq FROM resources b INDEXED BY builds_by_repo \
          WHERE b.kind = 'build' AND json_extract(b.attrs, '$.repo') = $1 ORDER BY b.id";
     const POSTGRES: &str = "SELECT b.id, b.last_seq FROM resources b \
          WHERE b.kind = 'build' AND (abstore_json_member(b.attrs, 'repo') COLLATE \"C\") = $1 \
@@ -165,12 +174,20 @@ pub(crate) async fn span_rows<D: Statements>(
 /// array of [`LogSpan`]s), read as [`build_digests`] reads them: by the
 /// type index, `ts` by `json_extract` on SQLite and by position on
 /// PostgreSQL.
-fn span_digest_events(param: &str, dialect: Dialect) -> Fixed<'_, 1> {
-    const SQLITE: &str = "SELECT e.resource_id, e.seq, e.type, json_extract(e.envelope, '$.ts') \
-         FROM json_each($1) j JOIN events e INDEXED BY events_by_type \
-         ON e.kind = 'build' AND e.resource_id = json_extract(j.value, '$.slug') \
+pub(crate) fn span_digest_events(param: &str, dialect: Dialect) -> Fixed<'_, 1> {
+    // The spans are read out of their JSON once, and `CROSS JOIN` keeps
+    // them the outer loop: left to itself, SQLite's planner scanned every
+    // build event of the store on the type index and evaluated the spans'
+    // `json_extract`s against each (a month-old store's frame spent most of
+    // its server CPU there whenever a build had moved; perf, issue 52).
+    const SQLITE: &str = "WITH s(slug, after, until) AS MATERIALIZED \
+         (SELECT json_extract(value, '$.slug'), json_extract(value, '$.after'), \
+         json_extract(value, '$.until') FROM json_each($1)) \
+         SELECT e.resource_id, e.seq, e.type, json_extract(e.envelope, '$.ts') \
+         FROM s CROSS JOIN events e INDEXED BY events_by_type \
+         ON e.kind = 'build' AND e.resource_id = s.slug \
          AND e.type IN ('build.completed', 'build.aborted', 'pr.merged', 'observation.recorded') \
-         AND e.seq > json_extract(j.value, '$.after') AND e.seq <= json_extract(j.value, '$.until')";
+         AND e.seq > s.after AND e.seq <= s.until";
     const POSTGRES: &str = "SELECT e.resource_id, e.seq, e.type, \
          split_part(substr(e.envelope, strpos(e.envelope, ',\"ts\":\"') + 7, 40), '\"', 1) \
          FROM json_to_recordset($1::json) AS a(slug text, after bigint, until bigint) \

@@ -296,12 +296,13 @@ mod tests {
     }
 
     /// Protocol 3's derived reads cost little: the builds of a repository
-    /// come from `builds_by_repo`, their digest events and a journal's
-    /// durable events and anchor from `events_by_type` (migrations 0005, 0011);
-    /// no table or journal is scanned whole.
+    /// and their tails come from `builds_by_repo`, their digest events (all
+    /// of them, or those in spans of their logs) and a journal's durable
+    /// events and anchor from `events_by_type` (migrations 0005, 0011); no
+    /// table or journal is scanned whole.
     #[test]
     fn protocol_3_reads_use_their_indexes() {
-        use crate::store::builds::sql::build_digests;
+        use crate::store::builds::sql::{build_digests, build_tails, span_digest_events};
         use crate::store::listing::statement_of;
         use crate::store::rows::Listing;
         let mut conn = Connection::open_in_memory().unwrap();
@@ -309,6 +310,15 @@ mod tests {
         let digests = plan(&conn, build_digests("r", Dialect::Sqlite).text);
         assert!(digests.contains("INDEX builds_by_repo"), "{digests}");
         assert!(digests.contains("INDEX events_by_type"), "{digests}");
+        let tails = plan(&conn, build_tails("r", Dialect::Sqlite).text);
+        assert!(tails.contains("INDEX builds_by_repo"), "{tails}");
+        // Each span a range of one build's events (SQLite once chose to
+        // scan every build event and match each against the spans).
+        let spans = plan(&conn, span_digest_events("[]", Dialect::Sqlite).text);
+        assert!(
+            spans.contains("INDEX events_by_type (kind=? AND resource_id=? AND type=? AND seq>? AND seq<?)"),
+            "{spans}"
+        );
         let listing = Listing::StateEvents {
             repo: "r".into(),
             until: Some(7),
