@@ -233,7 +233,8 @@ mod tests {
         let row = build("b-1");
         assert_eq!(cached(&cache, &row), (fresh(&row), false));
         assert_eq!(cached(&cache, &row), (fresh(&row), true));
-        let changes: [(&str, fn(&mut Row)); 9] = [
+        type Change = (&'static str, fn(&mut Row));
+        let changes: [Change; 9] = [
             ("attrs", |r| r.text[1] = Some(r#"{"repo":"acme/y"}"#.into())),
             ("attrs gone", |r| r.text[1] = None),
             ("created", |r| r.int[2] = Some(1)),

@@ -316,7 +316,9 @@ mod tests {
         // scan every build event and match each against the spans).
         let spans = plan(&conn, span_digest_events("[]", Dialect::Sqlite).text);
         assert!(
-            spans.contains("INDEX events_by_type (kind=? AND resource_id=? AND type=? AND seq>? AND seq<?)"),
+            spans.contains(
+                "INDEX events_by_type (kind=? AND resource_id=? AND type=? AND seq>? AND seq<?)"
+            ),
             "{spans}"
         );
         let listing = Listing::StateEvents {
