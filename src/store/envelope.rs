@@ -32,31 +32,46 @@ pub(crate) fn chunk_parts(stream: &str, ts_ms: i64, parts_json: &str) -> (String
 
 /// Serialise an event envelope: the resource member, server-assigned `seq`
 /// and `ts`, then the validated actor, type and payload texts.
+///
+/// Written piece by piece into one buffer of the right size: it runs on
+/// SQLite's writer thread for every append, where `format!` and the two
+/// halves it joined cost 7,300 instructions of the job's 74,000 (callgrind,
+/// issue 52).
 pub(crate) fn envelope_json(
     resource: &ResourceRef,
     seq: i64,
     ts_ms: i64,
     event: &NewEvent,
 ) -> String {
-    let (head, tail) = envelope_parts(resource, ts_ms, event);
-    format!("{head}{seq}{tail}")
-}
-
-/// An envelope's text before and after its `seq` digits, so that a
-/// statement assigning the sequence can store the exact text.
-pub(crate) fn envelope_parts(
-    resource: &ResourceRef,
-    ts_ms: i64,
-    event: &NewEvent,
-) -> (String, String) {
-    (
-        envelope_head(resource),
-        format!(
-            "{TS_MEMBER}{ts}{after}",
-            ts = crate::protocol::time::format_iso(ts_ms),
-            after = envelope_after_ts(event),
-        ),
-    )
+    let id = serde_json::to_string(&resource.id).unwrap_or_else(|_| "\"\"".to_owned());
+    let key = resource.kind.wire_key();
+    let mut out = String::with_capacity(
+        64 + key.len()
+            + id.len()
+            + event.actor_json.len()
+            + event.type_json.len()
+            + event.payload_json.len(),
+    );
+    for piece in [
+        "{\"",
+        key,
+        "\":",
+        &id,
+        ",\"seq\":",
+        itoa::Buffer::new().format(seq),
+        TS_MEMBER,
+        &crate::protocol::time::format_iso(ts_ms),
+        "\",\"actor\":",
+        &event.actor_json,
+        ",\"type\":",
+        &event.type_json,
+        ",\"payload\":",
+        &event.payload_json,
+        "}",
+    ] {
+        out.push_str(piece);
+    }
+    out
 }
 
 /// What joins an envelope's `seq` digits to its `ts` text.
@@ -79,4 +94,42 @@ pub(crate) fn envelope_after_ts(event: &NewEvent) -> String {
         ty = event.type_json,
         payload = event.payload_json,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ResourceKind;
+
+    /// The envelope written piece by piece is the halves around its `seq`
+    /// joined, as PostgreSQL's one-statement append stores it, for
+    /// ids that need escaping and every sequence and time extreme.
+    #[test]
+    fn an_envelope_is_its_halves_joined() {
+        let event = NewEvent {
+            actor_json: r#"{"kind":"agent","role":"implement","session":"s_1"}"#.into(),
+            type_json: r#""observation.recorded""#.into(),
+            payload_json: r#"{"summary":"a \"quoted\" line\n"}"#.into(),
+        };
+        for kind in [
+            ResourceKind::Build,
+            ResourceKind::Repo,
+            ResourceKind::Session,
+        ] {
+            for id in ["b-1", "acme/x", "a\"b\\c\u{7}", "ünï"] {
+                let r = ResourceRef::new(kind, id.to_owned());
+                for (seq, ts) in [(1, 0), (i64::MAX, 8_640_000_000_000_000), (0, -1)] {
+                    let joined = format!(
+                        "{}{seq}{TS_MEMBER}{}{}",
+                        envelope_head(&r),
+                        crate::protocol::time::format_iso(ts),
+                        envelope_after_ts(&event)
+                    );
+                    assert_eq!(envelope_json(&r, seq, ts, &event), joined);
+                    let parsed: Value = serde_json::from_str(&joined).unwrap();
+                    assert_eq!(parsed[kind.wire_key()], id);
+                }
+            }
+        }
+    }
 }

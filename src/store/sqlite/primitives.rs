@@ -30,11 +30,6 @@ use crate::store::streams::sql::{self as streams, APPEND_CHUNK_TAIL, append_chun
 /// refuses `NULL`).
 const NO_LIMIT: i64 = -1;
 
-/// The names of the statements' parameters, by number.
-const PARAMETERS: [&str; 12] = [
-    "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11", "$12",
-];
-
 impl Columns for Row<'_> {
     fn text(&self, i: usize) -> StoreResult<String> {
         Ok(self.get(i)?)
@@ -93,24 +88,29 @@ impl<'c> Conn<'c> {
 
     /// The cached statement, its arguments bound to its `$1`, `$2`, …,
     /// counted in `abstore_db_queries_total`. SQLite numbers `$N`
-    /// parameters by first appearance, so each is bound by its name; a
-    /// number the statement does not use is skipped, and a parameter left
-    /// unbound is an error.
+    /// parameters by first appearance, so each of the statement's
+    /// parameters is bound to the argument its name numbers; an argument
+    /// the statement does not use is skipped, and a parameter without one
+    /// is an error. By each parameter's name, not each argument's: looking
+    /// a name up (rusqlite's cache of them) cost an append 3,800
+    /// instructions on SQLite's writer thread (callgrind, issue 52).
     fn prepared(&self, statement: &Statement<impl ArgList>) -> StoreResult<CachedStatement<'_>> {
         metrics::counter!("abstore_db_queries_total").increment(1);
         let args = statement.args();
         let mut prepared = self.conn.prepare_cached(statement.text)?;
-        let mut bound = 0;
-        for (name, arg) in PARAMETERS.iter().zip(args) {
-            if let Some(index) = prepared.parameter_index(name)? {
-                prepared.raw_bind_parameter(index, arg)?;
-                bound += 1;
+        let count = prepared.parameter_count();
+        for index in 1..=count {
+            let arg = prepared
+                .parameter_name(index)
+                .and_then(|name| name.strip_prefix('$'))
+                .and_then(|number| number.parse::<usize>().ok())
+                .and_then(|number| args.get(number.checked_sub(1)?));
+            match arg {
+                Some(arg) => prepared.raw_bind_parameter(index, arg)?,
+                None => {
+                    return Err(rusqlite::Error::InvalidParameterCount(index - 1, count).into());
+                }
             }
-        }
-        if bound != prepared.parameter_count() || args.len() > PARAMETERS.len() {
-            return Err(
-                rusqlite::Error::InvalidParameterCount(bound, prepared.parameter_count()).into(),
-            );
         }
         Ok(prepared)
     }
