@@ -43,24 +43,51 @@ pub(crate) fn envelope_json(
     ts_ms: i64,
     event: &NewEvent,
 ) -> String {
-    let id = serde_json::to_string(&resource.id).unwrap_or_else(|_| "\"\"".to_owned());
-    let key = resource.kind.wire_key();
     let mut out = String::with_capacity(
-        64 + key.len()
-            + id.len()
+        64 + resource.id.len()
             + event.actor_json.len()
             + event.type_json.len()
             + event.payload_json.len(),
     );
+    push_envelope_head(&mut out, resource);
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push_str(TS_MEMBER);
+    out.push_str(&crate::protocol::time::format_iso(ts_ms));
+    push_envelope_after_ts(&mut out, event);
+    out
+}
+
+/// What joins an envelope's `seq` digits to its `ts` text.
+pub(crate) const TS_MEMBER: &str = ",\"ts\":\"";
+
+/// An envelope's text before its `seq` digits.
+pub(crate) fn envelope_head(resource: &ResourceRef) -> String {
+    let mut out = String::new();
+    push_envelope_head(&mut out, resource);
+    out
+}
+
+/// An envelope's text after its `ts` text.
+pub(crate) fn envelope_after_ts(event: &NewEvent) -> String {
+    let mut out = String::new();
+    push_envelope_after_ts(&mut out, event);
+    out
+}
+
+/// [`envelope_head`] onto `out`: the one spelling of it, whole envelopes'
+/// and PostgreSQL's halves alike.
+fn push_envelope_head(out: &mut String, resource: &ResourceRef) {
+    // Serialising a string cannot fail; the id is JSON-escaped as
+    // `serde_json` writes every stored text.
+    let id = serde_json::to_string(&resource.id).unwrap_or_else(|_| "\"\"".to_owned());
+    for piece in ["{\"", resource.kind.wire_key(), "\":", &id, ",\"seq\":"] {
+        out.push_str(piece);
+    }
+}
+
+/// [`envelope_after_ts`] onto `out`.
+fn push_envelope_after_ts(out: &mut String, event: &NewEvent) {
     for piece in [
-        "{\"",
-        key,
-        "\":",
-        &id,
-        ",\"seq\":",
-        itoa::Buffer::new().format(seq),
-        TS_MEMBER,
-        &crate::protocol::time::format_iso(ts_ms),
         "\",\"actor\":",
         &event.actor_json,
         ",\"type\":",
@@ -71,29 +98,6 @@ pub(crate) fn envelope_json(
     ] {
         out.push_str(piece);
     }
-    out
-}
-
-/// What joins an envelope's `seq` digits to its `ts` text.
-pub(crate) const TS_MEMBER: &str = ",\"ts\":\"";
-
-/// An envelope's text before its `seq` digits.
-pub(crate) fn envelope_head(resource: &ResourceRef) -> String {
-    format!(
-        "{{\"{key}\":{id},\"seq\":",
-        key = resource.kind.wire_key(),
-        id = Value::String(resource.id.clone()),
-    )
-}
-
-/// An envelope's text after its `ts` text.
-pub(crate) fn envelope_after_ts(event: &NewEvent) -> String {
-    format!(
-        "\",\"actor\":{actor},\"type\":{ty},\"payload\":{payload}}}",
-        actor = event.actor_json,
-        ty = event.type_json,
-        payload = event.payload_json,
-    )
 }
 
 #[cfg(test)]
@@ -126,6 +130,17 @@ mod tests {
                         envelope_after_ts(&event)
                     );
                     assert_eq!(envelope_json(&r, seq, ts, &event), joined);
+                    // Spelled apart from the pieces both share.
+                    let spelled = format!(
+                        "{{\"{}\":{},\"seq\":{seq},\"ts\":\"{}\",\"actor\":{},\"type\":{},\"payload\":{}}}",
+                        kind.wire_key(),
+                        Value::String(id.to_owned()),
+                        crate::protocol::time::format_iso(ts),
+                        event.actor_json,
+                        event.type_json,
+                        event.payload_json
+                    );
+                    assert_eq!(joined, spelled);
                     let parsed: Value = serde_json::from_str(&joined).unwrap();
                     assert_eq!(parsed[kind.wire_key()], id);
                 }
