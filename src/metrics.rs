@@ -176,6 +176,10 @@ fn describe() {
         "0 while PostgreSQL is known to be unreachable (requests answer 503), else 1."
     );
     describe_counter!(
+        "abstore_db_read_share_timeouts_total",
+        "PostgreSQL reads answered 503 because the reads' share of the pool (--db-pool-size less --db-write-connections) stayed full for --db-acquire-timeout-ms."
+    );
+    describe_counter!(
         "abstore_storage_full_total",
         "Writes refused (503) because the disk under the database or the blob store was full, by storage (database, blobs)."
     );

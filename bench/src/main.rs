@@ -74,6 +74,11 @@ struct Cli {
     #[arg(long)]
     out: Option<PathBuf>,
 
+    /// `whole`: the repository journals to read, in events (60,000 is the
+    /// memory target's; a week-old store's journal is about 120,000).
+    #[arg(long, value_delimiter = ',', default_value = "60000,120000")]
+    journal_events: Vec<u64>,
+
     #[command(flatten)]
     replay: ReplayArgs,
 
@@ -281,7 +286,7 @@ async fn main() -> Result<()> {
             Scenario::Memory => memory::memory(&ctx).await.map(|t| vec![t]),
             Scenario::Streams => streams::streams(&ctx).await.map(|t| vec![t]),
             Scenario::Tail => tail::tail(&ctx).await.map(|t| vec![t]),
-            Scenario::Whole => autobuild::whole(&ctx).await,
+            Scenario::Whole => autobuild::whole(&ctx, &cli.journal_events).await,
             Scenario::Autobuild => autobuild::autobuild(&ctx, &cli.replay.params()).await,
             Scenario::Frame => autobuild::frame(&ctx, &cli.replay.params()).await,
             Scenario::Tick => autobuild::tick(&ctx, &cli.replay.params()).await,

@@ -183,6 +183,7 @@ pub(crate) async fn open_store(
     let mut options = StoreOptions {
         pool_size: 1,
         min_connections: 1,
+        write_connections: 0,
         migrate,
         exclusive: false,
         retention: crate::store::retention::Retention::disabled(),

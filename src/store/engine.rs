@@ -39,7 +39,7 @@ use std::sync::Arc;
 use super::api::{MakeEvent, NewArtifact, NewEvent, PoolStats};
 use super::bounds::Bounds;
 use super::error::StoreResult;
-use super::records::{ArtifactMeta, ResourceRow, StreamRecord};
+use super::records::{ArtifactMeta, LogTail, ResourceRow, StreamRecord};
 use super::retention::Retention;
 use super::rows::{Listing, Rows};
 use super::statement::Statements;
@@ -152,6 +152,13 @@ pub(crate) trait WriteTx: Statements {
         &mut self,
         r: &ResourceRef,
     ) -> impl Future<Output = StoreResult<Option<ResourceRow>>> + Send;
+
+    /// Read the resource's log tail, holding its row until the
+    /// transaction ends (as [`WriteTx::lock_resource`] does).
+    fn lock_log_tail(
+        &mut self,
+        r: &ResourceRef,
+    ) -> impl Future<Output = StoreResult<Option<LogTail>>> + Send;
 
     /// Read the stream row, holding it until the transaction ends.
     fn lock_stream(

@@ -35,6 +35,9 @@ pub struct StoreOptions {
     /// Streamed answers that may wait on their clients at once (each holds
     /// a connection meanwhile); below `pool_size`.
     pub max_streamed_reads: u32,
+    /// PostgreSQL connections reads may not take, kept for writes; below
+    /// `pool_size`.
+    pub write_connections: u32,
     /// Memory for builds' records as `GET /builds` writes them, kept with
     /// the columns they were rendered from ([`BuildRecordCache`]); `0`: none.
     pub build_records_cache_bytes: usize,
@@ -66,6 +69,13 @@ impl StoreOptions {
     pub fn default_streamed_reads(pool_size: u32) -> u32 {
         pool_size.max(1).div_ceil(2)
     }
+
+    /// The default `write_connections` of a pool: a quarter of it, rounded
+    /// down (none in a pool of fewer than four, where reads would be left
+    /// too few).
+    pub fn default_write_connections(pool_size: u32) -> u32 {
+        pool_size / 4
+    }
 }
 
 impl Default for StoreOptions {
@@ -81,6 +91,7 @@ impl Default for StoreOptions {
             unavailable_acquire_timeout: std::time::Duration::from_millis(250),
             answer_times: rows::AnswerTimes::default(),
             max_streamed_reads: 8,
+            write_connections: 4,
             build_records_cache_bytes: DEFAULT_BUILD_RECORDS_CACHE_BYTES,
             exclusive: true,
         }

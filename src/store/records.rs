@@ -271,3 +271,23 @@ pub(crate) struct ResourceRow {
     pub last_seq: i64,
     pub lease_ttl_ms: Option<i64>,
 }
+
+impl ResourceRow {
+    pub(crate) fn tail(&self) -> LogTail {
+        LogTail {
+            last_seq: self.last_seq,
+            updated_at: self.record.updated_at,
+        }
+    }
+}
+
+/// What a write that only extends a resource needs of its row: the log's
+/// tail and the time of its last write. Locking just these two columns
+/// spares an append the decoding of the resource's attributes (issue 52:
+/// 3,600 of a SQLite append job's 66,700 instructions), which it never
+/// reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LogTail {
+    pub last_seq: i64,
+    pub updated_at: i64,
+}

@@ -1144,6 +1144,7 @@ async fn every_bound_flag_at_its_edges_starts_or_is_refused_by_name() {
         "--read-stall-timeout-seconds",
         "--answer-deadline-seconds",
         "--max-streamed-reads",
+        "--db-write-connections",
         "--max-concurrent-stream-closes",
         "--compress-min-bytes",
         "--history-cache-bytes",

@@ -83,7 +83,7 @@ async fn contradicting_settings_stop_the_start_naming_both_flags() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("never.db");
     let database = format!("sqlite://{}", file.display());
-    let cases: [(&[(&str, &str)], &str); 4] = [
+    let cases: [(&[(&str, &str)], &str); 5] = [
         (
             &[
                 ("--max-wait-seconds", "30"),
@@ -112,6 +112,11 @@ async fn contradicting_settings_stop_the_start_naming_both_flags() {
             &[("--db-pool-size", "4"), ("--max-streamed-reads", "4")],
             "error: --max-streamed-reads (4) must be below --db-pool-size (4): otherwise clients \
              reading slowly could hold every database connection",
+        ),
+        (
+            &[("--db-pool-size", "4"), ("--db-write-connections", "4")],
+            "error: --db-write-connections (4) must be below --db-pool-size (4): reads need at \
+             least one connection",
         ),
     ];
     for (flags, message) in cases {

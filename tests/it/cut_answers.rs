@@ -311,6 +311,9 @@ async fn cut_answers(database: &str, postgres: bool) {
             "24",
             "--max-streamed-reads",
             "20",
+            // The reads' share (24 less 3) above the 20 streamed answers.
+            "--db-write-connections",
+            "3",
             "--read-stall-timeout-seconds",
             "600",
             "--max-wait-seconds",

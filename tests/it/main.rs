@@ -40,6 +40,7 @@ mod operations;
 mod pg_latency;
 mod pg_outage;
 mod pg_round_trips;
+mod pg_write_connections;
 mod proxy;
 mod replicas;
 mod retention;

@@ -19,13 +19,11 @@ use anyhow::{Context as _, Result, bail};
 use super::{Size, archive, history, import, now_ms, scratch};
 use crate::harness::{Backend, Ctx, Server, ServerOpts, Table, mib, with_db};
 
-/// Journal sizes: the memory target's 60,000 and a week's 120,000.
-const JOURNALS: [u64; 2] = [60_000, 120_000];
 const IDENTITY_READS: usize = 8;
 const COMPRESSED_READS: usize = 8;
 const CONCURRENT: usize = 5;
 
-pub async fn whole(ctx: &Ctx) -> Result<Vec<Table>> {
+pub async fn whole(ctx: &Ctx, journals: &[u64]) -> Result<Vec<Table>> {
     let mut speed = Table::new(
         "whole-journal reads: server CPU per MB (GET /repos/{repo}/events?since=0)",
         &[
@@ -49,7 +47,7 @@ pub async fn whole(ctx: &Ctx) -> Result<Vec<Table>> {
             "5 s after MiB (over before)",
         ],
     );
-    for journal in JOURNALS {
+    for &journal in journals {
         let size = Size {
             journal_events: journal,
             builds: 10,

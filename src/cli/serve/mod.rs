@@ -123,6 +123,7 @@ impl ServeArgs {
             db,
             no_migrate,
             max_streamed_reads,
+            db_write_connections,
             build_records_cache_bytes,
         } = database;
         let migration = db.migration();
@@ -179,6 +180,27 @@ impl ServeArgs {
             "--max-streamed-reads ({max_streamed_reads}) must be below --db-pool-size ({db_pool_size}): \
              otherwise clients reading slowly could hold every database connection",
         );
+        let write_connections = db_write_connections
+            .unwrap_or_else(|| StoreOptions::default_write_connections(db_pool_size));
+        anyhow::ensure!(
+            write_connections < db_pool_size,
+            "--db-write-connections ({write_connections}) must be below --db-pool-size ({db_pool_size}): \
+             reads need at least one connection",
+        );
+        // On PostgreSQL streamed answers draw on the reads' share, so they
+        // must leave short reads a connection in it too. (SQLite's writer
+        // has its own connection: its readers are the whole pool.)
+        let reads_share = if database.backend() == "postgres" {
+            db_pool_size - write_connections
+        } else {
+            db_pool_size
+        };
+        anyhow::ensure!(
+            db_pool_size == 1 || reads_share == db_pool_size || max_streamed_reads < reads_share,
+            "--max-streamed-reads ({max_streamed_reads}) must be below the connections reads may take \
+             (--db-pool-size {db_pool_size} less --db-write-connections {write_connections}): \
+             otherwise clients reading slowly could hold every connection short reads need",
+        );
         let (retention, retention_source) = retention.load()?;
         let (compress_min_bytes, history_cache, answer_caches) = compression.into_settings();
         let (ticket_lifecycle, ticket_bounds) = tickets.into_config()?;
@@ -205,6 +227,7 @@ impl ServeArgs {
                     deadline: connections.deadlines.answer_deadline,
                 },
                 max_streamed_reads,
+                write_connections,
                 build_records_cache_bytes,
                 exclusive: true,
             },

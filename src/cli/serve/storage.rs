@@ -117,6 +117,17 @@ pub struct ServerDatabaseArgs {
     #[arg(long, env = "ABSTORE_MAX_STREAMED_READS", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_streamed_reads: Option<u32>,
 
+    /// PostgreSQL connections only writes may take: reads of every kind
+    /// share the rest of `--db-pool-size`, so a burst of dashboard reads
+    /// never leaves an append or a heartbeat waiting for a connection. A
+    /// read that finds its share taken waits up to
+    /// `--db-acquire-timeout-ms`, then is answered `503`. Below
+    /// `--db-pool-size`; 0 lets reads take every connection. Default: a
+    /// quarter of the pool, rounded down (4 of 16). SQLite's writer has a
+    /// connection of its own and ignores it.
+    #[arg(long, env = "ABSTORE_DB_WRITE_CONNECTIONS", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub db_write_connections: Option<u32>,
+
     /// Bytes of build records kept as `GET /builds` writes them, each with
     /// the columns it was rendered from, so a listing renders only the
     /// builds that changed (a protocol-3 dashboard lists every build on

@@ -15,7 +15,7 @@ use crate::store::error::{StoreError, StoreResult};
 use crate::store::events::{append_after, check_events};
 use crate::store::records::ArtifactMeta;
 use crate::store::resources::sql::{exists, touch};
-use crate::store::resources::{locked, write_time};
+use crate::store::resources::{locked_tail, write_time};
 use crate::store::retention::Retention;
 use crate::store::statement::{Columns, Statements};
 
@@ -32,8 +32,8 @@ impl<B: Backend> Artifacts for Engine<B> {
         let (r, retention, bounds) = (r.clone(), self.retention.clone(), self.bounds);
         self.write_op(move |tx| {
             Box::pin(async move {
-                let row = locked(tx, &r).await?;
-                let now = write_time(tx, &row);
+                let tail = locked_tail(tx, &r).await?;
+                let now = write_time(tx, tail);
                 let meta = insert_artifacts(tx, &r, vec![artifact], now)
                     .await?
                     .pop()
@@ -74,13 +74,13 @@ impl<B: Backend> Artifacts for Engine<B> {
                 {
                     return Ok(Written::waking(done, r));
                 }
-                let row = locked(tx, &r).await?;
-                let now = write_time(tx, &row);
+                let tail = locked_tail(tx, &r).await?;
+                let now = write_time(tx, tail);
                 let metas = insert_artifacts(tx, &r, artifacts, now).await?;
                 let event = make_event(&metas)?;
-                check_events(&r, &row, &bounds)?;
+                check_events(&r, tail, &bounds)?;
                 check_revisions(&r, &metas, &retention, &bounds)?;
-                let envelope = append_after(tx, &r, row.last_seq, now, &event).await?;
+                let envelope = append_after(tx, &r, tail.last_seq, now, &event).await?;
                 let pruned = apply_retention(tx, &r, &metas, &retention).await?;
                 Ok(Written::waking((envelope, metas), r).pruning(pruned))
             })

@@ -16,9 +16,9 @@ use crate::store::bounds::{Bounds, OverBound};
 use crate::store::engine::{Backend, Engine, FastAppend, WriteTx, Written};
 use crate::store::envelope::envelope_json;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::ResourceRow;
+use crate::store::records::LogTail;
 use crate::store::resources::sql::exists;
-use crate::store::resources::{locked, write_time};
+use crate::store::resources::{locked_tail, write_time};
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -43,13 +43,13 @@ impl<B: Backend> Events for Engine<B> {
                     Some(FastAppend::Stale) => return Ok(Written::unchanged(None)),
                     None => {}
                 }
-                let row = locked(tx, &r).await?;
-                if expected_seq.is_some_and(|expected| expected != row.last_seq) {
+                let tail = locked_tail(tx, &r).await?;
+                if expected_seq.is_some_and(|expected| expected != tail.last_seq) {
                     return Ok(Written::unchanged(None));
                 }
-                check_events(&r, &row, &bounds)?;
-                let now = write_time(tx, &row);
-                let envelope = append_after(tx, &r, row.last_seq, now, &event).await?;
+                check_events(&r, tail, &bounds)?;
+                let now = write_time(tx, tail);
+                let envelope = append_after(tx, &r, tail.last_seq, now, &event).await?;
                 Ok(Written::waking(Some(envelope), r))
             })
         })
@@ -96,8 +96,8 @@ pub(super) async fn append_after(
 }
 
 /// The log can take one more event.
-pub(super) fn check_events(r: &ResourceRef, row: &ResourceRow, bounds: &Bounds) -> StoreResult<()> {
-    if row.last_seq >= bounds.max_events_per_log {
+pub(super) fn check_events(r: &ResourceRef, tail: LogTail, bounds: &Bounds) -> StoreResult<()> {
+    if tail.last_seq >= bounds.max_events_per_log {
         return Err(OverBound::events(r, bounds.max_events_per_log).into());
     }
     Ok(())

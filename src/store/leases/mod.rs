@@ -29,7 +29,7 @@ impl<B: Backend> Leases for Engine<B> {
                 {
                     return Ok(Written::unchanged(false));
                 }
-                let updated = write_time(tx, &row);
+                let updated = write_time(tx, row.tail());
                 let expires_at = lease_expiry(now, ttl_ms);
                 tx.run(sql::set_lease(&r, &holder, expires_at, ttl_ms, updated))
                     .await?;
@@ -55,7 +55,7 @@ impl<B: Backend> Leases for Engine<B> {
                     return Ok(Written::unchanged(false));
                 }
                 let ttl = row.lease_ttl_ms.unwrap_or(0);
-                let updated = write_time(tx, &row);
+                let updated = write_time(tx, row.tail());
                 tx.run(sql::extend_lease(&r, lease_expiry(now, ttl), now, updated))
                     .await?;
                 Ok(Written::kept(true))
@@ -73,7 +73,7 @@ impl<B: Backend> Leases for Engine<B> {
                 if row.record.lease.as_ref().is_none_or(|l| l.holder != holder) {
                     return Ok(Written::unchanged(()));
                 }
-                let now = write_time(tx, &row);
+                let now = write_time(tx, row.tail());
                 tx.run(sql::clear_lease(&r, now)).await?;
                 Ok(Written::kept(()))
             })

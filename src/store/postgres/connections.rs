@@ -9,12 +9,18 @@
 //! statement that succeeds again marks it up. The change is logged once each
 //! way (ERROR when the outage starts, INFO when it ends) and exported as the
 //! `abstore_db_available` gauge.
+//!
+//! Reads take their connections from a share of the pool
+//! (`--db-write-connections` are left to writes): a burst of reads, such as
+//! twenty dashboards' frames, queues behind its own share while appends and
+//! heartbeats still find a connection (issue 52, item 4).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgPool, Postgres};
-use tokio::sync::watch;
+use sqlx::postgres::{PgConnection, PgPool, Postgres};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::store::error::{DatabaseFailure, StoreError, StoreResult};
 
@@ -26,15 +32,40 @@ pub(super) struct Connections {
     unavailable_timeout: Duration,
     /// `true` while the database is believed up.
     up: watch::Sender<bool>,
+    /// The connections reads may hold at once; `None` when they may take
+    /// the whole pool (no connection is kept for writes).
+    reads: Option<Arc<Semaphore>>,
+}
+
+/// A connection a read holds, with its place in the reads' share.
+pub(super) struct ReadConnection {
+    conn: PoolConnection<Postgres>,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+impl ReadConnection {
+    pub fn conn(&mut self) -> &mut PgConnection {
+        &mut self.conn
+    }
+
+    /// Close the connection instead of returning it to the pool.
+    pub fn close_on_drop(&mut self) {
+        self.conn.close_on_drop();
+    }
 }
 
 impl Connections {
-    pub fn new(pool: PgPool, unavailable_timeout: Duration) -> Self {
+    /// `write_connections` of the pool's connections are kept from reads
+    /// (at most all but one).
+    pub fn new(pool: PgPool, unavailable_timeout: Duration, write_connections: u32) -> Self {
         metrics::gauge!("abstore_db_available").set(1.0);
+        let size = pool.options().get_max_connections();
+        let reads = size.saturating_sub(write_connections).max(1);
         Connections {
             pool,
             unavailable_timeout,
             up: watch::Sender::new(true),
+            reads: (reads < size).then(|| Arc::new(Semaphore::new(reads as usize))),
         }
     }
 
@@ -42,10 +73,51 @@ impl Connections {
         &self.pool
     }
 
-    /// A pooled connection, or `Unavailable` (marking the database down).
+    /// A pooled connection for a write, or `Unavailable` (marking the
+    /// database down).
     pub async fn acquire(&self) -> StoreResult<PoolConnection<Postgres>> {
+        self.bounded(self.pool.acquire()).await
+    }
+
+    /// A pooled connection for a read, within the reads' share: waiting
+    /// for a place in it and then for a connection together take at most
+    /// the pool's acquire bound. A share still full at the bound is
+    /// `Unavailable` (a `503` the client retries) without marking the
+    /// database down: the reads are many, not the database gone, and the
+    /// writes meanwhile keep their connections and their full bound.
+    pub async fn acquire_read(&self) -> StoreResult<ReadConnection> {
+        let Some(reads) = &self.reads else {
+            let conn = self.acquire().await?;
+            return Ok(ReadConnection { conn, _share: None });
+        };
+        let deadline = tokio::time::Instant::now() + self.pool.options().get_acquire_timeout();
+        // The semaphore is never closed: only a timeout fails this.
+        let share = match tokio::time::timeout_at(deadline, reads.clone().acquire_owned()).await {
+            Ok(Ok(share)) => share,
+            Ok(Err(_)) | Err(_) => {
+                metrics::counter!("abstore_db_read_share_timeouts_total").increment(1);
+                return Err(StoreError::Unavailable);
+            }
+        };
+        let acquire = async {
+            tokio::time::timeout_at(deadline, self.pool.acquire())
+                .await
+                .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+        };
+        let conn = self.bounded(acquire).await?;
+        Ok(ReadConnection {
+            conn,
+            _share: Some(share),
+        })
+    }
+
+    /// `acquire` within the bounds: the pool's own while the database is
+    /// believed up, cut down to the short bound once it is known down.
+    async fn bounded<T>(
+        &self,
+        acquire: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+    ) -> StoreResult<T> {
         let mut watcher = self.up.subscribe();
-        let acquire = self.pool.acquire();
         tokio::pin!(acquire);
         let result = if *watcher.borrow_and_update() {
             // The pool bounds this by `acquire_timeout`; an outage noticed

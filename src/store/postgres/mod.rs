@@ -124,7 +124,11 @@ impl PgBackend {
         }
         let (published, pending) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(publish_batches(pool.clone(), pending));
-        let connections = Arc::new(Connections::new(pool, options.unavailable_acquire_timeout));
+        let connections = Arc::new(Connections::new(
+            pool,
+            options.unavailable_acquire_timeout,
+            options.write_connections,
+        ));
         tokio::spawn(listen(connect, connections.clone(), notifier));
         Ok(PgBackend {
             connections,

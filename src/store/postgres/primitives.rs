@@ -25,7 +25,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row as _, Transaction};
 
-use super::connections::Connections;
+use super::connections::{Connections, ReadConnection};
 use super::counted;
 use super::errors::is_unique_violation;
 use crate::clock::Clock;
@@ -38,8 +38,11 @@ use crate::store::envelope::{TS_MEMBER, chunk_parts, envelope_json};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::events::fast_append::{self, Step};
 use crate::store::events::sql::{APPEND_EVENT_POSTGRES, append_event};
-use crate::store::records::{ArtifactMeta, ResourceRow, StreamRecord};
-use crate::store::resources::sql::{LOCK_RESOURCE_POSTGRES, resource_row, select_resource};
+use crate::store::records::{ArtifactMeta, LogTail, ResourceRow, StreamRecord};
+use crate::store::resources::sql::{
+    LOCK_LOG_TAIL_POSTGRES, LOCK_RESOURCE_POSTGRES, log_tail_row, resource_row, select_log_tail,
+    select_resource,
+};
 use crate::store::statement::{Arg, ArgList, Columns, Dialect, EachRow, Statement, Statements};
 use crate::store::streams::sql::{
     APPEND_CHUNK_POSTGRES, LOCK_STREAM_POSTGRES, append_chunk, select_stream, stream_row,
@@ -144,7 +147,7 @@ pub(super) fn query(
 /// still being returned (issue 21).
 pub(crate) struct PgRead<'p> {
     connections: &'p Connections,
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<ReadConnection>,
 }
 
 impl<'p> PgRead<'p> {
@@ -165,10 +168,10 @@ impl<'p> PgRead<'p> {
 
     pub async fn conn(&mut self) -> StoreResult<&mut PgConnection> {
         if self.conn.is_none() {
-            self.conn = Some(self.connections.acquire().await?);
+            self.conn = Some(self.connections.acquire_read().await?);
         }
-        match self.conn.as_deref_mut() {
-            Some(conn) => Ok(conn),
+        match self.conn.as_mut() {
+            Some(read) => Ok(read.conn()),
             None => Err(StoreError::Corrupt("read connection vanished".into())),
         }
     }
@@ -506,6 +509,11 @@ impl WriteTx for PgTx {
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
         let statement = select_resource(r).with_text(LOCK_RESOURCE_POSTGRES);
         self.first(statement, |row| resource_row(r.kind, row)).await
+    }
+
+    async fn lock_log_tail(&mut self, r: &ResourceRef) -> StoreResult<Option<LogTail>> {
+        let statement = select_log_tail(r).with_text(LOCK_LOG_TAIL_POSTGRES);
+        self.first(statement, |row| log_tail_row(row)).await
     }
 
     async fn append_event(

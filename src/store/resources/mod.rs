@@ -9,7 +9,7 @@ use crate::protocol::ResourceRef;
 use crate::store::api::{PoolStats, Store};
 use crate::store::engine::{Backend, Engine, WriteTx};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{Record, ResourceRow};
+use crate::store::records::{LogTail, Record, ResourceRow};
 use crate::store::rows::{Listing, Rows};
 use crate::store::statement::Statements;
 
@@ -62,11 +62,20 @@ pub(crate) async fn locked(tx: &mut impl WriteTx, r: &ResourceRef) -> StoreResul
         .ok_or_else(|| StoreError::NotFound(r.clone()))
 }
 
+/// The resource's log tail, its row held until the transaction ends;
+/// `NotFound` without it. What a write that only extends the resource
+/// locks: unlike [`locked`], it leaves the attributes undecoded.
+pub(crate) async fn locked_tail(tx: &mut impl WriteTx, r: &ResourceRef) -> StoreResult<LogTail> {
+    tx.lock_log_tail(r)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(r.clone()))
+}
+
 /// A time for a write that never precedes the resource's last write, so
 /// `ts` and `updatedAt` are nondecreasing along a resource's sequence even
 /// if the clock steps back. Lease decisions use the clock itself.
-pub(crate) fn write_time(tx: &impl WriteTx, row: &ResourceRow) -> i64 {
-    tx.now().max(row.record.updated_at)
+pub(crate) fn write_time(tx: &impl WriteTx, tail: LogTail) -> i64 {
+    tx.now().max(tail.updated_at)
 }
 
 /// The next value of a resource's child counter, which orders the sessions

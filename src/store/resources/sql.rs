@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::protocol::{ResourceKind, ResourceRef};
 use crate::store::error::StoreResult;
-use crate::store::records::{Lease, Record, ResourceRow};
+use crate::store::records::{Lease, LogTail, Record, ResourceRow};
 use crate::store::statement::{
     Columns, Dialect, Fixed, Statements, args, json_object, resource_kind, statement,
 };
@@ -35,6 +35,16 @@ macro_rules! select_resource_sql {
 
 pub(crate) use resource_columns;
 
+macro_rules! select_log_tail_sql {
+    () => {
+        "SELECT last_seq, updated_at FROM resources WHERE kind = $1 AND id = $2"
+    };
+}
+
+/// PostgreSQL's lock of the resource row for [`select_log_tail`]'s
+/// columns ([`select_log_tail`]'s arguments).
+pub(crate) const LOCK_LOG_TAIL_POSTGRES: &str = concat!(select_log_tail_sql!(), " FOR UPDATE");
+
 /// PostgreSQL's lock of the resource row, held until the transaction ends
 /// ([`select_resource`]'s arguments).
 pub(crate) const LOCK_RESOURCE_POSTGRES: &str = concat!(select_resource_sql!(), " FOR UPDATE");
@@ -59,6 +69,20 @@ pub(crate) async fn exists(
 pub(crate) fn select_resource(r: &ResourceRef) -> Fixed<'_, 2> {
     const SQL: &str = select_resource_sql!();
     statement(SQL, args![r.kind.tag(), &r.id])
+}
+
+/// A resource's log tail and last write ([`log_tail_row`] reads them).
+pub(crate) fn select_log_tail(r: &ResourceRef) -> Fixed<'_, 2> {
+    const SQL: &str = select_log_tail_sql!();
+    statement(SQL, args![r.kind.tag(), &r.id])
+}
+
+/// A row of [`select_log_tail`].
+pub(crate) fn log_tail_row(row: &(impl Columns + ?Sized)) -> StoreResult<LogTail> {
+    Ok(LogTail {
+        last_seq: row.int(0)?,
+        updated_at: row.int(1)?,
+    })
 }
 
 pub(crate) fn exists_resource(r: &ResourceRef) -> Fixed<'_, 2> {

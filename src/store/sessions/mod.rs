@@ -11,7 +11,7 @@ use crate::store::engine::{Backend, Engine, WriteTx, Written};
 use crate::store::error::StoreResult;
 use crate::store::events::append_after;
 use crate::store::records::Record;
-use crate::store::resources::{locked, next_child_order};
+use crate::store::resources::{locked_tail, next_child_order};
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -30,7 +30,7 @@ impl<B: Backend> Sessions for Engine<B> {
         let session = ResourceRef::new(ResourceKind::Session, id);
         self.write_op(move |tx| {
             Box::pin(async move {
-                locked(tx, &repo_ref).await?;
+                locked_tail(tx, &repo_ref).await?;
                 let now = tx.now();
                 let order = next_child_order(tx, &repo_ref).await?;
                 let text = Value::Object(attrs.clone()).to_string();

@@ -21,7 +21,7 @@ use crate::store::artifacts::sql::{insert_artifact, store_revision};
 use crate::store::engine::WriteTx;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::events::sql::{APPEND_EVENT_TAIL, append_event};
-use crate::store::records::{ResourceRow, StreamRecord};
+use crate::store::records::{LogTail, ResourceRow, StreamRecord};
 use crate::store::resources::sql as resources;
 use crate::store::statement::{Arg, ArgList, Columns, Dialect, EachRow, Statement, Statements};
 use crate::store::streams::sql::{self as streams, APPEND_CHUNK_TAIL, append_chunk};
@@ -179,6 +179,13 @@ impl WriteTx for Conn<'_> {
 
     async fn lock_resource(&mut self, r: &ResourceRef) -> StoreResult<Option<ResourceRow>> {
         resources::resource(self, r).await
+    }
+
+    async fn lock_log_tail(&mut self, r: &ResourceRef) -> StoreResult<Option<LogTail>> {
+        self.first(resources::select_log_tail(r), |row| {
+            resources::log_tail_row(row)
+        })
+        .await
     }
 
     async fn lock_stream(&mut self, id: &str) -> StoreResult<Option<StreamRecord>> {

@@ -15,7 +15,7 @@ use crate::store::envelope::chunk_json;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{StreamArtifact, StreamRecord};
 use crate::store::resources::sql::touch;
-use crate::store::resources::{locked, next_child_order, write_time};
+use crate::store::resources::{locked_tail, next_child_order, write_time};
 use crate::store::statement::Statements;
 
 #[async_trait]
@@ -31,7 +31,7 @@ impl<B: Backend> Streams for Engine<B> {
         let (scope, id, label) = (scope.clone(), id.to_owned(), label.to_owned());
         self.write_op(move |tx| {
             Box::pin(async move {
-                locked(tx, &scope).await?;
+                locked_tail(tx, &scope).await?;
                 let now = tx.now();
                 let order = next_child_order(tx, &scope).await?;
                 tx.run(sql::prune_closed_chunks(&scope)).await?;
@@ -137,7 +137,7 @@ impl<B: Backend> Streams for Engine<B> {
                     .scope;
                 // Resource row before stream row: the order every writer
                 // locks in.
-                let row = locked(tx, &scope).await?;
+                let tail = locked_tail(tx, &scope).await?;
                 let stream = tx
                     .lock_stream(&id)
                     .await?
@@ -148,7 +148,7 @@ impl<B: Backend> Streams for Engine<B> {
                 if stream.last_seq != expected_last_seq {
                     return Ok(Written::unchanged(CloseOutcome::Moved));
                 }
-                let now = write_time(tx, &row);
+                let now = write_time(tx, tail);
                 let meta = insert_artifacts(tx, &scope, vec![artifact], now)
                     .await?
                     .pop()
