@@ -91,13 +91,33 @@ impl Connections {
             return Ok(ReadConnection { conn, _share: None });
         };
         let deadline = tokio::time::Instant::now() + self.pool.options().get_acquire_timeout();
-        // The semaphore is never closed: only a timeout fails this.
-        let share = match tokio::time::timeout_at(deadline, reads.clone().acquire_owned()).await {
-            Ok(Ok(share)) => share,
-            Ok(Err(_)) | Err(_) => {
-                metrics::counter!("abstore_db_read_share_timeouts_total").increment(1);
-                return Err(StoreError::Unavailable);
+        // The semaphore is never closed: only a timeout fails this. Once
+        // the database is known down, the wait for a place is cut to the
+        // short bound, as a connection's is (`bounded`): the reads holding
+        // the share may be stuck on a database that stopped answering.
+        let wait = tokio::time::timeout_at(deadline, reads.clone().acquire_owned());
+        tokio::pin!(wait);
+        let mut watcher = self.up.subscribe();
+        let mut down = !*watcher.borrow_and_update();
+        let mut placed = None;
+        if !down {
+            tokio::select! {
+                waited = &mut wait => placed = waited.ok().and_then(Result::ok),
+                _ = watcher.wait_for(|up| !*up) => down = true,
             }
+        }
+        if down {
+            placed = tokio::time::timeout(self.unavailable_timeout, wait)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(Result::ok);
+        }
+        let Some(share) = placed else {
+            if !down {
+                metrics::counter!("abstore_db_read_share_timeouts_total").increment(1);
+            }
+            return Err(StoreError::Unavailable);
         };
         let acquire = async {
             tokio::time::timeout_at(deadline, self.pool.acquire())
