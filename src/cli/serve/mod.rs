@@ -27,6 +27,7 @@ use crate::config::{ConnectionSettings, Settings};
 use crate::http::Limits;
 use crate::protocol::time::parse_iso;
 use crate::store::rows::AnswerTimes;
+use crate::store::url::Location;
 use crate::store::{DatabaseUrl, StoreOptions};
 
 #[derive(Debug, Args, Clone)]
@@ -190,10 +191,9 @@ impl ServeArgs {
         // On PostgreSQL streamed answers draw on the reads' share, so they
         // must leave short reads a connection in it too. (SQLite's writer
         // has its own connection: its readers are the whole pool.)
-        let reads_share = if database.backend() == "postgres" {
-            db_pool_size - write_connections
-        } else {
-            db_pool_size
+        let reads_share = match database.location() {
+            Location::Postgres(_) => db_pool_size - write_connections,
+            Location::Sqlite(_) => db_pool_size,
         };
         anyhow::ensure!(
             db_pool_size == 1 || reads_share == db_pool_size || max_streamed_reads < reads_share,

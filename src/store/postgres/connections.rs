@@ -91,33 +91,19 @@ impl Connections {
             return Ok(ReadConnection { conn, _share: None });
         };
         let deadline = tokio::time::Instant::now() + self.pool.options().get_acquire_timeout();
-        // The semaphore is never closed: only a timeout fails this. Once
-        // the database is known down, the wait for a place is cut to the
-        // short bound, as a connection's is (`bounded`): the reads holding
-        // the share may be stuck on a database that stopped answering.
+        // The semaphore is never closed: only the deadline fails the wait
+        // for a place (a share still full: counted), or the short bound once
+        // the database is known down (`None`: an outage, not counted). The
+        // reads holding the share may be stuck on a database that stopped
+        // answering.
         let wait = tokio::time::timeout_at(deadline, reads.clone().acquire_owned());
-        tokio::pin!(wait);
-        let mut watcher = self.up.subscribe();
-        let mut down = !*watcher.borrow_and_update();
-        let mut placed = None;
-        if !down {
-            tokio::select! {
-                waited = &mut wait => placed = waited.ok().and_then(Result::ok),
-                _ = watcher.wait_for(|up| !*up) => down = true,
-            }
-        }
-        if down {
-            placed = tokio::time::timeout(self.unavailable_timeout, wait)
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .and_then(Result::ok);
-        }
-        let Some(share) = placed else {
-            if !down {
+        let share = match self.cut_short_when_down(wait).await {
+            Some(Ok(Ok(share))) => share,
+            Some(Ok(Err(_)) | Err(_)) => {
                 metrics::counter!("abstore_db_read_share_timeouts_total").increment(1);
+                return Err(StoreError::Unavailable);
             }
-            return Err(StoreError::Unavailable);
+            None => return Err(StoreError::Unavailable),
         };
         let acquire = async {
             tokio::time::timeout_at(deadline, self.pool.acquire())
@@ -137,29 +123,32 @@ impl Connections {
         &self,
         acquire: impl std::future::Future<Output = Result<T, sqlx::Error>>,
     ) -> StoreResult<T> {
-        let mut watcher = self.up.subscribe();
-        tokio::pin!(acquire);
-        let result = if *watcher.borrow_and_update() {
-            // The pool bounds this by `acquire_timeout`; an outage noticed
-            // meanwhile (by another request or the LISTEN task) cuts the
-            // wait down to the short bound.
-            tokio::select! {
-                result = &mut acquire => Some(result),
-                _ = watcher.wait_for(|up| !*up) => None,
-            }
-        } else {
-            None
-        };
-        let result = match result {
-            Some(result) => result,
-            None => tokio::time::timeout(self.unavailable_timeout, acquire)
-                .await
-                .unwrap_or(Err(sqlx::Error::PoolTimedOut)),
-        };
+        let result = self
+            .cut_short_when_down(acquire)
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut));
         result.map_err(|err| {
             self.mark_down(&err);
             StoreError::Unavailable
         })
+    }
+
+    /// `wait` to its end while the database is believed up; once it is
+    /// known down (noticed by another request or the LISTEN task, before or
+    /// during the wait), at most the short bound more. `None`: the short
+    /// bound ran out.
+    async fn cut_short_when_down<F: std::future::Future>(&self, wait: F) -> Option<F::Output> {
+        let mut watcher = self.up.subscribe();
+        tokio::pin!(wait);
+        if *watcher.borrow_and_update() {
+            tokio::select! {
+                done = &mut wait => return Some(done),
+                _ = watcher.wait_for(|up| !*up) => {}
+            }
+        }
+        tokio::time::timeout(self.unavailable_timeout, wait)
+            .await
+            .ok()
     }
 
     /// Record what a store operation's outcome says about the database, and
