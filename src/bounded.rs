@@ -121,6 +121,11 @@ impl<K: Hash + Eq, V: Weighed> Bounded<K, V> {
         Some(old)
     }
 
+    /// Whether an entry of `bytes` more would fit without evicting any.
+    pub(crate) fn has_room_for(&self, bytes: usize) -> bool {
+        self.bytes.saturating_add(bytes) <= self.capacity && self.entries.len() < self.max_entries
+    }
+
     /// The bytes the entries hold now.
     pub(crate) fn bytes(&self) -> usize {
         self.bytes

@@ -13,8 +13,9 @@
 //! missed. Every listing still reads every row (one snapshot, as before);
 //! only the rendering of the rows that did not change is skipped.
 //!
-//! Bounded by bytes (the JSON and the columns kept to check it); the least
-//! recently listed builds go first.
+//! Bounded by bytes (the JSON and the columns kept to check it). Once full,
+//! a build not kept yet is not kept: every listing walks the builds in one
+//! order, which least-recently-used eviction answers with no hits at all.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -146,10 +147,17 @@ impl BuildRecordCache {
             json: piece[start..].into(),
             slug_len: slug.len(),
         };
-        self.by_slug
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(slug.to_owned(), rendered);
+        let mut by_slug = self.by_slug.lock().unwrap_or_else(PoisonError::into_inner);
+        // Every listing walks every build in one order, so once the records
+        // outgrow the bound, least-recently-used eviction throws out the
+        // build the next listing needs first, and no listing hits at all
+        // (the cache then only adds its own churn). A build not kept yet is
+        // kept only while there is room: the builds kept stay kept, and a
+        // listing of twice the bound still copies half its records. A kept
+        // build whose record changed is replaced as before.
+        if by_slug.peek(slug).is_some() || by_slug.has_room_for(rendered.bytes()) {
+            by_slug.insert(slug.to_owned(), rendered);
+        }
         Ok(false)
     }
 }
@@ -281,18 +289,33 @@ mod tests {
         ));
     }
 
-    /// The bound holds: the least recently listed build goes first.
+    /// The bound holds, and listings of more builds than it keeps still
+    /// hit: the builds kept first stay kept, instead of each listing
+    /// evicting the build the next one needs first.
     #[test]
-    fn the_bound_evicts_the_least_recently_listed() {
+    fn listings_larger_than_the_bound_keep_hitting_the_builds_kept() {
         let row = build("b-0");
         let one = ENTRY_OVERHEAD + 3 + fresh(&row).len() + row.text[1].as_ref().unwrap().len();
         let cache = BuildRecordCache::new(2 * one + 10);
-        for slug in ["b-0", "b-1", "b-0", "b-2"] {
-            cached(&cache, &build(slug));
+        let listing = |cache: &BuildRecordCache| {
+            ["b-0", "b-1", "b-2", "b-3"].map(|slug| {
+                let row = build(slug);
+                let (json, kept) = cached(cache, &row);
+                assert_eq!(json, fresh(&row));
+                kept
+            })
+        };
+        assert_eq!(listing(&cache), [false; 4]);
+        for _ in 0..3 {
+            assert_eq!(listing(&cache), [true, true, false, false]);
         }
         let by_slug = cache.by_slug.lock().unwrap();
-        assert!(by_slug.peek("b-1").is_none(), "the least recent went");
-        assert!(by_slug.peek("b-0").is_some() && by_slug.peek("b-2").is_some());
         assert_eq!(by_slug.bytes(), 2 * one);
+        drop(by_slug);
+        // A kept build whose record changed is rendered again and replaced.
+        let mut changed = build("b-1");
+        changed.int[3] = Some(1_784_116_800_001);
+        assert_eq!(cached(&cache, &changed), (fresh(&changed), false));
+        assert_eq!(cached(&cache, &changed), (fresh(&changed), true));
     }
 }
